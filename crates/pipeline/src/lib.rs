@@ -1,0 +1,49 @@
+//! The data-plane contract shared by every protocol crate and the runtime.
+//!
+//! A burst of packets travels as a [`Batch`] (up to [`BURST`] buffers plus
+//! [`Meta`]data) through a [`Pipeline`] of [`Stage`]s. Each stage decides a
+//! [`Verdict`] per packet; dropped packets leave the live set and are counted
+//! per [`DropReason`]. Buffers are generic ([`PacketBuf`]) so DPDK mbufs,
+//! pooled [`Frame`]s and `Vec<u8>` all fit.
+//!
+//! ```
+//! use pipeline::{Batch, DropReason, Now, PacketBuf, Pipeline, Stage};
+//!
+//! /// Drops packets shorter than 20 bytes.
+//! struct MinLen;
+//! impl<B: PacketBuf> Stage<B> for MinLen {
+//!     fn name(&self) -> &str { "min-len" }
+//!     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+//!         for i in batch.live() {
+//!             if batch.data(i).len() < 20 {
+//!                 batch.drop_packet(i, DropReason::Truncated);
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! let mut pipeline = Pipeline::new().with(MinLen);
+//! let mut batch: Batch<Vec<u8>> = Batch::new();
+//! batch.push(vec![0; 64], 0).unwrap();
+//! batch.push(vec![0; 8], 0).unwrap();
+//! pipeline.run(&mut batch, Now::default());
+//! let (_, counters) = pipeline.counters().next().unwrap();
+//! assert_eq!(counters.drops.get(DropReason::Truncated), 1);
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod batch;
+pub mod buf;
+pub mod counters;
+pub mod egress;
+pub mod stage;
+pub mod time;
+pub mod verdict;
+
+pub use batch::{Batch, Indices, Meta, Proto, BURST, L3, NO_OFFSET};
+pub use buf::{Frame, NoRoom, PacketBuf};
+pub use counters::{DropCounters, StageCounters};
+pub use egress::{Egress, Fifo};
+pub use stage::{Pipeline, Stage};
+pub use time::Now;
+pub use verdict::{Class, DropReason, Verdict};

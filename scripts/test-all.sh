@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The project's full test command (README "Test"). Runs on a fresh Debian machine:
+# installs what it needs, then runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Unit, property, integration and doc tests of every crate.
+cargo test --workspace --locked
+
+# Benchmarks run once each in test mode so they cannot rot.
+cargo test --workspace --locked --benches
