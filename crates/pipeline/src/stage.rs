@@ -124,7 +124,7 @@ mod tests {
             for i in batch.live() {
                 let v = batch.data(i)[0];
                 self.0.push(v);
-                if v % 4 == 0 {
+                if v.is_multiple_of(4) {
                     batch.to_control(i);
                 } else {
                     batch.forward(i, 9, Class(2));
