@@ -4,7 +4,9 @@
 //! * [`Aes`]: an expanded AES-128 key schedule (expand once per key, reuse per
 //!   packet); one-block encryption, fixed-length [CBC-MAC](Aes::cbc_mac) with a zero
 //!   IV, and **batched** CBC-MAC over many independent inputs, which lets AES-NI
-//!   pipeline eight blocks at a time instead of waiting on each chained block.
+//!   pipeline eight blocks at a time instead of waiting on each chained block;
+//!   [`Aes::cbc_mac_multi`] interleaves CBC-MACs of many packets under
+//!   *different* keys (per-host DRKeys) the same way.
 //! * [`Cmac`]: RFC 4493 AES-CMAC with the subkeys derived once per key.
 //! * [`ct_eq`] and [`truncate`]: constant-time comparison and tag truncation.
 //!

@@ -18,6 +18,17 @@ pub mod error;
 pub mod field;
 pub mod host;
 pub mod ia;
+pub mod scion;
+
+// L2/L3/L4 headers, FlowPolice shim and FAIR header (packet-l3).
+pub mod checksum;
+pub mod ethernet;
+pub mod fair;
+pub mod flowpolice;
+pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6_ext;
+pub mod udp;
 
 pub use error::{Error, Result};
 pub use host::HostAddr;

@@ -1,0 +1,302 @@
+//! Token-bucket conformance over per-second volumes (spec §5.7).
+//!
+//! Records violate a policy (CIR, CBS) iff some window of whole seconds
+//! `[a, b]` carries more than `CBS + CIR·(b − a + 1)` bytes. The Lindley
+//! recursion [`tb_conformance`] decides this in O(T); [`Monitor`] is its
+//! streaming form at the destination (§5.7.3).
+
+use std::collections::BTreeMap;
+
+/// One violating end-second with its worst window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The second that ends a violating window.
+    pub second: u64,
+    /// Start of the busy period: `[window_start, second]` violates.
+    pub window_start: u64,
+    /// Largest excess in bytes over all windows ending at `second`.
+    pub excess: u64,
+}
+
+/// Sums `(abs_ts, bytes)` samples per second.
+pub fn aggregate(samples: impl IntoIterator<Item = (u64, u64)>) -> BTreeMap<u64, u128> {
+    let mut m = BTreeMap::new();
+    for (t, b) in samples {
+        *m.entry(t).or_insert(0u128) += b as u128;
+    }
+    m
+}
+
+/// The Lindley recursion over per-second volumes `per_sec` (sorted by second).
+pub fn tb_conformance_per_sec(
+    cir: u64,
+    cbs: u64,
+    per_sec: impl IntoIterator<Item = (u64, u128)>,
+) -> Vec<Violation> {
+    let mut l = Lindley::new(cir, cbs);
+    let mut out = Vec::new();
+    for (t, b) in per_sec {
+        if let Some(v) = l.push(t, b) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// All violations of (CIR, CBS) by the samples `(abs_ts, bytes)`.
+pub fn tb_conformance(
+    cir: u64,
+    cbs: u64,
+    samples: impl IntoIterator<Item = (u64, u64)>,
+) -> Vec<Violation> {
+    tb_conformance_per_sec(cir, cbs, aggregate(samples))
+}
+
+/// The recursion's state; feed seconds in increasing order.
+#[derive(Clone, Debug)]
+pub struct Lindley {
+    cir: i128,
+    cbs: i128,
+    tokens: i128,
+    start: u64,
+    prev: Option<u64>,
+}
+
+impl Lindley {
+    /// A full bucket.
+    pub fn new(cir: u64, cbs: u64) -> Self {
+        Lindley { cir: cir as i128, cbs: cbs as i128, tokens: cbs as i128, start: 0, prev: None }
+    }
+
+    /// Accounts `bytes` in second `t` (> every earlier `t`); returns the violation ending at `t`.
+    pub fn push(&mut self, t: u64, bytes: u128) -> Option<Violation> {
+        if let Some(p) = self.prev {
+            let idle = t.saturating_sub(p).saturating_sub(1) as i128;
+            if idle > 0 {
+                self.tokens = (self.tokens + self.cir.saturating_mul(idle)).min(self.cbs);
+            }
+        }
+        if self.tokens >= self.cbs {
+            self.start = t;
+        }
+        self.tokens = (self.tokens + self.cir - bytes as i128).min(self.cbs);
+        self.prev = Some(t);
+        (self.tokens < 0).then(|| Violation {
+            second: t,
+            window_start: self.start,
+            excess: (-self.tokens) as u64,
+        })
+    }
+}
+
+/// O(T²) reference of §5.7.1 (tests and fuzzing): the violating end-seconds that
+/// carry records, with their maximal excess.
+pub fn brute_force(
+    cir: u64,
+    cbs: u64,
+    samples: impl IntoIterator<Item = (u64, u64)>,
+) -> Vec<(u64, u64)> {
+    let per = aggregate(samples);
+    let (Some(&lo), Some(&hi)) = (per.keys().next(), per.keys().next_back()) else { return vec![] };
+    let mut out = vec![];
+    for b in per.keys().copied() {
+        let mut best: i128 = 0;
+        let mut sum: i128 = 0;
+        let mut a = b;
+        loop {
+            sum += per.get(&a).copied().unwrap_or(0) as i128;
+            let ex = sum - (cbs as i128 + cir as i128 * (b - a + 1) as i128);
+            best = best.max(ex);
+            if a == lo {
+                break;
+            }
+            a -= 1;
+        }
+        if best > 0 {
+            out.push((b, best as u64));
+        }
+        let _ = hi;
+    }
+    out
+}
+
+/// Streaming monitor of one channel at the destination (§5.7.3): an 8-second
+/// ring of byte counters keyed by the unwrapped *source* timestamp; second t
+/// is finalized when `now ≥ t + 4` and fed to the recursion.
+#[derive(Clone, Debug)]
+pub struct Monitor {
+    lindley: Lindley,
+    ring: [u128; 8],
+    /// Next second to finalize (`None` before the first packet).
+    next: Option<u64>,
+    /// Violations emitted so far.
+    pub violations: u64,
+    /// Most recent violation.
+    pub last: Option<Violation>,
+}
+
+impl Monitor {
+    /// A monitor for (CIR, CBS).
+    pub fn new(cir: u64, cbs: u64) -> Self {
+        Monitor {
+            lindley: Lindley::new(cir, cbs),
+            ring: [0; 8],
+            next: None,
+            violations: 0,
+            last: None,
+        }
+    }
+
+    /// Finalizes every second `t` with `t + 4 ≤ now`; returns the worst new violation.
+    pub fn tick(&mut self, now: u64) -> Option<Violation> {
+        let mut t = self.next?;
+        let mut worst: Option<Violation> = None;
+        // After a long idle gap, skip empty seconds in one step.
+        let end = now.saturating_sub(3);
+        if end > t + 8 {
+            // Seconds beyond the ring are empty: finalize the ring, then jump.
+            for _ in 0..8 {
+                worst = self.finalize(t, worst);
+                t += 1;
+            }
+            t = end;
+        }
+        while t < end {
+            worst = self.finalize(t, worst);
+            t += 1;
+        }
+        self.next = Some(t);
+        worst
+    }
+
+    fn finalize(&mut self, t: u64, worst: Option<Violation>) -> Option<Violation> {
+        let slot = &mut self.ring[(t % 8) as usize];
+        let b = core::mem::take(slot);
+        if b == 0 {
+            return worst;
+        }
+        match self.lindley.push(t, b) {
+            Some(v) => {
+                self.violations += 1;
+                self.last = Some(v);
+                Some(match worst {
+                    Some(w) if w.excess >= v.excess => w,
+                    _ => v,
+                })
+            }
+            None => worst,
+        }
+    }
+
+    /// Accounts a packet of `bytes` stamped `abs_ts`, at local time `now`.
+    /// Returns a violation if one was finalized by this call.
+    #[inline]
+    pub fn account(&mut self, abs_ts: u64, bytes: u64, now: u64) -> Option<Violation> {
+        if self.next.is_none() {
+            self.next = Some(abs_ts.min(now.saturating_sub(3)));
+        }
+        let v = self.tick(now);
+        // A stamp older than the finalized horizon cannot pass the freshness check;
+        // account it into the oldest open second rather than lose it.
+        let t = abs_ts.max(self.next.unwrap_or(abs_ts));
+        self.ring[(t % 8) as usize] += bytes as u128;
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn u_b1_hand_cases() {
+        let (cir, cbs) = (1000u64, 500u64);
+        // Exactly CBS + CIR in one second conforms; one byte more violates by 1.
+        assert!(tb_conformance(cir, cbs, [(10, 1500)]).is_empty());
+        assert_eq!(
+            tb_conformance(cir, cbs, [(10, 1501)]),
+            vec![Violation { second: 10, window_start: 10, excess: 1 }]
+        );
+        // Idle gaps refill.
+        assert!(tb_conformance(cir, cbs, [(10, 1500), (12, 1500)]).is_empty());
+        assert_eq!(tb_conformance(cir, cbs, [(10, 1500), (11, 1001)]).len(), 1);
+        // Negative tokens carry over: 2000 then 1000 → excess 500 then 500.
+        let v = tb_conformance(cir, cbs, [(10, 2000), (11, 1000)]);
+        assert_eq!(
+            v,
+            vec![
+                Violation { second: 10, window_start: 10, excess: 500 },
+                Violation { second: 11, window_start: 10, excess: 500 },
+            ]
+        );
+    }
+
+    #[test]
+    fn monitor_matches_batch() {
+        let mut m = Monitor::new(1000, 500);
+        let mut got = vec![];
+        let mut samples = vec![];
+        for s in 100..120u64 {
+            let bytes = if s == 110 { 3000 } else { 510 };
+            for _ in 0..3 {
+                samples.push((s, bytes / 3));
+                if let Some(v) = m.account(s, bytes / 3, s) {
+                    got.push(v);
+                }
+            }
+        }
+        if let Some(v) = m.tick(200) {
+            got.push(v);
+        }
+        let expect = tb_conformance(1000, 500, samples);
+        assert_eq!(expect.len(), 4);
+        assert_eq!(got, expect);
+        assert_eq!(m.violations, 4);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// P-4: Lindley equals the brute-force window test.
+        #[test]
+        fn p4_lindley_equals_brute_force(cir in 1u64..5000, cbs in 0u64..5000,
+                                          loads in proptest::collection::vec((0u64..30, 0u64..10_000), 0..40)) {
+            let samples: Vec<(u64, u64)> = loads.iter().map(|&(t, b)| (1000 + t, b)).collect();
+            let v = tb_conformance(cir, cbs, samples.iter().copied());
+            let bf = brute_force(cir, cbs, samples.iter().copied());
+            let got: Vec<(u64, u64)> = v.iter().map(|x| (x.second, x.excess)).collect();
+            prop_assert_eq!(got, bf);
+            // The reported window itself violates by the reported excess.
+            let per = aggregate(samples.iter().copied());
+            for x in &v {
+                let s: u128 = per.range(x.window_start..=x.second).map(|(_, b)| *b).sum();
+                let lim = cbs as i128 + cir as i128 * (x.second - x.window_start + 1) as i128;
+                prop_assert_eq!(s as i128 - lim, x.excess as i128);
+            }
+        }
+
+        /// P-5: a fine-grained token bucket stamped with ⌊t⌋ never violates.
+        #[test]
+        fn p5_soundness(cir in 100u64..100_000, cbs in 100u64..100_000,
+                        pkts in proptest::collection::vec((0u64..300_000_000, 40u64..1500), 1..300)) {
+            let mut b = crate::bucket::TokenBucket::new(cir, cbs, 0);
+            let mut t = 0u64;
+            let mut samples = vec![];
+            for (gap, len) in pkts {
+                t += gap;
+                if b.try_consume(len, t) { samples.push((t / 1_000_000_000, len)); }
+            }
+            prop_assert!(tb_conformance(cir, cbs, samples).is_empty());
+        }
+
+        /// P-6: adding records never removes a violation.
+        #[test]
+        fn p6_monotone(cir in 1u64..5000, cbs in 0u64..5000,
+                       base in proptest::collection::vec((0u64..20, 0u64..8000), 0..30),
+                       extra in proptest::collection::vec((0u64..20, 0u64..8000), 0..10)) {
+            let v1 = !tb_conformance(cir, cbs, base.iter().copied()).is_empty();
+            let v2 = !tb_conformance(cir, cbs, base.iter().chain(extra.iter()).copied()).is_empty();
+            prop_assert!(!v1 || v2);
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Procedure 3: checking, policing and header capture at the destination AS's
+//! ingress border router (spec §5.4).
+//!
+//! Per packet: freshness check; channel classification by (source AS from the
+//! source prefix, ingress neighbor, slot count) (A23); ICV under K_SD
+//! (pipelined across the burst); capture of the header record *before*
+//! policing (the non-conforming packets are the proof); the streaming
+//! conformance monitor on source timestamps (§5.7.3) that emits violation
+//! events; an arrival-time token bucket (CIR, CBS) that drops non-conforming
+//! packets only when `drop_nonconforming` is set (default: detect, store,
+//! alarm); then the FAIR header is stripped (IPv4 always, IPv6 by default).
+
+use std::net::IpAddr;
+
+use mac::{Aes, Block, Key};
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, NO_OFFSET};
+
+use crate::bucket::TokenBucket;
+use crate::common::{locate_meta, Codes, Framing};
+use crate::conformance::{Monitor, Violation};
+use crate::crypto::icv_block;
+use crate::lpm::{key_v4, key_v6, FastMap, PrefixTable};
+use crate::record::{Record, RecordSink};
+use crate::time::{is_fresh, is_past, unwrap_near};
+use crate::wire;
+
+/// Per-channel counters at the destination.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// Packets accepted (ICV valid).
+    pub packets: u64,
+    /// Network-layer bytes accepted.
+    pub bytes: u64,
+    /// Packets over the arrival-time bucket.
+    pub nonconforming: u64,
+    /// Packets whose mark count differs from the policy's path length (diagnostic).
+    pub mark_count_mismatch: u64,
+}
+
+/// One channel as the destination sees it.
+#[derive(Debug)]
+pub struct DestChannel {
+    /// Channel id (written into records).
+    pub id: u32,
+    k_sd: Aes,
+    /// Source ASN.
+    pub src_asn: u32,
+    /// Expected number of marks (cooperating ASes in the policy).
+    pub expected_marks: u8,
+    /// The streaming conformance monitor.
+    pub monitor: Monitor,
+    policer: TokenBucket,
+    /// Counters.
+    pub stats: ChannelStats,
+}
+
+impl DestChannel {
+    /// A channel from `src_asn` with policy (CIR, CBS).
+    pub fn new(
+        id: u32,
+        src_asn: u32,
+        k_sd: &Key,
+        expected_marks: u8,
+        cir: u64,
+        cbs: u64,
+        now_ns: u64,
+    ) -> Self {
+        DestChannel {
+            id,
+            k_sd: Aes::new(k_sd),
+            src_asn,
+            expected_marks,
+            monitor: Monitor::new(cir, cbs),
+            policer: TokenBucket::new(cir, cbs, now_ns),
+            stats: ChannelStats::default(),
+        }
+    }
+}
+
+/// What to do with a FAIR packet of no known channel (§5.4 `unknown_channel_action`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownChannel {
+    /// Drop (`UnknownKey`; default: the ICV cannot be checked).
+    #[default]
+    Drop,
+    /// Strip the header and deliver unchecked.
+    Deliver,
+}
+
+/// Destination-stage configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct DestConfig {
+    /// Protocol codes.
+    pub codes: Codes,
+    /// Frame layout when no parse stage ran.
+    pub framing: Framing,
+    /// Strip the IPv6 extension header before delivery (default true; IPv4 always).
+    pub strip_ipv6: bool,
+    /// Drop packets over the arrival-time bucket (default false: detect only).
+    pub drop_nonconforming: bool,
+    /// Drop non-FAIR packets (sources without policy or header).
+    pub require_policy: bool,
+    /// Unknown channels.
+    pub unknown_channel: UnknownChannel,
+}
+
+impl Default for DestConfig {
+    fn default() -> Self {
+        DestConfig {
+            codes: Codes::default(),
+            framing: Framing::Ethernet,
+            strip_ipv6: true,
+            drop_nonconforming: false,
+            require_policy: false,
+            unknown_channel: UnknownChannel::Drop,
+        }
+    }
+}
+
+/// Stage counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestStats {
+    /// Packets accepted.
+    pub accepted: u64,
+    /// Stale timestamps.
+    pub stale: u64,
+    /// ICV failures.
+    pub icv_fail: u64,
+    /// Malformed headers.
+    pub malformed: u64,
+    /// Records captured.
+    pub captured: u64,
+    /// Violation events emitted.
+    pub violations: u64,
+    /// FAIR packets of unknown channels.
+    pub unknown_channel: u64,
+}
+
+/// The destination stage (Procedure 3), generic over where records go.
+pub struct FairDestination<S: RecordSink> {
+    cfg: DestConfig,
+    src_fib: PrefixTable<u32>,
+    port_neighbor: Vec<u32>,
+    index: FastMap<(u32, u32, u8), u32>,
+    channels: Vec<DestChannel>,
+    sink: S,
+    events: Vec<(u32, Violation)>,
+    /// Counters.
+    pub stats: DestStats,
+}
+
+impl<S: RecordSink> core::fmt::Debug for FairDestination<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FairDestination")
+            .field("channels", &self.channels.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl<S: RecordSink> FairDestination<S> {
+    /// An empty stage writing records to `sink`.
+    pub fn new(cfg: DestConfig, sink: S) -> Self {
+        FairDestination {
+            cfg,
+            src_fib: PrefixTable::new(),
+            port_neighbor: Vec::new(),
+            index: FastMap::default(),
+            channels: Vec::new(),
+            sink,
+            events: Vec::new(),
+            stats: DestStats::default(),
+        }
+    }
+
+    /// Declares that `addr/len` belongs to `asn` (from the trust store's ROAs).
+    pub fn add_source_prefix(&mut self, addr: IpAddr, len: u8, asn: u32) {
+        self.src_fib.insert(addr, len, asn);
+    }
+
+    /// Declares the neighbor AS behind ingress `port` (0 = unknown).
+    pub fn set_port_neighbor(&mut self, port: u16, asn: u32) {
+        let p = port as usize;
+        if self.port_neighbor.len() <= p {
+            self.port_neighbor.resize(p + 1, 0);
+        }
+        self.port_neighbor[p] = asn;
+    }
+
+    /// Adds a channel matched by (source AS, ingress neighbor or 0 = any, slot count).
+    pub fn add_channel(&mut self, ch: DestChannel, neighbor: u32, n_slots: u8) -> usize {
+        let idx = self.channels.len();
+        self.index.insert((ch.src_asn, neighbor, n_slots), idx as u32);
+        self.channels.push(ch);
+        idx
+    }
+
+    /// The channels.
+    pub fn channels(&self) -> &[DestChannel] {
+        &self.channels
+    }
+
+    /// Takes the violation events `(channel id, violation)` emitted so far.
+    pub fn take_violations(&mut self) -> Vec<(u32, Violation)> {
+        core::mem::take(&mut self.events)
+    }
+
+    /// Finalizes monitor seconds up to `now` without traffic (call periodically).
+    pub fn tick(&mut self, now_s: u64) {
+        for ch in &mut self.channels {
+            if let Some(v) = ch.monitor.tick(now_s) {
+                self.stats.violations += 1;
+                self.events.push((ch.id, v));
+            }
+        }
+    }
+
+    /// The record sink.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// The record sink, mutable.
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
+    }
+
+    #[inline]
+    fn classify(&self, frame: &[u8], p: &wire::FairPkt, port: u16, n_slots: u8) -> Option<u32> {
+        let ip = &frame[p.l3_off..];
+        let key = match p.carrier() {
+            packet::fair::Carrier::Ipv6 => key_v6(ip[8..24].try_into().ok()?),
+            packet::fair::Carrier::Ipv4 => key_v4([ip[12], ip[13], ip[14], ip[15]]),
+        };
+        let asn = *self.src_fib.lookup(key)?;
+        let nb = self.port_neighbor.get(port as usize).copied().unwrap_or(0);
+        self.index.get(&(asn, nb, n_slots)).or_else(|| self.index.get(&(asn, 0, n_slots))).copied()
+    }
+}
+
+impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
+    fn name(&self) -> &str {
+        "fair-destination"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, now: Now) {
+        let now_s = now.unix_secs();
+        let mut todo: [(u8, u32, wire::FairPkt); BURST] = [(0, 0, EMPTY); BURST];
+        let mut blocks: [Block; BURST] = [[0; 16]; BURST];
+        let mut n = 0usize;
+        // Pass 1: locate, freshness, classify, ICV inputs.
+        for i in batch.live() {
+            let (buf, meta) = batch.get_mut(i);
+            let frame = buf.data();
+            let p = match locate_meta(frame, meta, self.cfg.framing, self.cfg.codes) {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    if self.cfg.require_policy {
+                        batch.drop_packet(i, DropReason::Policy);
+                    }
+                    continue;
+                }
+                Err(r) => {
+                    self.stats.malformed += 1;
+                    batch.drop_packet(i, r);
+                    continue;
+                }
+            };
+            let h = p.view(frame);
+            let ts = h.timestamp();
+            if !is_fresh(ts, now_s) {
+                self.stats.stale += 1;
+                batch.drop_packet(
+                    i,
+                    if is_past(ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
+                );
+                continue;
+            }
+            let Some(ci) = self.classify(frame, &p, meta.port, h.n_slots() as u8) else {
+                self.stats.unknown_channel += 1;
+                match self.cfg.unknown_channel {
+                    UnknownChannel::Drop => batch.drop_packet(i, DropReason::UnknownKey),
+                    UnknownChannel::Deliver => {
+                        let (buf, meta) = batch.get_mut(i);
+                        strip(buf, meta, &p);
+                    }
+                }
+                continue;
+            };
+            blocks[n] = icv_block(p.len_field(frame), ts, h.seqno());
+            todo[n] = (i as u8, ci, p);
+            n += 1;
+        }
+        // Pass 2: ICVs, pipelined across runs of the same channel.
+        let mut s = 0;
+        while s < n {
+            let c = todo[s].1;
+            let mut e = s + 1;
+            while e < n && todo[e].1 == c {
+                e += 1;
+            }
+            self.channels[c as usize].k_sd.encrypt_blocks(&mut blocks[s..e]);
+            s = e;
+        }
+        // Pass 3: verify, capture, monitor, police, strip.
+        for k in 0..n {
+            let (i, ci, p) = todo[k];
+            let i = i as usize;
+            let (buf, meta) = batch.get_mut(i);
+            let frame = buf.data();
+            let h = p.view(frame);
+            if !mac::ct_eq(&[h.icv()], &[blocks[k][0]]) {
+                self.stats.icv_fail += 1;
+                batch.drop_packet(i, DropReason::BadMac);
+                continue;
+            }
+            let ch = &mut self.channels[ci as usize];
+            self.sink.append(&Record::capture(frame, &p, ch.id, now_s as u32));
+            self.stats.captured += 1;
+            let net = p.net_len(frame);
+            if let Some(v) = ch.monitor.account(unwrap_near(h.timestamp(), now_s), net, now_s) {
+                self.stats.violations += 1;
+                self.events.push((ch.id, v));
+            }
+            if h.ptr() != ch.expected_marks {
+                ch.stats.mark_count_mismatch += 1;
+            }
+            ch.stats.packets += 1;
+            ch.stats.bytes += net;
+            if !ch.policer.try_consume(net, now.mono_ns) {
+                ch.stats.nonconforming += 1;
+                if self.cfg.drop_nonconforming {
+                    batch.drop_packet(i, DropReason::OverRate);
+                    continue;
+                }
+            }
+            self.stats.accepted += 1;
+            if p.carrier() == packet::fair::Carrier::Ipv4 || self.cfg.strip_ipv6 {
+                strip(buf, meta, &p);
+            }
+        }
+        self.sink.end_burst();
+    }
+}
+
+const EMPTY: wire::FairPkt = wire::FairPkt {
+    l3_off: 0,
+    loc: packet::fair::FairLocation {
+        offset: 0,
+        len: 0,
+        nh_offset: 0,
+        carrier: packet::fair::Carrier::Ipv4,
+    },
+};
+
+fn strip<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, p: &wire::FairPkt) {
+    if wire::strip(buf, p).is_ok() {
+        meta.proto = Proto::None;
+        meta.proto_off = NO_OFFSET;
+        if meta.l4_off != NO_OFFSET {
+            meta.l4_off = meta.l4_off.saturating_sub(p.loc.len as u16);
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! FAIR — Forwarding Accountability for Internet Reputability (spec `fair.md`).
+//!
+//! Sans-IO protocol logic (time and randomness are arguments) for the three
+//! roles and three phases of FAIR, on top of the `packet` crate's FAIR, IPv4,
+//! IPv6 and Ethernet views:
+//!
+//! | Phase / role | Module | Pipeline stage |
+//! |---|---|---|
+//! | Source stamping (Procedure 1) | [`source`] | [`source::FairSource`] |
+//! | Transit marking (Procedure 2) | [`transit`] | [`transit::FairTransit`] |
+//! | Destination check, police, capture (Procedure 3) | [`dest`], [`conformance`] | [`dest::FairDestination`] |
+//! | Suspicious bit (Procedure 4) | [`sb`] | [`sb::SuspiciousBit`] |
+//! | Header store | [`store`], [`record`] | (sink of the destination stage) |
+//! | Setup (sending policies) | [`policy`] | — |
+//! | Protest rounds 1 and 2 | [`protest`] | — |
+//!
+//! Supporting modules: [`crypto`] (MAC blocks and known answers of §3.4,
+//! SHA3-256, HKDF-SHA3 K_SD from X25519, Ed25519), [`keys`] (epoch key rings
+//! with T_m retention), [`time`] (wrap-aware timestamps), [`bucket`] (exact
+//! integer token bucket), [`rng`] (per-worker xoshiro256++ nonces), [`lpm`]
+//! (extended-FIB prefix tables), [`wire`] (header insertion and stripping).
+//!
+//! ## Decisions beyond the spec (router-vendor defaults, all configurable)
+//! * **Stages and metadata.** Stages take the IP header from `Meta::l3_off`
+//!   when a parse stage set it, else parse the frame ([`common::Framing`]);
+//!   the FAIR header from `Meta::proto_off` when `Meta::proto == Proto::Fair`,
+//!   else they locate it with `packet::fair`. They record the header in the
+//!   metadata for later stages.
+//! * **Drop reasons.** Stale timestamp → `Expired` (past) / `FromFuture`;
+//!   ICV failure → `BadMac`; no data key for the epoch or unknown channel →
+//!   `UnknownKey`; source bucket → `OverRate`; pre-existing header at the
+//!   source, slot overflow, SB drop and `require_policy` → `Policy`; parse
+//!   errors → `Malformed`/`Truncated`. Packets too big for the MTU with the
+//!   header go to control (ICMP PTB / Frag-Needed is the control plane's job).
+//! * **Destination policing.** The streaming monitor (§5.7.3, source
+//!   timestamps) emits violation events; an additional arrival-time token
+//!   bucket drops only with `drop_nonconforming` (default: detect and store).
+//! * **Header records** are fixed 64-byte field records, not raw bytes (see
+//!   [`record`]); raw `HeaderRecord`s are accepted via `Record::from_wire`.
+//! * **Protest evidence** carries records in that encoding; `protest_id`
+//!   hashes their encodings.
+//! * **Shared state.** The source's sequence counter is one `AtomicU32` per
+//!   channel shared by workers (uniqueness of `(ts, seqno)`); token buckets
+//!   are per worker (configure each with its share CIR/W, CBS/W); data key
+//!   rings are immutable `Arc`s swapped between bursts (RCU-style).
+#![forbid(unsafe_code)]
+
+pub use mac::Key;
+
+pub mod bucket;
+pub mod common;
+pub mod conformance;
+pub mod crypto;
+pub mod dest;
+pub mod keys;
+pub mod lpm;
+pub mod policy;
+pub mod protest;
+pub mod record;
+pub mod rng;
+pub mod sb;
+pub mod source;
+pub mod store;
+pub mod time;
+pub mod transit;
+pub mod wire;

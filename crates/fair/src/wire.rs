@@ -1,0 +1,266 @@
+//! FAIR header handling on whole frames, on top of the `packet` crate's views
+//! (`packet::fair`, `packet::ipv4`, `packet::ipv6`, `packet::ethernet`):
+//! locating the header, the MAC'd length field, insertion at the source and
+//! stripping at the destination (spec §2.5, §2.6, §5.0).
+
+use packet::fair::{locate_ipv4, locate_ipv6, Carrier, Fair, FairLocation, FIXED_LEN, MAX_SLOTS};
+use packet::ipv4::Ipv4;
+use packet::ipv6::Ipv6;
+use pipeline::{buf, PacketBuf, L3};
+
+/// Default IPv6 Next Header value of the FAIR extension header (RFC 3692 experimental).
+pub const FAIR_NH: u8 = 253;
+/// Default IPv4 Protocol value of the FAIR shim.
+pub const FAIR_PROTO: u8 = 253;
+
+/// A FAIR header found in a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FairPkt {
+    /// Offset of the IP header in the frame.
+    pub l3_off: usize,
+    /// The header's location relative to the IP header.
+    pub loc: FairLocation,
+}
+
+impl FairPkt {
+    /// Offset of the FAIR header in the frame.
+    #[inline]
+    pub fn fair_off(&self) -> usize {
+        self.l3_off + self.loc.offset
+    }
+
+    /// The carrier.
+    #[inline]
+    pub fn carrier(&self) -> Carrier {
+        self.loc.carrier
+    }
+
+    /// A view of the FAIR header.
+    #[inline]
+    pub fn view<'a>(&self, frame: &'a [u8]) -> Fair<&'a [u8]> {
+        self.loc.view(&frame[self.l3_off..])
+    }
+
+    /// A mutable view of the FAIR header.
+    #[inline]
+    pub fn view_mut<'a>(&self, frame: &'a mut [u8]) -> Fair<&'a mut [u8]> {
+        self.loc.view_mut(&mut frame[self.l3_off..])
+    }
+
+    /// The length field covered by the MACs (A10): IPv6 Payload Length or IPv4 Total Length.
+    #[inline]
+    pub fn len_field(&self, frame: &[u8]) -> u16 {
+        let at = self.l3_off + if self.carrier() == Carrier::Ipv6 { 4 } else { 2 };
+        u16::from_be_bytes([frame[at], frame[at + 1]])
+    }
+
+    /// Bytes counted by every token bucket: the network-layer packet incl. FAIR.
+    #[inline]
+    pub fn net_len(&self, frame: &[u8]) -> u64 {
+        net_len(self.carrier(), self.len_field(frame))
+    }
+
+    /// The top 32 bits of source and destination address (`Bound` binding).
+    #[inline]
+    pub fn addr32(&self, frame: &[u8]) -> ([u8; 4], [u8; 4]) {
+        let (s, d) = match self.carrier() {
+            Carrier::Ipv6 => (8, 24),
+            Carrier::Ipv4 => (12, 16),
+        };
+        let b = &frame[self.l3_off..];
+        ([b[s], b[s + 1], b[s + 2], b[s + 3]], [b[d], b[d + 1], b[d + 2], b[d + 3]])
+    }
+
+    /// The captured header bytes: IP header (and HBH) through the end of the FAIR header (§2.11).
+    #[inline]
+    pub fn record_bytes<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        &frame[self.l3_off..self.fair_off() + self.loc.len]
+    }
+}
+
+/// `net_len` from the carrier and its length field (§5.0).
+#[inline]
+pub const fn net_len(carrier: Carrier, len_field: u16) -> u64 {
+    match carrier {
+        Carrier::Ipv6 => 40 + len_field as u64,
+        Carrier::Ipv4 => len_field as u64,
+    }
+}
+
+/// The IP header's offset and version in an Ethernet frame (one VLAN tag allowed).
+#[inline]
+pub fn find_l3(frame: &[u8]) -> Option<(usize, L3)> {
+    let eth = packet::ethernet::Ethernet::new_checked(frame).ok()?;
+    let l3 = match eth.ethertype() {
+        packet::ethernet::ethertype::IPV4 => L3::Ipv4,
+        packet::ethernet::ethertype::IPV6 => L3::Ipv6,
+        _ => return None,
+    };
+    Some((eth.header_len(), l3))
+}
+
+/// Locates the FAIR header of the IP packet at `l3_off` (§2.9). `Ok(None)`
+/// means "not a FAIR packet".
+#[inline]
+pub fn locate(frame: &[u8], l3_off: usize, l3: L3, code: u8) -> packet::Result<Option<FairPkt>> {
+    let ip = frame.get(l3_off..).ok_or(packet::Error::Truncated)?;
+    let loc = match l3 {
+        L3::Ipv6 => locate_ipv6(ip, code)?,
+        L3::Ipv4 => locate_ipv4(ip, code)?,
+        L3::None => return Ok(None),
+    };
+    Ok(loc.map(|loc| FairPkt { l3_off, loc }))
+}
+
+/// Slot count and header length the source allocates for `m` cooperating ASes (§2.5, §2.6).
+/// IPv6 rounds up to the 8-octet rule; IPv4 adds `v4_spare` spare slots.
+pub fn layout(carrier: Carrier, m: usize, v4_spare: usize) -> Option<(usize, usize)> {
+    let n = match carrier {
+        Carrier::Ipv6 => (FIXED_LEN + m).div_ceil(8).max(2) * 8 - FIXED_LEN,
+        Carrier::Ipv4 => m + v4_spare,
+    };
+    (n <= MAX_SLOTS).then_some((n, FIXED_LEN + n))
+}
+
+/// Why the source could not insert a FAIR header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InsertError {
+    /// The IP header is malformed or truncated.
+    #[error("malformed ip packet: {0}")]
+    Malformed(packet::Error),
+    /// IPv6 jumbogram (Payload Length 0): forwarded unmarked (§2.5).
+    #[error("ipv6 jumbogram")]
+    Jumbogram,
+    /// The packet would exceed the length field or the MTU.
+    #[error("packet too big for the fair header")]
+    TooBig,
+    /// No headroom for the header.
+    #[error("no headroom")]
+    NoRoom,
+}
+
+/// Inserts an `n_slots` FAIR header into the IP packet at `l3_off` and updates
+/// the IP header (IPv6: Next Header chain and Payload Length; IPv4: Protocol,
+/// Total Length, DF = 1, checksum). All FAIR fields after `hdr_len` are zero.
+pub fn insert<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    l3: L3,
+    n_slots: usize,
+    code: u8,
+) -> Result<FairPkt, InsertError> {
+    let frame = buf.data();
+    let ip = frame.get(l3_off..).ok_or(InsertError::Malformed(packet::Error::Truncated))?;
+    let (carrier, at, nh_off, old_nh, len) = match l3 {
+        L3::Ipv6 => {
+            let p = Ipv6::new_checked(ip).map_err(InsertError::Malformed)?;
+            let pl = p.payload_len() as usize;
+            let (mut at, mut nh_off, mut nh) = (40usize, 6usize, p.next_header());
+            if nh == 0 {
+                if pl == 0 {
+                    return Err(InsertError::Jumbogram);
+                }
+                let hbh = ip.get(40..42).ok_or(InsertError::Malformed(packet::Error::Truncated))?;
+                let hl = (hbh[1] as usize + 1) * 8;
+                if 40 + hl > 40 + pl {
+                    return Err(InsertError::Malformed(packet::Error::malformed(
+                        "hbh beyond payload",
+                    )));
+                }
+                nh_off = 40;
+                nh = hbh[0];
+                at = 40 + hl;
+            }
+            if pl == 0 && ip.len() > 40 {
+                return Err(InsertError::Jumbogram);
+            }
+            let len = FIXED_LEN + n_slots;
+            if !(FIXED_LEN + n_slots).is_multiple_of(8) || n_slots > MAX_SLOTS {
+                return Err(InsertError::Malformed(packet::Error::malformed(
+                    "ipv6 fair slot count",
+                )));
+            }
+            if pl + len > u16::MAX as usize {
+                return Err(InsertError::TooBig);
+            }
+            (Carrier::Ipv6, at, nh_off, nh, len)
+        }
+        L3::Ipv4 => {
+            let p = Ipv4::new_checked(ip).map_err(InsertError::Malformed)?;
+            let len = FIXED_LEN + n_slots;
+            if n_slots > MAX_SLOTS {
+                return Err(InsertError::Malformed(packet::Error::malformed("fair slot count")));
+            }
+            if p.total_len() as usize + len > u16::MAX as usize {
+                return Err(InsertError::TooBig);
+            }
+            (Carrier::Ipv4, p.header_len(), 9, p.protocol(), len)
+        }
+        L3::None => return Err(InsertError::Malformed(packet::Error::malformed("not ip"))),
+    };
+    buf::insert_gap(buf, l3_off + at, len).map_err(|_| InsertError::NoRoom)?;
+    let d = buf.data_mut();
+    let ip = &mut d[l3_off..];
+    ip[nh_off] = code;
+    match carrier {
+        Carrier::Ipv6 => {
+            let mut p = Ipv6::new_unchecked(&mut *ip);
+            let pl = p.payload_len();
+            p.set_payload_len(pl + len as u16);
+        }
+        Carrier::Ipv4 => {
+            let mut p = Ipv4::new_unchecked(&mut *ip);
+            let tl = p.total_len();
+            p.set_total_len(tl + len as u16);
+            let (mf, off) = (p.more_frags(), p.frag_offset());
+            p.set_flags_offset(true, mf, off);
+            p.fill_checksum();
+        }
+    }
+    let hdr_len = carrier.hdr_len_for(n_slots).map_err(InsertError::Malformed)?;
+    ip[at] = old_nh;
+    ip[at + 1] = hdr_len;
+    let loc = FairLocation { offset: at, len, nh_offset: nh_off, carrier };
+    Ok(FairPkt { l3_off, loc })
+}
+
+/// Removes the FAIR header and restores the IP header (IPv6: Next Header and
+/// Payload Length; IPv4: Protocol, Total Length and checksum; DF stays set, A8).
+pub fn strip<B: PacketBuf + ?Sized>(buf: &mut B, p: &FairPkt) -> Result<(), pipeline::NoRoom> {
+    let len = p.loc.len;
+    let d = buf.data_mut();
+    let orig = d[p.fair_off()];
+    let ip = &mut d[p.l3_off..];
+    ip[p.loc.nh_offset] = orig;
+    match p.carrier() {
+        Carrier::Ipv6 => {
+            let mut v = Ipv6::new_unchecked(&mut *ip);
+            let pl = v.payload_len();
+            v.set_payload_len(pl.saturating_sub(len as u16));
+        }
+        Carrier::Ipv4 => {
+            let mut v = Ipv4::new_unchecked(&mut *ip);
+            let tl = v.total_len();
+            v.set_total_len(tl.saturating_sub(len as u16));
+            v.fill_checksum();
+        }
+    }
+    buf::remove_gap(buf, p.fair_off(), len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_table() {
+        assert_eq!(layout(Carrier::Ipv6, 0, 0), Some((7, 16)));
+        assert_eq!(layout(Carrier::Ipv6, 7, 0), Some((7, 16)));
+        assert_eq!(layout(Carrier::Ipv6, 8, 0), Some((15, 24)));
+        assert_eq!(layout(Carrier::Ipv6, 127, 0), Some((127, 136)));
+        assert_eq!(layout(Carrier::Ipv6, 128, 0), None);
+        assert_eq!(layout(Carrier::Ipv4, 4, 0), Some((4, 13)));
+        assert_eq!(layout(Carrier::Ipv4, 0, 0), Some((0, 9)));
+        assert_eq!(layout(Carrier::Ipv4, 127, 1), None);
+    }
+}

@@ -1,0 +1,342 @@
+//! One flow's state (spec "Flow entry") and Algorithm 1 (thesis §3.6).
+//!
+//! Everything here is a pure function of the entry, the parameters and the time
+//! passed in (milliseconds of the router's monotonic clock).
+
+use crate::params::Params;
+
+const OCCUPIED: u8 = 1;
+const R_T: u8 = 2;
+const T_C: u8 = 4;
+
+/// How a forwarded FlowPolice packet is marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mark {
+    /// Privileged FlowPolice packet (type 11).
+    Privileged,
+    /// Best-effort FlowPolice packet (type 10).
+    BestEffort,
+}
+
+/// How the carried capability relates to the flow's periods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Feedback {
+    /// Issued in the current period: its bit in `W_V` was set.
+    Current,
+    /// Issued in the current period with a packet ID the router never issued
+    /// (cannot happen with an honest key; counted, not trusted).
+    Unissued,
+    /// Issued in the flow's previous period: accepted as a ticket, not as feedback.
+    Previous,
+}
+
+/// One flow-table entry: exactly one 64-byte cache line.
+///
+/// Field names follow the thesis (Fig. 3.3). `T_A` is kept in full milliseconds
+/// (64 bits, so idle detection never wraps); the wire `ts` is its low 32 bits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, align(64))]
+pub struct FlowEntry {
+    /// `f`: the flow ID.
+    pub flow_id: u64,
+    /// `T_A`: start of the current period (ms).
+    pub t_a: u64,
+    /// `W_V`: bit `i−1` set when the capability with packet ID `i` came back.
+    pub w_v: u128,
+    /// `L_R`: loss-rate history.
+    pub l_r: f64,
+    /// Wire `ts` of the flow's previous period (for ticket acceptance).
+    pub prev_ts: u32,
+    /// `P_R`: packets received this period.
+    pub p_r: u32,
+    /// `W_R`: privileged packets allowed per period while policed.
+    pub w_r: u32,
+    /// `S_T`: consecutive low-loss periods.
+    pub s_t: u32,
+    /// `P_id`: capabilities issued this period (≤ `K_th`).
+    pub p_id: u16,
+    flags: u8,
+}
+
+const _: () = assert!(core::mem::size_of::<FlowEntry>() == 64);
+const _: () = assert!(core::mem::align_of::<FlowEntry>() == 64);
+
+impl FlowEntry {
+    /// An unused slot.
+    pub const EMPTY: FlowEntry = FlowEntry {
+        flow_id: 0,
+        t_a: 0,
+        w_v: 0,
+        l_r: 0.0,
+        prev_ts: 0,
+        p_r: 0,
+        w_r: 0,
+        s_t: 0,
+        p_id: 0,
+        flags: 0,
+    };
+
+    /// A freshly created flow (thesis §3.6.1: all fields zero, `T_A` = now).
+    /// The caller then counts the request packet with [`on_request`](Self::on_request).
+    pub const fn new(flow_id: u64, now_ms: u64) -> Self {
+        FlowEntry { flow_id, t_a: now_ms, flags: OCCUPIED, ..Self::EMPTY }
+    }
+
+    /// Whether the slot holds a flow.
+    #[inline]
+    pub const fn is_occupied(&self) -> bool {
+        self.flags & OCCUPIED != 0
+    }
+
+    /// `R_T`: rate limiting is on.
+    #[inline]
+    pub const fn rate_limited(&self) -> bool {
+        self.flags & R_T != 0
+    }
+
+    /// `T_C`: the flow has completed its first period.
+    #[inline]
+    pub const fn completed_first_period(&self) -> bool {
+        self.flags & T_C != 0
+    }
+
+    #[inline]
+    fn set_flag(&mut self, bit: u8, on: bool) {
+        if on {
+            self.flags |= bit;
+        } else {
+            self.flags &= !bit;
+        }
+    }
+
+    /// The wire timestamp of the current period.
+    #[inline]
+    pub const fn ts(&self) -> u32 {
+        self.t_a as u32
+    }
+
+    /// Whether the flow was idle for more than `idle_periods` periods (reclaimable).
+    #[inline]
+    pub fn is_idle(&self, now_ms: u64, p: &Params) -> bool {
+        now_ms.saturating_sub(self.t_a) > u64::from(p.idle_periods) * u64::from(p.period_ms)
+    }
+
+    /// `V_0`: capabilities issued this period that have not come back.
+    #[inline]
+    pub fn unverified(&self) -> u32 {
+        let issued = u32::from(self.p_id).min(128);
+        let mask = if issued == 128 { u128::MAX } else { (1u128 << issued) - 1 };
+        issued - (self.w_v & mask).count_ones()
+    }
+
+    /// `recentLoss = V_0 / P_id` of the current period (0 if nothing was issued:
+    /// no evidence of loss).
+    #[inline]
+    pub fn loss_rate(&self) -> f64 {
+        if self.p_id == 0 {
+            0.0
+        } else {
+            f64::from(self.unverified()) / f64::from(self.p_id)
+        }
+    }
+
+    /// `RateLimit()` of Algorithm 1, run once when a period has ended.
+    ///
+    /// `R_W` of the thesis (the window a newly policed or released flow gets) is the
+    /// `P_R` of the period that just ended (spec decision). The floor
+    /// [`Params::w_min`] bounds the multiplicative decrease.
+    pub fn rate_limit(&mut self, p: &Params) {
+        let recent = self.loss_rate();
+        // Lines 13–16: count consecutive low-loss periods.
+        if recent < p.l_up {
+            self.s_t = self.s_t.saturating_add(1);
+        } else {
+            self.s_t = 0;
+        }
+        // Lines 18–21: release after more than S_Th low-loss periods.
+        if self.s_t > p.s_th {
+            self.set_flag(R_T, false);
+            self.w_r = self.p_r;
+        } else {
+            if !self.rate_limited() {
+                // Policing starts from what the flow sent in the period just ended.
+                self.w_r = self.p_r;
+            }
+            self.set_flag(R_T, true);
+        }
+        // Lines 23–34: AIMD on W_R with the loss history.
+        if self.rate_limited() {
+            let loss = (1.0 - p.lambda) * recent + p.lambda * self.l_r;
+            if loss > p.l_down {
+                let cut = ((1.0 - p.beta) * f64::from(self.w_r)) as u32;
+                self.w_r = cut.max(p.w_min);
+            } else if loss < p.l_up {
+                self.w_r = self.w_r.saturating_add(p.delta);
+            }
+            self.l_r = loss;
+        }
+    }
+
+    /// Whether a packet at `now_ms` is the first of a new period (`T_A + D_p < now`).
+    #[inline]
+    pub fn period_ended(&self, now_ms: u64, p: &Params) -> bool {
+        now_ms > self.t_a + u64::from(p.period_ms)
+    }
+
+    /// Starts a new period at `now_ms` (thesis §3.6.1): period counter, `RateLimit()`
+    /// (only once the first period is over, Algorithm 1 line 4), reset of
+    /// `W_V`, `P_R`, `P_id`, and `T_A ← now`.
+    pub fn start_period(&mut self, now_ms: u64, p: &Params) {
+        self.set_flag(T_C, true);
+        self.rate_limit(p);
+        self.w_v = 0;
+        self.p_r = 0;
+        self.p_id = 0;
+        self.prev_ts = self.ts();
+        self.t_a = now_ms;
+    }
+
+    /// Rolls the period over if it ended; returns whether it did.
+    #[inline]
+    pub fn maybe_roll(&mut self, now_ms: u64, p: &Params) -> bool {
+        let ended = self.period_ended(now_ms, p);
+        if ended {
+            self.start_period(now_ms, p);
+        }
+        ended
+    }
+
+    /// Classifies a verified capability's `(ts, p_id)` against this entry (after the
+    /// period roll-over) and records current-period feedback in `W_V`.
+    /// `None`: the capability is stale (older than the previous period, or the
+    /// previous period when `accept_previous_period` is off).
+    #[inline]
+    pub fn feedback(&mut self, ts: u32, p_id: u16, p: &Params) -> Option<Feedback> {
+        if ts == self.ts() {
+            if p_id == 0 || p_id > self.p_id {
+                return Some(Feedback::Unissued);
+            }
+            self.w_v |= 1u128 << (p_id - 1);
+            Some(Feedback::Current)
+        } else if p.accept_previous_period && ts == self.prev_ts && self.completed_first_period() {
+            Some(Feedback::Previous)
+        } else {
+            None
+        }
+    }
+
+    /// Counts an accepted packet (`P_R += 1`) and returns its marking
+    /// (Algorithm 1 lines 4–5 and the policing rule `R_T ∧ P_R > W_R`).
+    #[inline]
+    pub fn count_and_mark(&mut self) -> Mark {
+        self.p_r = self.p_r.saturating_add(1);
+        if !self.completed_first_period() || (self.rate_limited() && self.p_r > self.w_r) {
+            Mark::BestEffort
+        } else {
+            Mark::Privileged
+        }
+    }
+
+    /// Issues the next packet ID if capabilities may still be issued this period
+    /// (first half of the period and fewer than `K_th` so far).
+    #[inline]
+    pub fn next_p_id(&mut self, now_ms: u64, p: &Params) -> Option<u16> {
+        if now_ms < self.t_a + p.half_period_ms() && self.p_id < p.k_th {
+            self.p_id += 1;
+            Some(self.p_id)
+        } else {
+            None
+        }
+    }
+
+    /// Handles a request for this (new or existing) flow: roll-over, `P_R += 1`, and the
+    /// packet ID to stamp. An existing flow keeps its state (re-requesting does not
+    /// launder a bad loss history); if no new ID may be issued it gets the latest one.
+    pub fn on_request(&mut self, now_ms: u64, p: &Params) -> u16 {
+        self.maybe_roll(now_ms, p);
+        self.p_r = self.p_r.saturating_add(1);
+        match self.next_p_id(now_ms, p) {
+            Some(id) => id,
+            // In the second half P_id ≥ 1: the period's first packet got an ID.
+            None => self.p_id.max(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policed(w_r: u32) -> FlowEntry {
+        let mut e = FlowEntry::new(1, 0);
+        e.set_flag(T_C, true);
+        e.set_flag(R_T, true);
+        e.w_r = w_r;
+        e
+    }
+
+    #[test]
+    fn loss_counts_only_issued_ids() {
+        let mut e = FlowEntry::new(1, 0);
+        e.p_id = 10;
+        e.w_v = 0b1011 | (1 << 100); // bit 100 was never issued
+        assert_eq!(e.unverified(), 7);
+        assert!((e.loss_rate() - 0.7).abs() < 1e-12);
+        e.p_id = 128;
+        e.w_v = u128::MAX;
+        assert_eq!(e.unverified(), 0);
+    }
+
+    #[test]
+    fn first_rate_limit_starts_policing_at_p_r() {
+        let p = Params::default();
+        let mut e = FlowEntry::new(1, 0);
+        e.p_r = 40;
+        e.p_id = 10;
+        e.w_v = (1 << 10) - 1; // no loss
+        e.start_period(3001, &p);
+        assert!(e.completed_first_period() && e.rate_limited());
+        assert_eq!(e.w_r, 43); // P_R + Δ
+        assert_eq!((e.s_t, e.p_r, e.p_id, e.w_v, e.t_a), (1, 0, 0, 0, 3001));
+        assert_eq!(e.prev_ts, 0);
+    }
+
+    #[test]
+    fn severe_loss_halves_and_history_decays() {
+        let p = Params::default();
+        let mut e = policed(100);
+        e.p_id = 10; // nothing came back: loss 1.0
+        e.rate_limit(&p);
+        assert_eq!(e.w_r, 50);
+        assert_eq!(e.l_r, 0.5);
+        // A clean period afterwards: packetLoss = 0.25 > 5%: still halved.
+        e.w_v = u128::MAX;
+        e.rate_limit(&p);
+        assert_eq!((e.w_r, e.l_r), (25, 0.25));
+        // Between the thresholds the window holds.
+        e.l_r = 0.06;
+        e.rate_limit(&p); // 0.03: hold
+        assert_eq!(e.w_r, 25);
+    }
+
+    #[test]
+    fn marking_rule() {
+        let mut e = policed(2);
+        assert_eq!(e.count_and_mark(), Mark::Privileged);
+        assert_eq!(e.count_and_mark(), Mark::Privileged);
+        assert_eq!(e.count_and_mark(), Mark::BestEffort);
+        let mut fresh = FlowEntry::new(1, 0);
+        assert_eq!(fresh.count_and_mark(), Mark::BestEffort);
+    }
+
+    #[test]
+    fn ids_only_in_first_half_and_up_to_k_th() {
+        let p = Params { k_th: 3, ..Params::default() };
+        let mut e = FlowEntry::new(1, 1000);
+        assert_eq!(e.next_p_id(1000, &p), Some(1));
+        assert_eq!(e.next_p_id(2499, &p), Some(2));
+        assert_eq!(e.next_p_id(2500, &p), None);
+        assert_eq!(e.next_p_id(1001, &p), Some(3));
+        assert_eq!(e.next_p_id(1001, &p), None);
+    }
+}

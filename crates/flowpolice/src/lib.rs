@@ -1,0 +1,138 @@
+//! FlowPolice: congestion accountability with router-issued capabilities.
+//!
+//! A FlowPolice router stamps each flow's packets with capabilities
+//! (`P_id ‖ flow_id ‖ ts ‖ MAC`, [`capability`]); receivers echo them and senders
+//! carry them back ([`host`]). From the capabilities that do *not* come back the
+//! router infers each flow's loss rate per detection period and runs
+//! Algorithm 1 ([`flow`]): AIMD on a per-flow window of privileged packets,
+//! with a loss history that defeats on-off (shrew) attacks. Packets over the
+//! window, and all packets of a flow's first period, are marked best effort;
+//! any downstream bottleneck only needs strict priority (privileged > best
+//! effort > legacy) to protect compliant flows ([`egress`]).
+//!
+//! The crate is sans-IO: time comes in as arguments (`pipeline::Now`), nothing
+//! reads a clock, spawns a thread or allocates per packet.
+//!
+//! * [`params`]: Algorithm 1 parameters with the thesis defaults and range checks.
+//! * [`table`]: the preallocated flow table (one 64-byte line per flow, bounded
+//!   linear probing, lazy reclaim of idle flows, refusal when full).
+//! * [`router`]: the protocol over plain values (requests, regular packets).
+//! * [`puzzle`]: the request channel's proof of work and the seed hash chain.
+//! * [`stage`]: the batched pipeline stage, [`class`]: its traffic classes.
+//!
+//! # State and sharding
+//! One [`stage::FlowPolice`] per worker; the runtime shards by flow (RSS on the
+//! source or destination address, matching [`flowkey`]) so that every flow's
+//! state lives in exactly one worker and nothing is shared.
+//!
+//! # Decisions beyond the thesis and spec sheet
+//! * A capability of the flow's *previous* period is accepted as a ticket (the
+//!   packet is forwarded and restamped) but not as feedback
+//!   ([`Params::accept_previous_period`]); older ones are dropped as expired.
+//! * `P_R` counts only packets whose capability verified.
+//! * A request for a flow already in the table keeps the flow's state.
+//! * `W_R` has a floor ([`Params::w_min`], default 1).
+//! * `flow_id` of a regular packet must match its addresses
+//!   ([`stage::Config::check_flow_binding`]).
+//!
+//! # Example: a router and one flow
+//! ```
+//! use std::net::Ipv4Addr;
+//! use flowpolice::host::{ipv4_packet, Receiver, Sender};
+//! use flowpolice::puzzle::{self, SeedChain};
+//! use flowpolice::stage::{Config, FlowPolice, LinkLayer};
+//! use flowpolice::{class, Puzzle};
+//! use pipeline::{Batch, Now, Pipeline};
+//!
+//! // Router configuration: secrets, 2^10 table lines, raw IP input.
+//! let seeds = SeedChain::generate([42; 32], 0, 64);
+//! let mut cfg = Config::new(mac::Key::from([7; 16]), [1, 2], 10, seeds.clone());
+//! cfg.link = LinkLayer::Ip;
+//! cfg.puzzle.min_level = 4;
+//! let mut pipeline = Pipeline::new().with(FlowPolice::new(cfg).unwrap());
+//!
+//! // The sender solves a puzzle on the current seed and sends a request.
+//! let now = Now::from_unix_ns(1_000_000_000);
+//! let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(192, 0, 2, 9));
+//! let epoch = cfg_epoch(now);
+//! let nonce = puzzle::solve(seeds.seed(epoch).unwrap(), &src.octets(), &dst.octets(), 4, 0).unwrap();
+//! let mut shim = [0u8; 44];
+//! Sender::write_request(&mut shim, 17, Puzzle { epoch, level: 4, nonce }).unwrap();
+//! let mut batch: Batch<Vec<u8>> = Batch::new();
+//! batch.push(ipv4_packet(src, dst, &shim, b"hello"), 0).unwrap();
+//! pipeline.run(&mut batch, now);
+//! assert_eq!(batch.meta(0).class(), Some(class::request(4)));
+//!
+//! // The receiver echoes the stamped capability; the sender carries it back.
+//! let mut receiver = Receiver::new();
+//! let mut sender = Sender::new();
+//! receiver.on_packet(&batch.data(0)[20..]).unwrap();
+//! for c in receiver.take_echoes() {
+//!     sender.on_returned(c);
+//! }
+//! let mut shim = [0u8; 28];
+//! sender.write_regular(&mut shim, 17).unwrap();
+//! batch.clear();
+//! batch.push(ipv4_packet(src, dst, &shim, b"data"), 0).unwrap();
+//! pipeline.run(&mut batch, now.plus_ns(50_000_000));
+//! // First period: forwarded best effort, with a fresh capability (P_id 2).
+//! assert_eq!(batch.meta(0).class(), Some(class::BEST_EFFORT));
+//! assert_eq!(u16::from_be_bytes([batch.data(0)[24], batch.data(0)[25]]), 2);
+//!
+//! fn cfg_epoch(now: Now) -> u32 {
+//!     flowpolice::puzzle::PuzzlePolicy::default().epoch_at(now.unix_ms())
+//! }
+//! ```
+#![deny(unsafe_code)]
+
+pub mod capability;
+pub mod egress;
+pub mod flow;
+pub mod flowkey;
+pub mod host;
+pub mod params;
+mod prefetch;
+pub mod puzzle;
+pub mod router;
+pub mod stage;
+pub mod table;
+
+pub use capability::{Capability, CapabilityKey};
+pub use flow::{Feedback, FlowEntry, Mark};
+pub use packet::flowpolice::Puzzle;
+pub use params::{Params, ParamsError};
+pub use router::{Accepted, Reject, Router};
+pub use stage::FlowPolice;
+pub use table::FlowTable;
+
+/// The traffic classes the stage assigns (map them to queues with [`egress`]).
+///
+/// Legacy traffic keeps the pipeline's default class 0, so packets the stage
+/// never touched are legacy too.
+pub mod class {
+    use pipeline::Class;
+
+    /// Packets without a FlowPolice header (lowest priority, capped).
+    pub const LEGACY: Class = Class(0);
+    /// Best-effort FlowPolice packets (type 10).
+    pub const BEST_EFFORT: Class = Class(1);
+    /// Privileged FlowPolice packets (type 11).
+    pub const PRIVILEGED: Class = Class(2);
+    /// First request class; request classes are `REQUEST_BASE + min(level, 31)`.
+    pub const REQUEST_BASE: u8 = 16;
+    /// Highest puzzle level with its own class.
+    pub const MAX_REQUEST_LEVEL: u8 = 31;
+
+    /// The class of a request with puzzle `level`.
+    #[inline]
+    pub const fn request(level: u8) -> Class {
+        let l = if level > MAX_REQUEST_LEVEL { MAX_REQUEST_LEVEL } else { level };
+        Class(REQUEST_BASE + l)
+    }
+
+    /// Whether `c` is a request class.
+    #[inline]
+    pub const fn is_request(c: Class) -> bool {
+        c.0 >= REQUEST_BASE && c.0 <= REQUEST_BASE + MAX_REQUEST_LEVEL
+    }
+}

@@ -1,0 +1,161 @@
+//! Algorithm 1 parameters (thesis §3.6.5) and their validation.
+
+/// Most capabilities per period: the verification bitmap `W_V` has 128 bits.
+pub const MAX_K_TH: u16 = 128;
+
+/// Why a [`Params`] value was rejected; names the parameter and the allowed range.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum ParamsError {
+    /// A parameter lies outside its allowed range.
+    #[error("flowpolice parameter `{name}` = {value} is outside {range}")]
+    OutOfRange {
+        /// Parameter name as in the configuration file.
+        name: &'static str,
+        /// The rejected value.
+        value: f64,
+        /// The allowed range, human readable.
+        range: &'static str,
+    },
+    /// `l_up` must be strictly below `l_down` (otherwise AIMD has no hold band).
+    #[error("flowpolice parameter `l_up` ({l_up}) must be below `l_down` ({l_down})")]
+    ThresholdOrder {
+        /// L↑.
+        l_up: f64,
+        /// L↓.
+        l_down: f64,
+    },
+}
+
+/// Every knob of the rate-limiting logic, with the thesis defaults.
+///
+/// Times are in milliseconds of the router's monotonic clock (the wire
+/// timestamp is that clock modulo 2^32).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Detection period `D_p` in ms (thesis: 2–4 s; default 3 s). Allowed 100 ms – 60 s
+    /// so simulations can compress time.
+    pub period_ms: u32,
+    /// `K_th`: capabilities issued per period per flow (1..=128, default 128).
+    pub k_th: u16,
+    /// `β`: multiplicative decrease factor, `W_R ← (1−β)·W_R` (0 < β < 1, default 0.5).
+    pub beta: f64,
+    /// `Δ`: additive increase per period in packets (default 3, ≤ 65535).
+    pub delta: u32,
+    /// `L↓`: loss above which the window is cut (default 0.05).
+    pub l_down: f64,
+    /// `L↑`: loss below which the window grows and a period counts as "low loss"
+    /// (default 0.01).
+    pub l_up: f64,
+    /// `λ`: weight of the loss history (0 ≤ λ < 1, default 0.5).
+    pub lambda: f64,
+    /// `S_Th`: policing stops once more than `S_Th` consecutive low-loss periods were seen
+    /// (thesis: 10–100, default 20; allowed 1..=10 000).
+    pub s_th: u32,
+    /// Smallest window Algorithm 1 may cut to, in packets (default 1). The thesis has no
+    /// floor; without one `W_R` reaches 0 after ~32 cuts and the additive increase must
+    /// start from nothing. A floor of 1 keeps one privileged packet per period.
+    pub w_min: u32,
+    /// Accept a valid capability from the period just before the current one as a
+    /// *ticket* (forward and restamp the packet) without counting it as feedback
+    /// (default `true`). With `false` (the strict reading of thesis §3.6.2) such packets
+    /// are dropped as expired, which also drops every packet a sender emits in the
+    /// first RTT of each period, before a fresh capability came back.
+    pub accept_previous_period: bool,
+    /// Entries whose last period started more than this many periods ago may be
+    /// reclaimed by a new flow (default 2, allowed 2..=1000).
+    pub idle_periods: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            period_ms: 3_000,
+            k_th: MAX_K_TH,
+            beta: 0.5,
+            delta: 3,
+            l_down: 0.05,
+            l_up: 0.01,
+            lambda: 0.5,
+            s_th: 20,
+            w_min: 1,
+            accept_previous_period: true,
+            idle_periods: 2,
+        }
+    }
+}
+
+fn check(name: &'static str, ok: bool, value: f64, range: &'static str) -> Result<(), ParamsError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ParamsError::OutOfRange { name, value, range })
+    }
+}
+
+impl Params {
+    /// Checks every parameter against its allowed range.
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        check(
+            "period_ms",
+            (100..=60_000).contains(&self.period_ms),
+            self.period_ms.into(),
+            "[100, 60000]",
+        )?;
+        check("k_th", (1..=MAX_K_TH).contains(&self.k_th), self.k_th.into(), "[1, 128]")?;
+        check("beta", self.beta > 0.0 && self.beta < 1.0, self.beta, "(0, 1)")?;
+        check("delta", self.delta <= 65_535, self.delta.into(), "[0, 65535]")?;
+        check("l_down", self.l_down > 0.0 && self.l_down <= 1.0, self.l_down, "(0, 1]")?;
+        check("l_up", self.l_up >= 0.0 && self.l_up < 1.0, self.l_up, "[0, 1)")?;
+        if self.l_up >= self.l_down {
+            return Err(ParamsError::ThresholdOrder { l_up: self.l_up, l_down: self.l_down });
+        }
+        check("lambda", (0.0..1.0).contains(&self.lambda), self.lambda, "[0, 1)")?;
+        check("s_th", (1..=10_000).contains(&self.s_th), self.s_th.into(), "[1, 10000]")?;
+        check("w_min", self.w_min <= 1 << 20, self.w_min.into(), "[0, 1048576]")?;
+        check(
+            "idle_periods",
+            (2..=1000).contains(&self.idle_periods),
+            self.idle_periods.into(),
+            "[2, 1000]",
+        )?;
+        Ok(())
+    }
+
+    /// Half a period: capabilities are only issued before `T_A + D_p/2`.
+    #[inline]
+    pub const fn half_period_ms(&self) -> u64 {
+        self.period_ms as u64 / 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_thesis_values_and_valid() {
+        let p = Params::default();
+        assert_eq!((p.period_ms, p.k_th, p.delta, p.s_th), (3000, 128, 3, 20));
+        assert_eq!((p.beta, p.l_down, p.l_up, p.lambda), (0.5, 0.05, 0.01, 0.5));
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn ranges_are_enforced() {
+        let bad = [
+            Params { k_th: 0, ..Params::default() },
+            Params { k_th: 129, ..Params::default() },
+            Params { beta: 1.0, ..Params::default() },
+            Params { beta: f64::NAN, ..Params::default() },
+            Params { lambda: 1.0, ..Params::default() },
+            Params { period_ms: 50, ..Params::default() },
+            Params { s_th: 0, ..Params::default() },
+            Params { idle_periods: 1, ..Params::default() },
+        ];
+        for p in bad {
+            assert!(matches!(p.validate(), Err(ParamsError::OutOfRange { .. })), "{p:?}");
+        }
+        let p = Params { l_up: 0.05, l_down: 0.05, ..Params::default() };
+        assert!(matches!(p.validate(), Err(ParamsError::ThresholdOrder { .. })));
+    }
+}

@@ -1,0 +1,251 @@
+//! The router's protocol logic over plain values (no packet bytes): flow table,
+//! capability issue and verification, Algorithm 1. The pipeline stage
+//! ([`crate::stage`]) wraps this with parsing and per-burst batching; tests and
+//! simulations drive it directly.
+
+use mac::Key;
+
+use crate::capability::{Capability, CapabilityKey};
+use crate::flow::{Feedback, FlowEntry, Mark};
+use crate::params::{Params, ParamsError};
+use crate::table::{FlowTable, Slot, TableError};
+
+/// Why the router refuses a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum Reject {
+    /// The capability MAC does not verify (forged or altered).
+    #[error("capability MAC does not verify")]
+    BadMac,
+    /// The capability is from an older period than the router accepts, or its
+    /// flow is no longer in the table (reclaimed after being idle).
+    #[error("capability expired")]
+    Expired,
+    /// No room for a new flow in its probe window.
+    #[error("flow table full")]
+    TableFull,
+}
+
+/// The outcome of a request the router accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issued {
+    /// The capability to stamp into the request.
+    pub capability: Capability,
+    /// Whether a new table entry was created (or an idle one reclaimed).
+    pub created: bool,
+}
+
+/// The outcome of a regular packet the router accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    /// How to mark the packet.
+    pub mark: Mark,
+    /// How the carried capability counted.
+    pub feedback: Feedback,
+    /// A fresh capability replacing the carried one, if one was issued.
+    pub restamp: Option<Capability>,
+}
+
+/// A regular packet's state update before its new capability is MACed (the stage
+/// batches the MACs of a burst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// How to mark the packet.
+    pub mark: Mark,
+    /// How the carried capability counted.
+    pub feedback: Feedback,
+    /// `(P_id, ts)` of the capability to issue, if any.
+    pub issue: Option<(u16, u32)>,
+}
+
+/// Router configuration errors.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// Algorithm 1 parameters.
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// Table geometry.
+    #[error(transparent)]
+    Table(#[from] TableError),
+}
+
+/// FlowPolice router state for one worker (state is sharded per worker by flow).
+pub struct Router {
+    params: Params,
+    key: CapabilityKey,
+    table: FlowTable,
+}
+
+impl core::fmt::Debug for Router {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Router").field("params", &self.params).field("table", &self.table).finish()
+    }
+}
+
+impl Router {
+    /// A router with `2^log2_slots` table lines and a `probe_window`.
+    /// `hash_key` keys the table hash; `key` is the capability secret.
+    pub fn new(
+        params: Params,
+        key: &Key,
+        log2_slots: u32,
+        probe_window: usize,
+        hash_key: [u64; 2],
+    ) -> Result<Self, ConfigError> {
+        params.validate()?;
+        Ok(Router {
+            params,
+            key: CapabilityKey::new(key),
+            table: FlowTable::new(log2_slots, probe_window, hash_key)?,
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The capability key.
+    pub fn key(&self) -> &CapabilityKey {
+        &self.key
+    }
+
+    /// The flow table.
+    pub fn table(&self) -> &FlowTable {
+        &self.table
+    }
+
+    /// The flow table, mutable (tests, control-plane inspection).
+    pub fn table_mut(&mut self) -> &mut FlowTable {
+        &mut self.table
+    }
+
+    /// The state of `flow_id`, if present.
+    pub fn flow(&self, flow_id: u64) -> Option<&FlowEntry> {
+        self.table.get(flow_id)
+    }
+
+    /// Bytes of table memory per flow at `flows` flows (entry = one 64-byte line).
+    pub fn memory_per_flow(&self, flows: usize) -> f64 {
+        self.table.bytes_per_flow(flows)
+    }
+
+    /// A request (whose puzzle the caller verified) for `flow_id` at `now_ms`.
+    pub fn on_request(&mut self, flow_id: u64, now_ms: u64) -> Result<Issued, Reject> {
+        let hash = self.table.hash(flow_id);
+        let (p_id, ts, slot) = self.request_update(flow_id, hash, now_ms)?;
+        Ok(Issued {
+            capability: self.key.stamp(p_id, flow_id, ts),
+            created: !matches!(slot, Slot::Found(_)),
+        })
+    }
+
+    /// Table part of [`on_request`](Self::on_request) (`hash` from
+    /// [`FlowTable::hash`]): `(P_id, ts)` to stamp and where the flow lives.
+    #[inline]
+    pub fn request_update(
+        &mut self,
+        flow_id: u64,
+        hash: u64,
+        now_ms: u64,
+    ) -> Result<(u16, u32, Slot), Reject> {
+        let slot = self
+            .table
+            .find_or_insert(flow_id, hash, now_ms, &self.params)
+            .map_err(|_| Reject::TableFull)?;
+        let e = self.table.entry_mut(slot.index());
+        let p_id = e.on_request(now_ms, &self.params);
+        Ok((p_id, e.ts(), slot))
+    }
+
+    /// A regular packet carrying `cap` at `now_ms`: verify, update, mark, restamp.
+    pub fn on_regular(&mut self, cap: &Capability, now_ms: u64) -> Result<Accepted, Reject> {
+        if !self.key.verify(cap) {
+            return Err(Reject::BadMac);
+        }
+        let hash = self.table.hash(cap.flow_id);
+        let p = self.regular_update(cap, hash, now_ms)?;
+        Ok(Accepted {
+            mark: p.mark,
+            feedback: p.feedback,
+            restamp: p.issue.map(|(id, ts)| self.key.stamp(id, cap.flow_id, ts)),
+        })
+    }
+
+    /// State part of [`on_regular`](Self::on_regular) for a capability whose MAC
+    /// already verified (the stage verifies a whole burst at once).
+    ///
+    /// Order (thesis §3.6.1–2): period roll-over (`T_C`, `RateLimit()`, reset);
+    /// period check of the capability; `W_V` update; `P_R += 1`; marking; new
+    /// capability in the first half while `P_id < K_th`. Unlike the thesis, `P_R`
+    /// counts only packets whose capability verified, so forged packets naming a
+    /// victim's flow cannot push it over its window.
+    #[inline]
+    pub fn regular_update(
+        &mut self,
+        cap: &Capability,
+        hash: u64,
+        now_ms: u64,
+    ) -> Result<Pending, Reject> {
+        let i = self.table.find(cap.flow_id, hash).ok_or(Reject::Expired)?;
+        let p = &self.params;
+        let e = self.table.entry_mut(i);
+        e.maybe_roll(now_ms, p);
+        let feedback = e.feedback(cap.ts, cap.p_id, p).ok_or(Reject::Expired)?;
+        let mark = e.count_and_mark();
+        let issue = e.next_p_id(now_ms, p).map(|id| (id, e.ts()));
+        Ok(Pending { mark, feedback, issue })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn router() -> Router {
+        Router::new(Params::default(), &Key::from([1u8; 16]), 10, 8, [5, 6]).unwrap()
+    }
+
+    #[test]
+    fn request_then_regular_round_trip() {
+        let mut r = router();
+        let iss = r.on_request(77, 10_000).unwrap();
+        assert!(iss.created);
+        assert_eq!(
+            (iss.capability.p_id, iss.capability.flow_id, iss.capability.ts),
+            (1, 77, 10_000)
+        );
+        let a = r.on_regular(&iss.capability, 10_050).unwrap();
+        assert_eq!(a.feedback, Feedback::Current);
+        assert_eq!(a.mark, Mark::BestEffort); // first period
+        let new = a.restamp.unwrap();
+        assert_eq!((new.p_id, new.ts), (2, 10_000));
+        assert!(r.key().verify(&new));
+        let e = r.flow(77).unwrap();
+        assert_eq!((e.p_r, e.p_id, e.w_v), (2, 2, 0b1));
+        // A second request for the same flow keeps its state.
+        let again = r.on_request(77, 10_060).unwrap();
+        assert!(!again.created);
+        assert_eq!(again.capability.p_id, 3);
+    }
+
+    #[test]
+    fn rejections() {
+        let mut r = router();
+        let c = r.on_request(5, 0).unwrap().capability;
+        let forged = Capability { mac: [0xAA; 8], ..c };
+        assert_eq!(r.on_regular(&forged, 10), Err(Reject::BadMac));
+        // Capability of another packet ID: MAC breaks.
+        assert_eq!(r.on_regular(&Capability { p_id: 2, ..c }, 10), Err(Reject::BadMac));
+        // Unknown flow with a valid MAC (e.g. reclaimed): expired.
+        let ghost = r.key().stamp(1, 999, 0);
+        assert_eq!(r.on_regular(&ghost, 10), Err(Reject::Expired));
+        // Two periods later the original capability is stale.
+        r.on_regular(&c, 3_001).unwrap(); // period 2: c is from the previous period
+        assert_eq!(r.on_regular(&c, 3_002).unwrap().feedback, Feedback::Previous);
+        assert_eq!(r.on_regular(&c, 6_003), Err(Reject::Expired));
+        let strict = Params { accept_previous_period: false, ..Params::default() };
+        let mut r2 = Router::new(strict, &Key::from([1u8; 16]), 10, 8, [5, 6]).unwrap();
+        let c2 = r2.on_request(5, 0).unwrap().capability;
+        assert_eq!(r2.on_regular(&c2, 3_001), Err(Reject::Expired));
+    }
+}

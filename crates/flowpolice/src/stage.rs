@@ -1,0 +1,558 @@
+//! The FlowPolice pipeline stage.
+//!
+//! Per burst:
+//! 1. **Locate and classify** every live packet: use `meta.proto/proto_off` if a
+//!    parse stage found the shim, otherwise walk Ethernet (optional) → IPv4/IPv6
+//!    → shim with the `packet` views. Packets without the shim are *legacy*.
+//!    Requests are checked against the ingress request cap and their puzzle;
+//!    regular packets have their capability's MAC input gathered. The flow's
+//!    home line is hashed and **prefetched**.
+//! 2. **Verify** all carried capabilities with one batched AES call.
+//! 3. **Update** the flow table (Algorithm 1) packet by packet, in arrival order.
+//! 4. **Stamp**: MAC all new capabilities with one batched AES call, write them
+//!    in place, set the packet type (privileged / best effort) and the class.
+
+use mac::{Block, Key};
+use packet::ethernet::{ethertype, Ethernet};
+use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
+use packet::ipv4::{protocol, Ipv4};
+use packet::ipv6::Ipv6;
+use packet::ipv6_ext::ExtConfig;
+use pipeline::{Batch, DropReason, PacketBuf, Proto, Stage, TokenBucket, BURST, L3, NO_OFFSET};
+
+use crate::capability::{mac_block, Capability};
+use crate::class;
+use crate::flow::{Feedback, Mark};
+use crate::flowkey::FlowKeying;
+use crate::params::Params;
+use crate::puzzle::{PuzzlePolicy, SeedChain};
+use crate::router::{ConfigError, Reject, Router};
+use crate::table::Slot as TableSlot;
+
+/// What the stage sees below IP when no parse stage ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LinkLayer {
+    /// Ethernet (optionally one VLAN tag).
+    #[default]
+    Ethernet,
+    /// Raw IP packets (tunnels, tests).
+    Ip,
+}
+
+/// A byte rate cap for an ingress channel policer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelCap {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Burst in bytes.
+    pub burst_bytes: u64,
+}
+
+/// Stage configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Algorithm 1 parameters.
+    pub params: Params,
+    /// Capability MAC key (router secret).
+    pub capability_key: Key,
+    /// Key of the flow-table hash (router secret).
+    pub table_hash_key: [u64; 2],
+    /// Table size: `2^log2_slots` 64-byte lines (27 ≈ 134M lines, 8 GiB).
+    pub log2_slots: u32,
+    /// Lines probed per flow (default 16).
+    pub probe_window: usize,
+    /// Flow-ID derivation (protected servers, IPv6 hash key).
+    pub flow_keying: FlowKeying,
+    /// Puzzle policy.
+    pub puzzle: PuzzlePolicy,
+    /// Published puzzle seeds.
+    pub seeds: SeedChain,
+    /// Link layer when no parse stage set offsets.
+    pub link: LinkLayer,
+    /// Require `capability.flow_id` to equal the flow ID derived from the packet's
+    /// addresses (default `true`); otherwise a capability could be replayed on
+    /// another flow's packets.
+    pub check_flow_binding: bool,
+    /// Optional ingress policer for the request channel, applied *before* the
+    /// puzzle hash so floods cannot exhaust the CPU (egress caps still apply).
+    pub request_cap: Option<ChannelCap>,
+    /// Optional ingress policer for legacy packets.
+    pub legacy_cap: Option<ChannelCap>,
+}
+
+impl Config {
+    /// Defaults for everything but the secrets, the table size and the seeds.
+    pub fn new(
+        capability_key: Key,
+        table_hash_key: [u64; 2],
+        log2_slots: u32,
+        seeds: SeedChain,
+    ) -> Self {
+        Config {
+            params: Params::default(),
+            capability_key,
+            table_hash_key,
+            log2_slots,
+            probe_window: 16,
+            // A distinct key for the IPv6 flow-ID hash, derived from the table key;
+            // set `flow_keying` explicitly to use a separate secret.
+            flow_keying: FlowKeying::new(
+                &[],
+                &[],
+                [table_hash_key[0] ^ 0x5851_f42d_4c95_7f2d, table_hash_key[1].rotate_left(29)],
+            ),
+            puzzle: PuzzlePolicy::default(),
+            seeds,
+            link: LinkLayer::Ethernet,
+            check_flow_binding: true,
+            request_cap: None,
+            legacy_cap: None,
+        }
+    }
+}
+
+/// The stage's own detailed counters (drops are also counted by the pipeline
+/// per [`DropReason`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Request packets seen.
+    pub requests: u64,
+    /// Requests stamped and forwarded.
+    pub requests_stamped: u64,
+    /// New table entries created in empty lines.
+    pub flows_created: u64,
+    /// New table entries that reclaimed idle lines.
+    pub flows_reclaimed: u64,
+    /// Requests refused for a full probe window ([`DropReason::TableFull`]).
+    pub table_full: u64,
+    /// Requests with a bad or stale puzzle ([`DropReason::BadPuzzle`]).
+    pub bad_puzzle: u64,
+    /// Requests over the ingress request cap ([`DropReason::ChannelCap`]).
+    pub request_cap: u64,
+    /// Regular packets seen.
+    pub regular: u64,
+    /// Regular packets forwarded privileged.
+    pub privileged: u64,
+    /// Regular packets forwarded best effort.
+    pub best_effort: u64,
+    /// Capabilities whose MAC failed ([`DropReason::BadMac`]).
+    pub bad_mac: u64,
+    /// Capabilities naming another flow than the packet's addresses ([`DropReason::BadMac`]).
+    pub flow_mismatch: u64,
+    /// Capabilities from too old a period ([`DropReason::Expired`]).
+    pub expired: u64,
+    /// Valid capabilities of flows not in the table ([`DropReason::Expired`]).
+    pub unknown_flow: u64,
+    /// Current-period capabilities returned (bits set in `W_V`).
+    pub feedback_current: u64,
+    /// Previous-period capabilities accepted as tickets.
+    pub feedback_previous: u64,
+    /// Current-period capabilities with a never-issued packet ID.
+    pub feedback_unissued: u64,
+    /// Packets given a fresh capability.
+    pub restamped: u64,
+    /// Packets without the shim, forwarded in the legacy class.
+    pub legacy: u64,
+    /// Legacy packets over the ingress legacy cap ([`DropReason::ChannelCap`]).
+    pub legacy_cap: u64,
+    /// Packets dropped as malformed or truncated.
+    pub malformed: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Skip,
+    Request,
+    Regular,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    kind: Kind,
+    shim: u16,
+    level: u8,
+    flow_id: u64,
+    hash: u64,
+    cap: Capability,
+}
+
+const EMPTY_SLOT: Slot =
+    Slot { kind: Kind::Skip, shim: 0, level: 0, flow_id: 0, hash: 0, cap: ZERO_CAP };
+const ZERO_CAP: Capability = Capability { p_id: 0, flow_id: 0, ts: 0, mac: [0; 8] };
+
+/// Compares a computed tag's first 8 bytes with a carried MAC as one 64-bit XOR:
+/// no data-dependent branch before the single final test (constant time), and
+/// cheaper than a byte-wise `subtle` comparison.
+#[inline(always)]
+fn mac_eq(tag: &Block, carried: &[u8; 8]) -> bool {
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&tag[..8]);
+    u64::from_ne_bytes(t) ^ u64::from_ne_bytes(*carried) == 0
+}
+
+/// The located shim and the packet's addresses.
+struct Located {
+    shim: usize,
+    src: [u8; 16],
+    dst: [u8; 16],
+    v6: bool,
+}
+
+/// The FlowPolice stage (one per worker).
+pub struct FlowPolice {
+    router: Router,
+    keying: FlowKeying,
+    puzzle: PuzzlePolicy,
+    seeds: SeedChain,
+    link: LinkLayer,
+    check_binding: bool,
+    request_cap: Option<TokenBucket>,
+    legacy_cap: Option<TokenBucket>,
+    counters: Counters,
+    slots: [Slot; BURST],
+    blocks: [Block; BURST],
+    idx: [u8; BURST],
+    issued: [(u16, u32); BURST],
+}
+
+impl core::fmt::Debug for FlowPolice {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FlowPolice")
+            .field("router", &self.router)
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
+
+impl FlowPolice {
+    /// Builds the stage (allocates the whole flow table now).
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        let router = Router::new(
+            cfg.params,
+            &cfg.capability_key,
+            cfg.log2_slots,
+            cfg.probe_window,
+            cfg.table_hash_key,
+        )?;
+        let bucket = |c: ChannelCap| TokenBucket::new(c.bytes_per_sec, c.burst_bytes, 0);
+        Ok(FlowPolice {
+            router,
+            keying: cfg.flow_keying,
+            puzzle: cfg.puzzle,
+            seeds: cfg.seeds,
+            link: cfg.link,
+            check_binding: cfg.check_flow_binding,
+            request_cap: cfg.request_cap.map(bucket),
+            legacy_cap: cfg.legacy_cap.map(bucket),
+            counters: Counters::default(),
+            slots: [EMPTY_SLOT; BURST],
+            blocks: [[0; 16]; BURST],
+            idx: [0; BURST],
+            issued: [(0, 0); BURST],
+        })
+    }
+
+    /// The protocol state.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The protocol state, mutable (control plane, between bursts).
+    pub fn router_mut(&mut self) -> &mut Router {
+        &mut self.router
+    }
+
+    /// The stage counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Replaces the published seed chain (control plane, between bursts).
+    pub fn set_seeds(&mut self, seeds: SeedChain) {
+        self.seeds = seeds;
+    }
+
+    /// Finds the shim of packet `i`; `Ok(None)` for packets that are not FlowPolice.
+    fn locate<B: PacketBuf>(
+        &self,
+        batch: &Batch<B>,
+        i: usize,
+    ) -> Result<Option<Located>, packet::Error> {
+        let m = batch.meta(i);
+        let data = batch.data(i);
+        let (l3, l3_off) = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
+            (m.l3, usize::from(m.l3_off))
+        } else {
+            match self.link {
+                LinkLayer::Ip => match data.first().map(|b| b >> 4) {
+                    Some(4) => (L3::Ipv4, 0),
+                    Some(6) => (L3::Ipv6, 0),
+                    Some(_) => return Ok(None),
+                    None => return Err(packet::Error::Truncated),
+                },
+                LinkLayer::Ethernet => {
+                    let eth = Ethernet::new_checked(data)?;
+                    match eth.ethertype() {
+                        ethertype::IPV4 => (L3::Ipv4, eth.header_len()),
+                        ethertype::IPV6 => (L3::Ipv6, eth.header_len()),
+                        _ => return Ok(None),
+                    }
+                }
+            }
+        };
+        let ip = data.get(l3_off..).ok_or(packet::Error::Truncated)?;
+        let parsed_shim = (m.proto == Proto::FlowPolice && m.proto_off != NO_OFFSET)
+            .then(|| usize::from(m.proto_off));
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        let (shim, end, v6) = match l3 {
+            L3::Ipv4 => {
+                let v4 = Ipv4::new_checked(ip)?;
+                src[..4].copy_from_slice(&v4.src_addr().octets());
+                dst[..4].copy_from_slice(&v4.dst_addr().octets());
+                if v4.protocol() != protocol::FLOWPOLICE || v4.frag_offset() != 0 {
+                    return Ok(None);
+                }
+                (
+                    parsed_shim.unwrap_or(l3_off + v4.header_len()),
+                    l3_off + usize::from(v4.total_len()),
+                    false,
+                )
+            }
+            L3::Ipv6 => {
+                let v6 = Ipv6::new_checked(ip)?;
+                src.copy_from_slice(&v6.src_addr().octets());
+                dst.copy_from_slice(&v6.dst_addr().octets());
+                let end = l3_off + packet::ipv6::HEADER_LEN + usize::from(v6.payload_len());
+                let shim = match parsed_shim {
+                    Some(s) => s,
+                    None => {
+                        let chain = v6.walk_ext(&ExtConfig::DEFAULT)?;
+                        if chain.upper_protocol != protocol::FLOWPOLICE
+                            || chain.fragment.is_some_and(|f| f.is_later_fragment())
+                        {
+                            return Ok(None);
+                        }
+                        l3_off + chain.upper_offset
+                    }
+                };
+                (shim, end, true)
+            }
+            L3::None => return Ok(None),
+        };
+        let hdr = data.get(shim..end).ok_or(packet::Error::Truncated)?;
+        Shim::new_checked(hdr)?;
+        if shim > usize::from(u16::MAX - 1) {
+            return Err(packet::Error::unsupported("shim offset"));
+        }
+        Ok(Some(Located { shim, src, dst, v6 }))
+    }
+
+    fn flow_id_of(&self, l: &Located) -> u64 {
+        if l.v6 {
+            self.keying.v6(u128::from_be_bytes(l.src), u128::from_be_bytes(l.dst))
+        } else {
+            let s = u32::from_be_bytes([l.src[0], l.src[1], l.src[2], l.src[3]]);
+            let d = u32::from_be_bytes([l.dst[0], l.dst[1], l.dst[2], l.dst[3]]);
+            self.keying.v4(s, d)
+        }
+    }
+
+    fn addr_bytes(l: &Located) -> (&[u8], &[u8]) {
+        if l.v6 {
+            (&l.src, &l.dst)
+        } else {
+            (&l.src[..4], &l.dst[..4])
+        }
+    }
+
+    /// Pass 1 for packet `i`: classify, cheap checks, hash and prefetch.
+    fn classify<B: PacketBuf>(&mut self, batch: &mut Batch<B>, i: usize, now: pipeline::Now) {
+        self.slots[i].kind = Kind::Skip;
+        let located = match self.locate(batch, i) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                let len = batch.data(i).len();
+                if let Some(b) = &mut self.legacy_cap {
+                    if !b.try_take(len, now.mono_ns) {
+                        self.counters.legacy_cap += 1;
+                        batch.drop_packet(i, DropReason::ChannelCap);
+                        return;
+                    }
+                }
+                self.counters.legacy += 1;
+                batch.set_class(i, class::LEGACY);
+                return;
+            }
+            Err(e) => {
+                self.counters.malformed += 1;
+                batch.drop_packet(i, e.into());
+                return;
+            }
+        };
+        let data = batch.data(i);
+        let fp = Shim::new_unchecked(&data[located.shim..]);
+        let flow_id = self.flow_id_of(&located);
+        let slot = &mut self.slots[i];
+        slot.shim = located.shim as u16;
+        if fp.packet_type() == Some(PacketType::Request) {
+            self.counters.requests += 1;
+            if let Some(b) = &mut self.request_cap {
+                if !b.try_take(data.len(), now.mono_ns) {
+                    self.counters.request_cap += 1;
+                    batch.drop_packet(i, DropReason::ChannelCap);
+                    return;
+                }
+            }
+            let puzzle = Puzzle {
+                epoch: fp.puzzle_epoch().unwrap_or(0),
+                level: fp.puzzle_level().unwrap_or(0),
+                nonce: fp.puzzle_nonce().unwrap_or(0),
+            };
+            let level = puzzle.level;
+            let (src, dst) = Self::addr_bytes(&located);
+            if !self.puzzle.check(&self.seeds, now.unix_ms(), src, dst, &puzzle) {
+                self.counters.bad_puzzle += 1;
+                batch.drop_packet(i, DropReason::BadPuzzle);
+                return;
+            }
+            let slot = &mut self.slots[i];
+            slot.kind = Kind::Request;
+            slot.level = level;
+            slot.flow_id = flow_id;
+        } else {
+            self.counters.regular += 1;
+            let cap =
+                Capability { p_id: fp.p_id(), flow_id: fp.flow_id(), ts: fp.ts(), mac: fp.mac() };
+            if self.check_binding && cap.flow_id != flow_id {
+                self.counters.flow_mismatch += 1;
+                batch.drop_packet(i, DropReason::BadMac);
+                return;
+            }
+            let slot = &mut self.slots[i];
+            slot.kind = Kind::Regular;
+            slot.flow_id = cap.flow_id;
+            slot.cap = cap;
+        }
+        let slot = &mut self.slots[i];
+        slot.hash = self.router.table().hash(slot.flow_id);
+        self.router.table().prefetch(slot.hash);
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FlowPolice {
+    fn name(&self) -> &str {
+        "flowpolice"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, now: pipeline::Now) {
+        let now_ms = now.mono_ns / 1_000_000;
+        // Pass 1: classify, hash, prefetch.
+        for i in batch.live() {
+            self.classify(batch, i, now);
+        }
+        // Pass 2: verify every carried capability in one batched AES call.
+        let mut n = 0;
+        for i in batch.live() {
+            if self.slots[i].kind == Kind::Regular {
+                let c = &self.slots[i].cap;
+                self.blocks[n] = mac_block(c.p_id, c.flow_id, c.ts);
+                self.idx[n] = i as u8;
+                n += 1;
+            }
+        }
+        self.router.key().mac_blocks(&mut self.blocks[..n]);
+        for k in 0..n {
+            let i = usize::from(self.idx[k]);
+            if !mac_eq(&self.blocks[k], &self.slots[i].cap.mac) {
+                self.counters.bad_mac += 1;
+                self.slots[i].kind = Kind::Skip;
+                batch.drop_packet(i, DropReason::BadMac);
+            }
+        }
+        // Pass 3: table updates in arrival order; gather the capabilities to issue.
+        let mut n = 0;
+        for i in batch.live() {
+            let s = self.slots[i];
+            let issue = match s.kind {
+                Kind::Skip => continue,
+                Kind::Request => match self.router.request_update(s.flow_id, s.hash, now_ms) {
+                    Ok((p_id, ts, slot)) => {
+                        match slot {
+                            TableSlot::Created(_) => self.counters.flows_created += 1,
+                            TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
+                            TableSlot::Found(_) => {}
+                        }
+                        batch.set_class(i, class::request(s.level));
+                        self.counters.requests_stamped += 1;
+                        (p_id, ts)
+                    }
+                    Err(_) => {
+                        self.counters.table_full += 1;
+                        batch.drop_packet(i, DropReason::TableFull);
+                        continue;
+                    }
+                },
+                Kind::Regular => match self.router.regular_update(&s.cap, s.hash, now_ms) {
+                    Ok(p) => {
+                        match p.feedback {
+                            Feedback::Current => self.counters.feedback_current += 1,
+                            Feedback::Previous => self.counters.feedback_previous += 1,
+                            Feedback::Unissued => self.counters.feedback_unissued += 1,
+                        }
+                        let (ty, cl) = match p.mark {
+                            Mark::Privileged => {
+                                self.counters.privileged += 1;
+                                (PacketType::Privileged, class::PRIVILEGED)
+                            }
+                            Mark::BestEffort => {
+                                self.counters.best_effort += 1;
+                                (PacketType::BestEffort, class::BEST_EFFORT)
+                            }
+                        };
+                        batch.set_class(i, cl);
+                        let shim = usize::from(s.shim);
+                        Shim::new_unchecked(&mut batch.buf_mut(i).data_mut()[shim..])
+                            .set_packet_type(ty);
+                        match p.issue {
+                            Some(x) => x,
+                            None => continue,
+                        }
+                    }
+                    Err(r) => {
+                        if r == Reject::Expired
+                            && self.router.table().find(s.flow_id, s.hash).is_none()
+                        {
+                            self.counters.unknown_flow += 1;
+                        } else {
+                            self.counters.expired += 1;
+                        }
+                        batch.drop_packet(i, DropReason::Expired);
+                        continue;
+                    }
+                },
+            };
+            self.blocks[n] = mac_block(issue.0, s.flow_id, issue.1);
+            self.issued[n] = issue;
+            self.idx[n] = i as u8;
+            n += 1;
+        }
+        // Pass 4: MAC the new capabilities together and write them in place.
+        self.router.key().mac_blocks(&mut self.blocks[..n]);
+        for k in 0..n {
+            let i = usize::from(self.idx[k]);
+            let s = &self.slots[i];
+            let cap = Capability {
+                p_id: self.issued[k].0,
+                flow_id: s.flow_id,
+                ts: self.issued[k].1,
+                mac: mac::truncate::<8>(&self.blocks[k]),
+            };
+            if s.kind == Kind::Regular {
+                self.counters.restamped += 1;
+            }
+            let shim = usize::from(s.shim);
+            Shim::new_unchecked(&mut batch.buf_mut(i).data_mut()[shim..]).set_capability(&cap);
+        }
+    }
+}

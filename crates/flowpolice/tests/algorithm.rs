@@ -1,0 +1,254 @@
+//! Algorithm 1 and the attacks of thesis §4, driven through `Router` with the
+//! end-host helpers and simulated time.
+
+use std::collections::VecDeque;
+
+use flowpolice::host::Sender;
+use flowpolice::{Capability, Feedback, Mark, Params, Reject, Router};
+use mac::Key;
+use proptest::prelude::*;
+
+const FLOW: u64 = 0x0a00_0001;
+
+/// One sender → router → (lossy bottleneck) → receiver loop.
+struct Sim {
+    r: Router,
+    sender: Sender,
+    /// Echoes in flight back to the sender: (arrival ms, capability).
+    echoes: VecDeque<(u64, Capability)>,
+    t: u64,
+    rtt_ms: u64,
+    sent: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PeriodLog {
+    privileged: u32,
+    best_effort: u32,
+}
+
+impl Sim {
+    /// A flow right after its request at t = 1000 ms (the sender got the capability).
+    fn bare(p: Params) -> Self {
+        let mut r = Router::new(p, &Key::from([3u8; 16]), 12, 16, [11, 12]).unwrap();
+        let mut sender = Sender::new();
+        let t = 1_000;
+        sender.on_returned(r.on_request(FLOW, t).unwrap().capability);
+        Sim { r, sender, echoes: VecDeque::new(), t, rtt_ms: 40, sent: 0 }
+    }
+
+    /// A flow that also sent 20 packets without loss in its first period.
+    fn new(p: Params) -> Self {
+        let mut s = Self::bare(p);
+        let d = u64::from(p.period_ms);
+        s.run(1_001, 20, 0.0);
+        s.t = 1_000 + d;
+        s
+    }
+
+    fn run(&mut self, start: u64, n: u32, loss: f64) -> PeriodLog {
+        let d = u64::from(self.params().period_ms);
+        let mut log = PeriodLog::default();
+        for k in 0..n {
+            let t = start + u64::from(k) * (d - 1) / u64::from(n.max(1));
+            self.packet(t, loss, &mut log);
+        }
+        log
+    }
+
+    fn params(&self) -> Params {
+        *self.r.params()
+    }
+
+    /// Runs one whole period starting 1 ms after the current one ended: `n` packets
+    /// evenly spread over the period, a fraction `loss` of them lost downstream
+    /// (deterministically spread). Returns the marking counts.
+    fn period(&mut self, n: u32, loss: f64) -> PeriodLog {
+        let d = u64::from(self.params().period_ms);
+        let start = self.r.flow(FLOW).map_or(self.t, |e| e.t_a) + d + 1;
+        let log = self.run(start, n, loss);
+        self.t = start + d - 1;
+        log
+    }
+
+    fn packet(&mut self, t: u64, loss: f64, log: &mut PeriodLog) {
+        while self.echoes.front().is_some_and(|(at, _)| *at <= t) {
+            let (_, c) = self.echoes.pop_front().unwrap();
+            self.sender.on_returned(c);
+        }
+        let cap = self.sender.next_capability().expect("sender has a capability");
+        let a = self.r.on_regular(&cap, t).expect("honest packets are accepted");
+        match a.mark {
+            Mark::Privileged => log.privileged += 1,
+            Mark::BestEffort => log.best_effort += 1,
+        }
+        let carried = a.restamp.unwrap_or(cap);
+        let k = self.sent;
+        self.sent += 1;
+        let lost = ((k + 1) as f64 * loss).floor() > (k as f64 * loss).floor();
+        if !lost {
+            self.echoes.push_back((t + self.rtt_ms, carried));
+        }
+    }
+
+    fn w_r(&self) -> u32 {
+        self.r.flow(FLOW).unwrap().w_r
+    }
+
+    fn policed(&self) -> bool {
+        self.r.flow(FLOW).unwrap().rate_limited()
+    }
+}
+
+#[test]
+fn first_period_is_best_effort_then_policing_starts_at_p_r() {
+    let mut s = Sim::bare(Params::default());
+    // The request's own period: packets are best effort.
+    let mut log = PeriodLog::default();
+    for k in 0..30 {
+        s.packet(1_001 + k * 40, 0.0, &mut log);
+    }
+    assert_eq!((log.privileged, log.best_effort), (0, 30));
+    assert_eq!(s.r.flow(FLOW).unwrap().unverified(), 1, "the last capability is in flight");
+    // A packet in the second half presents it and gets no new capability.
+    s.packet(2_600, 0.0, &mut log);
+    let e = s.r.flow(FLOW).unwrap();
+    assert_eq!((e.p_r, e.p_id), (32, 31)); // request + 31 packets; IDs for request + 30
+    assert_eq!(e.unverified(), 0, "every capability came back");
+    assert_eq!(log.best_effort, 31);
+    // Period 2: policing starts at P_R of period 1 plus Δ (no loss).
+    let log = s.period(20, 0.0);
+    assert!(s.policed());
+    assert_eq!(s.w_r(), 32 + 3);
+    assert_eq!(log.privileged, 20);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// A flow that keeps losing more than L↓ has its window halved at every period
+    /// start until it reaches the floor, and stays policed.
+    #[test]
+    fn persistent_loss_halves_window_down_to_floor(
+        n in 40u32..120,
+        loss in 0.2f64..0.9,
+        w_min in 1u32..4,
+    ) {
+        let p = Params { w_min, ..Params::default() };
+        let mut s = Sim::new(p);
+        s.period(n, loss); // first full period (policing starts after it)
+        let mut prev = s.w_r();
+        for _ in 0..14 {
+            let log = s.period(n, loss);
+            let w = s.w_r();
+            prop_assert!(s.policed());
+            prop_assert_eq!(w, ((prev as f64 * 0.5) as u32).max(w_min));
+            // Only the window's worth of packets is privileged.
+            prop_assert!(log.privileged <= w);
+            prev = w;
+        }
+        prop_assert_eq!(prev, w_min);
+    }
+
+    /// A flow whose loss stays below L↑ is released exactly when more than S_Th
+    /// consecutive low-loss periods were seen, and then sends only privileged packets.
+    #[test]
+    fn low_loss_releases_after_s_th_periods(s_th in 1u32..25, n in 20u32..60) {
+        let p = Params { s_th, ..Params::default() };
+        let mut s = Sim::new(p);
+        // Periods 2..=S_Th+1 are policed (S_T = 1..=S_Th); the next one releases.
+        for k in 1..=s_th {
+            s.period(n, 0.0);
+            prop_assert!(s.policed(), "released too early at low-loss period {}", k);
+            prop_assert_eq!(s.r.flow(FLOW).unwrap().s_t, k);
+        }
+        let log = s.period(n, 0.0);
+        prop_assert!(!s.policed());
+        prop_assert_eq!(log.best_effort, 0);
+        // One lossy period turns policing back on, starting from the last P_R.
+        let p_r_clean = s.r.flow(FLOW).unwrap().p_r;
+        s.period(n, 0.5);
+        s.period(n, 0.5);
+        prop_assert!(s.policed());
+        prop_assert!(s.w_r() <= p_r_clean);
+    }
+
+    /// Flow regeneration (thesis §4): however a fresh flow times its packets, none
+    /// is privileged before its first period ended.
+    #[test]
+    fn regenerated_flows_get_no_privileged_packets_in_first_period(
+        flows in 1u64..40,
+        gaps in proptest::collection::vec(0u64..200, 1..60),
+    ) {
+        let mut r = Router::new(Params::default(), &Key::from([4u8; 16]), 12, 16, [1, 2]).unwrap();
+        let start = 10_000u64;
+        for f in 0..flows {
+            let id = 1_000 + f;
+            let created = start + f * 37;
+            let mut cap = r.on_request(id, created).unwrap().capability;
+            let mut t = created;
+            for g in &gaps {
+                t += g;
+                if t > created + u64::from(r.params().period_ms) {
+                    break;
+                }
+                let a = r.on_regular(&cap, t).unwrap();
+                prop_assert_eq!(a.mark, Mark::BestEffort);
+                if let Some(c) = a.restamp { cap = c; }
+            }
+        }
+    }
+}
+
+/// On-off shrew (thesis §4): a flow that floods in period k and sends a clean
+/// trickle in period k+1 does not get its window back for period k+2.
+#[test]
+fn shrew_on_off_does_not_regain_window() {
+    let mut s = Sim::new(Params::default());
+    for _ in 0..5 {
+        s.period(60, 0.0); // well-behaved warm-up
+    }
+    let mut w_on_prev = u32::MAX;
+    for cycle in 0..4 {
+        // On: flood with heavy loss. The window it gets was fixed at its start.
+        let on = s.period(600, 0.6);
+        let w_on = s.w_r();
+        assert!(
+            on.privileged <= w_on,
+            "cycle {cycle}: {} privileged > window {w_on}",
+            on.privileged
+        );
+        // Off: a trickle without any loss.
+        s.period(10, 0.0);
+        let w_off = s.w_r();
+        assert!(s.policed(), "cycle {cycle}: policing must stay on");
+        assert!(w_off < w_on || w_off == 1, "cycle {cycle}: off period regained {w_on} -> {w_off}");
+        if cycle > 0 {
+            // The next flood gets at most half of the previous one's window.
+            assert!(w_on * 2 <= w_on_prev || w_on == 1, "cycle {cycle}: {w_on_prev} -> {w_on}");
+        }
+        w_on_prev = w_on;
+    }
+    // The loss history stays above L↓ after the clean period.
+    assert!(s.r.flow(FLOW).unwrap().l_r > s.params().l_down);
+}
+
+#[test]
+fn capability_misuse_is_rejected() {
+    let mut r = Router::new(Params::default(), &Key::from([5u8; 16]), 10, 8, [3, 4]).unwrap();
+    let c1 = r.on_request(FLOW, 0).unwrap().capability;
+    let c2 = r.on_regular(&c1, 10).unwrap().restamp.unwrap();
+    // Forged MAC.
+    assert_eq!(r.on_regular(&Capability { mac: [1; 8], ..c2 }, 20), Err(Reject::BadMac));
+    // Capability C(i,k) used to vouch for packet j: the MAC covers P_id.
+    assert_eq!(r.on_regular(&Capability { p_id: 7, ..c2 }, 20), Err(Reject::BadMac));
+    // Another flow's ID with this MAC.
+    assert_eq!(r.on_regular(&Capability { flow_id: FLOW + 1, ..c2 }, 20), Err(Reject::BadMac));
+    // Next period: the old capability is a ticket, not feedback: W_V stays empty.
+    let a = r.on_regular(&c2, 3_001).unwrap();
+    assert_eq!(a.feedback, Feedback::Previous);
+    assert_eq!(r.flow(FLOW).unwrap().w_v, 0);
+    // Two periods later it is rejected.
+    assert_eq!(r.on_regular(&c2, 6_002), Err(Reject::Expired));
+    assert_eq!(r.on_regular(&c1, 6_003), Err(Reject::Expired));
+}

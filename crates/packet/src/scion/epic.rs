@@ -1,0 +1,390 @@
+//! The EPIC-Z path (SCION PathType 201), layout per `zlane.md`.
+//!
+//! ```text
+//! bytes 0-3 TsRel u32 | byte 4 CoreID | bytes 5-7 Counter u24   (= 8-byte PktID)
+//! byte 8 flags (Q = MSB) | bytes 9-11 reserved
+//! n x 4-byte HVF, one per hop field of the embedded path
+//! embedded standard SCION path (PathMetaHdr, info fields, hop fields)
+//! ```
+//!
+//! The EPIC block does not carry the HVF count `n`, and the SCION meta header
+//! that determines it sits *after* the HVFs. This view therefore needs the
+//! buffer to be exactly the path (as [`ScionHeader::path`](crate::scion::ScionHeader::path)
+//! returns it): with `L` the path length and `k` info fields,
+//! `L = 12 + 4n + 4 + 8k + 12n`, so `n = (L - 16 - 8k) / 16`. `(L - 16) mod 16`
+//! is 0 only for `k = 2`; it is 8 for both `k = 1` and `k = 3`. In that case
+//! the `k = 1` reading is tried first and the first reading whose meta header
+//! is fully valid (segment counts, CurrINF/CurrHF) wins.
+//!
+//! **Decision (ambiguity):** a 3-segment path is misread as a 1-segment one
+//! only if its first info field happens to look like a valid 1-segment meta
+//! header (SegID exactly `(n + 1) << 12`, reserved bits zero): about one path
+//! in 65,536. The opposite order would misread 1-segment paths whenever the
+//! last HVF (a MAC) looks like a 3-segment meta header, roughly one *packet*
+//! in ten thousand. [`EpicPathRepr::emit`] refuses (with [`Error::Malformed`])
+//! to write a path that would read back differently, so `parse(emit(r)) == r`
+//! whenever emit succeeds.
+
+use crate::field::{array, be24, be32, put24, put32};
+use crate::scion::path::{
+    HopField, InfoField, Meta, ScionPath, ScionPathRepr, HOP_LEN, INFO_LEN, MAX_HOPS, META_LEN,
+};
+use crate::{Error, Result};
+
+/// Length of the EPIC block before the HVFs.
+pub const EPIC_LEN: usize = 12;
+/// Length of one hop validation field.
+pub const HVF_LEN: usize = 4;
+/// Length of the packet ID (TsRel, CoreID, Counter).
+pub const PKT_ID_LEN: usize = 8;
+/// Q flag (QoS, set by the Z-Lane gateway).
+pub const FLAG_Q: u8 = 0x80;
+
+mod field {
+    pub const TS_REL: usize = 0;
+    pub const CORE_ID: usize = 4;
+    pub const COUNTER: usize = 5;
+    pub const FLAGS: usize = 8;
+    pub const RSV: core::ops::Range<usize> = 9..12;
+    pub const HVFS: usize = 12;
+}
+
+/// Finds the hop count `n` of an EPIC-Z path that spans exactly `b` and the
+/// embedded meta header word; the reading it returns passed every SCION
+/// meta-header rule (see the module docs for the candidate order).
+#[inline(always)]
+fn locate(b: &[u8]) -> Result<(usize, u32)> {
+    const FIXED: usize = EPIC_LEN + META_LEN;
+    const PER_HOP: usize = HVF_LEN + HOP_LEN;
+    // Small values in registers only: passing a decoded struct through memory
+    // cost more than the whole check (store-forwarding stalls).
+    #[inline(always)]
+    fn try_k(b: &[u8], rest: usize, k: usize) -> Option<(usize, u32)> {
+        let infos = k * INFO_LEN;
+        if rest < infos + PER_HOP {
+            return None;
+        }
+        let n = (rest - infos) / PER_HOP;
+        if n > MAX_HOPS {
+            return None;
+        }
+        // In bounds: 12 + 4n + 4 <= 16 + 8k + 16n = len.
+        let w = be32(b, EPIC_LEN + n * HVF_LEN);
+        let m = Meta::decode(w);
+        (m.n_inf == k && m.n_hf == n && m.validate().is_ok()).then_some((n, w))
+    }
+    let len = b.len();
+    if len < FIXED + INFO_LEN + PER_HOP {
+        return Err(Error::Truncated);
+    }
+    let rest = len - FIXED;
+    let found = match rest % PER_HOP {
+        0 => try_k(b, rest, 2),
+        8 => try_k(b, rest, 1).or_else(|| try_k(b, rest, 3)),
+        _ => None,
+    };
+    found.ok_or(Error::malformed("EPIC-Z path length does not match its SCION path"))
+}
+
+/// A view over an EPIC-Z path; the buffer must be exactly the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpicPath<T: AsRef<[u8]>> {
+    buffer: T,
+    hops: usize,
+}
+
+impl<T: AsRef<[u8]>> EpicPath<T> {
+    /// Wraps a buffer without validating it (the hop count is still derived
+    /// from the buffer, 0 if it cannot be); accessors may panic on bad input.
+    pub fn new_unchecked(buffer: T) -> Self {
+        let hops = locate(buffer.as_ref()).map_or(0, |(n, _)| n);
+        EpicPath { buffer, hops }
+    }
+
+    /// Wraps a buffer that holds exactly one valid EPIC-Z path: the HVF count
+    /// matches the embedded SCION path, which passes every
+    /// [`ScionPath::check_len`] rule.
+    #[inline(always)]
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        // `locate` checked the lengths and every meta-header rule.
+        let (hops, _) = locate(buffer.as_ref())?;
+        Ok(EpicPath { buffer, hops })
+    }
+
+    /// Validates the whole path again (HVF count, embedded SCION path, and
+    /// that the path ends exactly at the buffer's end).
+    pub fn check_len(&self) -> Result<()> {
+        let (hops, _) = locate(self.buffer.as_ref())?;
+        if hops != self.hops {
+            return Err(Error::malformed("EPIC-Z HVF count vs SCION path"));
+        }
+        Ok(())
+    }
+
+    /// Releases the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// Number of HVFs (= hop fields of the embedded path).
+    #[inline]
+    pub fn num_hvf(&self) -> usize {
+        self.hops
+    }
+
+    /// Offset of the embedded SCION path.
+    #[inline]
+    pub fn path_offset(&self) -> usize {
+        EPIC_LEN + self.hops * HVF_LEN
+    }
+
+    /// Packet timestamp relative to the first info field's timestamp (4 µs units).
+    #[inline]
+    pub fn ts_rel(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::TS_REL)
+    }
+
+    /// Sender core/thread ID.
+    #[inline]
+    pub fn core_id(&self) -> u8 {
+        self.buffer.as_ref()[field::CORE_ID]
+    }
+
+    /// Per-core 24-bit packet counter.
+    #[inline]
+    pub fn counter(&self) -> u32 {
+        be24(self.buffer.as_ref(), field::COUNTER)
+    }
+
+    /// The 8-byte packet ID (TsRel ‖ CoreID ‖ Counter), the first HVF input.
+    #[inline]
+    pub fn pkt_id(&self) -> [u8; PKT_ID_LEN] {
+        array(self.buffer.as_ref(), 0)
+    }
+
+    /// The flags byte.
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+
+    /// Q flag: HVFs are AS-authenticated (set by the Z-Lane gateway).
+    #[inline]
+    pub fn q(&self) -> bool {
+        self.flags() & FLAG_Q != 0
+    }
+
+    /// The reserved bytes 9-11.
+    #[inline]
+    pub fn rsv(&self) -> [u8; 3] {
+        array(self.buffer.as_ref(), field::RSV.start)
+    }
+
+    /// HVF `i`, if the path has that many hops.
+    #[inline]
+    pub fn hvf(&self, i: usize) -> Option<[u8; HVF_LEN]> {
+        if i >= self.hops {
+            return None;
+        }
+        let off = field::HVFS + i * HVF_LEN;
+        self.buffer.as_ref().get(off..off + HVF_LEN).map(|s| array(s, 0))
+    }
+
+    /// All HVFs, raw.
+    #[inline]
+    pub fn hvfs(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::HVFS..self.path_offset()]
+    }
+
+    /// The embedded SCION path.
+    #[inline]
+    pub fn scion_path(&self) -> ScionPath<&[u8]> {
+        ScionPath::new_unchecked(&self.buffer.as_ref()[self.path_offset()..])
+    }
+
+    /// The HVF of the current hop field (CurrHF of the embedded path).
+    #[inline]
+    pub fn current_hvf(&self) -> Option<[u8; HVF_LEN]> {
+        self.hvf(usize::from(self.scion_path().curr_hf()))
+    }
+
+    /// The current hop field of the embedded path (valid after `new_checked`).
+    #[inline]
+    pub fn current_hop(&self) -> HopField<&[u8]> {
+        let off = self.path_offset();
+        ScionPath::new_unchecked(&self.buffer.as_ref()[off..]).current_hop_ref()
+    }
+
+    /// The current info field of the embedded path (valid after `new_checked`).
+    #[inline]
+    pub fn current_info(&self) -> InfoField<&[u8]> {
+        let off = self.path_offset();
+        ScionPath::new_unchecked(&self.buffer.as_ref()[off..]).current_info_ref()
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EpicPath<T> {
+    /// Sets TsRel.
+    #[inline]
+    pub fn set_ts_rel(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::TS_REL, v);
+    }
+
+    /// Sets CoreID.
+    #[inline]
+    pub fn set_core_id(&mut self, v: u8) {
+        self.buffer.as_mut()[field::CORE_ID] = v;
+    }
+
+    /// Sets the 24-bit counter (higher bits ignored).
+    #[inline]
+    pub fn set_counter(&mut self, v: u32) {
+        put24(self.buffer.as_mut(), field::COUNTER, v);
+    }
+
+    /// Sets the flags byte.
+    #[inline]
+    pub fn set_flags(&mut self, f: u8) {
+        self.buffer.as_mut()[field::FLAGS] = f;
+    }
+
+    /// Sets or clears Q.
+    #[inline]
+    pub fn set_q(&mut self, v: bool) {
+        let f = (self.flags() & !FLAG_Q) | if v { FLAG_Q } else { 0 };
+        self.set_flags(f);
+    }
+
+    /// Sets the reserved bytes.
+    #[inline]
+    pub fn set_rsv(&mut self, v: [u8; 3]) {
+        self.buffer.as_mut()[field::RSV].copy_from_slice(&v);
+    }
+
+    /// Writes HVF `i`; errors if the path has no such hop.
+    #[inline]
+    pub fn set_hvf(&mut self, i: usize, v: [u8; HVF_LEN]) -> Result<()> {
+        if i >= self.hops {
+            return Err(Error::malformed("EPIC-Z HVF index"));
+        }
+        let off = field::HVFS + i * HVF_LEN;
+        let s = self.buffer.as_mut().get_mut(off..off + HVF_LEN).ok_or(Error::Truncated)?;
+        s.copy_from_slice(&v);
+        Ok(())
+    }
+
+    /// The embedded SCION path, mutable (SegID update, CurrHF advance).
+    #[inline]
+    pub fn scion_path_mut(&mut self) -> ScionPath<&mut [u8]> {
+        let off = self.path_offset();
+        ScionPath::new_unchecked(&mut self.buffer.as_mut()[off..])
+    }
+}
+
+/// Owned EPIC-Z path. Reserved bits are ignored on parse and emitted as zero.
+#[derive(Clone, Copy, Debug)]
+pub struct EpicPathRepr {
+    /// TsRel.
+    pub ts_rel: u32,
+    /// CoreID.
+    pub core_id: u8,
+    /// 24-bit counter.
+    pub counter: u32,
+    /// Q flag.
+    pub q: bool,
+    /// HVFs; the first `path.num_hf()` are meaningful.
+    pub hvfs: [[u8; HVF_LEN]; MAX_HOPS],
+    /// The embedded SCION path.
+    pub path: ScionPathRepr,
+}
+
+impl Default for EpicPathRepr {
+    fn default() -> Self {
+        EpicPathRepr {
+            ts_rel: 0,
+            core_id: 0,
+            counter: 0,
+            q: false,
+            hvfs: [[0; HVF_LEN]; MAX_HOPS],
+            path: ScionPathRepr::default(),
+        }
+    }
+}
+
+impl PartialEq for EpicPathRepr {
+    fn eq(&self, o: &Self) -> bool {
+        let n = self.path.num_hf();
+        self.ts_rel == o.ts_rel
+            && self.core_id == o.core_id
+            && self.counter == o.counter
+            && self.q == o.q
+            && self.path == o.path
+            && self.hvfs[..n] == o.hvfs[..n]
+    }
+}
+impl Eq for EpicPathRepr {}
+
+impl EpicPathRepr {
+    /// The 8-byte packet ID this representation emits.
+    pub fn pkt_id(&self) -> [u8; PKT_ID_LEN] {
+        let mut b = [0u8; PKT_ID_LEN];
+        b[..4].copy_from_slice(&self.ts_rel.to_be_bytes());
+        b[4] = self.core_id;
+        b[5..].copy_from_slice(&self.counter.to_be_bytes()[1..]);
+        b
+    }
+
+    /// Parses a checked path.
+    pub fn parse<T: AsRef<[u8]>>(p: &EpicPath<T>) -> Result<Self> {
+        p.check_len()?;
+        let mut r = EpicPathRepr {
+            ts_rel: p.ts_rel(),
+            core_id: p.core_id(),
+            counter: p.counter(),
+            q: p.q(),
+            path: ScionPathRepr::parse(&p.scion_path())?,
+            ..Default::default()
+        };
+        for (i, h) in r.hvfs.iter_mut().enumerate().take(p.num_hvf()) {
+            *h = p.hvf(i).ok_or(Error::Truncated)?;
+        }
+        Ok(r)
+    }
+
+    /// Length of the emitted path.
+    pub fn buffer_len(&self) -> usize {
+        EPIC_LEN + self.path.num_hf() * HVF_LEN + self.path.buffer_len()
+    }
+
+    /// Writes the path into the start of `p`'s buffer and points the view at it.
+    ///
+    /// Errors with [`Error::Malformed`] when the written bytes would read back
+    /// with a different hop count (see the module docs on ambiguity); the
+    /// bytes are then written but must not be sent.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut EpicPath<T>) -> Result<()> {
+        self.path.validate()?;
+        if self.counter > 0x00ff_ffff {
+            return Err(Error::malformed("EPIC-Z counter"));
+        }
+        let n = self.path.num_hf();
+        if p.buffer.as_ref().len() < self.buffer_len() {
+            return Err(Error::BufferTooSmall);
+        }
+        p.hops = n;
+        p.set_ts_rel(self.ts_rel);
+        p.set_core_id(self.core_id);
+        p.set_counter(self.counter);
+        p.set_flags(if self.q { FLAG_Q } else { 0 });
+        p.set_rsv([0; 3]);
+        for (i, h) in self.hvfs[..n].iter().enumerate() {
+            p.set_hvf(i, *h)?;
+        }
+        self.path.emit(&mut p.scion_path_mut())?;
+        // Refuse the rare layout that would read back as a different split.
+        let written = &p.buffer.as_ref()[..self.buffer_len()];
+        match locate(written) {
+            Ok((hops, _)) if hops == n => Ok(()),
+            _ => Err(Error::malformed("EPIC-Z path would parse ambiguously")),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! EPIC-Z path (PathType 201): hand-built known answers from `zlane.md`,
+//! round trips, truncation and garbage input.
+
+use packet::scion::epic::FLAG_Q;
+use packet::scion::path::MAX_HOPS;
+use packet::scion::{
+    parse, AddrHdrRepr, EpicPath, EpicPathRepr, HopFieldRepr, InfoFieldRepr, Path, PathRepr,
+    RawHostAddr, ScionPathRepr, ScionRepr,
+};
+use packet::{Error, HostAddr, Ia};
+use proptest::prelude::*;
+
+fn hvf(i: u8) -> [u8; 4] {
+    [0x10 + i, 0x20 + i, 0x30 + i, 0x40 + i]
+}
+
+/// EPIC-Z path with 5 hops in two segments (2, 3), CurrINF 1, CurrHF 3, Q set.
+fn kat_bytes() -> Vec<u8> {
+    let mut b = vec![
+        0x00, 0x01, 0x23, 0x45, // TsRel
+        0x07, // CoreID
+        0xab, 0xcd, 0xef, // Counter
+        0x80, 0, 0, 0, // flags Q, reserved
+    ];
+    for i in 0..5 {
+        b.extend_from_slice(&hvf(i));
+    }
+    b.extend_from_slice(&[0x43, 0x00, 0x20, 0xc0]); // CurrINF 1, CurrHF 3, SegLens 2,3,0
+    b.extend_from_slice(&[0x00, 0, 0x11, 0x11, 0x65, 0, 0, 0x00]);
+    b.extend_from_slice(&[0x01, 0, 0x22, 0x22, 0x65, 0, 0, 0x10]);
+    for i in 0..5u8 {
+        b.extend_from_slice(&[0, 63 + i, 0, i, 0, i + 1]);
+        b.extend_from_slice(&[0xa0 + i; 6]);
+    }
+    assert_eq!(b.len(), 112);
+    b
+}
+
+#[test]
+fn kat_five_hops_every_field() {
+    let b = kat_bytes();
+    let p = EpicPath::new_checked(&b[..]).unwrap();
+    assert_eq!((p.ts_rel(), p.core_id(), p.counter()), (0x12345, 7, 0xabcdef));
+    assert_eq!(p.pkt_id(), [0x00, 0x01, 0x23, 0x45, 0x07, 0xab, 0xcd, 0xef]);
+    assert!(p.q());
+    assert_eq!((p.flags(), p.rsv()), (FLAG_Q, [0; 3]));
+    assert_eq!((p.num_hvf(), p.path_offset()), (5, 32));
+    for i in 0..5 {
+        assert_eq!(p.hvf(i), Some(hvf(i as u8)));
+    }
+    assert_eq!(p.hvf(5), None);
+    assert_eq!(p.hvfs(), &b[12..32]);
+    let s = p.scion_path();
+    assert_eq!(
+        (s.curr_inf(), s.curr_hf(), s.seg_lens(), s.num_hf(), s.path_len()),
+        (1, 3, [2, 3, 0], 5, 80)
+    );
+    assert_eq!(s.info_field(0).unwrap().seg_id(), 0x1111);
+    assert!(s.current_info().cons_dir());
+    assert_eq!(s.current_info().timestamp(), 0x6500_0010);
+    let h = s.current_hop();
+    assert_eq!((h.exp_time(), h.cons_ingress(), h.cons_egress(), h.mac()), (66, 3, 4, [0xa3; 6]));
+    assert_eq!(p.current_hvf(), Some(hvf(3)));
+    assert_eq!(p.current_hop().mac(), [0xa3; 6]);
+    assert_eq!(p.current_info().seg_id(), 0x2222);
+
+    let r = EpicPathRepr::parse(&p).unwrap();
+    assert_eq!(r.pkt_id(), p.pkt_id());
+    assert_eq!((r.ts_rel, r.core_id, r.counter, r.q), (0x12345, 7, 0xabcdef, true));
+    assert_eq!(r.hvfs[..5], [hvf(0), hvf(1), hvf(2), hvf(3), hvf(4)]);
+    assert_eq!(
+        r.path.hops()[4],
+        HopFieldRepr {
+            exp_time: 67,
+            cons_ingress: 4,
+            cons_egress: 5,
+            mac: [0xa4; 6],
+            ..Default::default()
+        }
+    );
+    assert_eq!(
+        r.path.infos()[1],
+        InfoFieldRepr { peering: false, cons_dir: true, seg_id: 0x2222, timestamp: 0x6500_0010 }
+    );
+    assert_eq!(r.buffer_len(), 112);
+    let mut out = vec![0u8; 112];
+    r.emit(&mut EpicPath::new_unchecked(&mut out[..])).unwrap();
+    assert_eq!(out, b);
+}
+
+#[test]
+fn setters() {
+    let mut b = kat_bytes();
+    {
+        let mut p = EpicPath::new_checked(&mut b[..]).unwrap();
+        p.set_q(false);
+        assert!(!p.q());
+        p.set_hvf(3, [9, 9, 9, 9]).unwrap();
+        assert_eq!(p.set_hvf(5, [0; 4]), Err(Error::malformed("EPIC-Z HVF index")));
+        p.set_ts_rel(0xdeadbeef);
+        p.set_core_id(0x42);
+        p.set_counter(0x01020304); // only 24 bits kept
+        let mut s = p.scion_path_mut();
+        s.current_info_mut().set_seg_id(0x3333);
+        s.advance().unwrap();
+        assert_eq!(p.current_hvf(), Some(hvf(4)));
+        p.set_q(true);
+    }
+    assert_eq!(&b[..12], &[0xde, 0xad, 0xbe, 0xef, 0x42, 0x02, 0x03, 0x04, 0x80, 0, 0, 0]);
+    assert_eq!(&b[24..28], &[9, 9, 9, 9]);
+    assert_eq!(b[32], 0x44);
+    assert_eq!(&b[46..48], &[0x33, 0x33]);
+}
+
+#[test]
+fn length_must_match_the_embedded_path() {
+    let b = kat_bytes();
+    for cut in 0..b.len() {
+        assert!(EpicPath::new_checked(&b[..cut]).is_err(), "cut at {cut}");
+    }
+    for extra in 1..=32 {
+        let mut l = b.clone();
+        l.extend(std::iter::repeat_n(0u8, extra));
+        assert!(EpicPath::new_checked(&l[..]).is_err(), "{extra} extra bytes");
+    }
+    // A meta header that disagrees with the HVF count.
+    let mut m = b.clone();
+    m[34] = 0x30; // SegLens 3,3,0: 6 hops, 5 HVFs
+    assert!(EpicPath::new_checked(&m[..]).is_err());
+    // CurrHF outside its segment.
+    let mut m = b;
+    m[32] = 0x41;
+    assert!(EpicPath::new_checked(&m[..]).is_err());
+}
+
+#[test]
+fn ambiguous_layout_is_refused_on_emit() {
+    // Three 1-hop segments whose first info field also reads as a valid
+    // one-segment meta header for 4 hops (SegID 4 << 12, flags and RSV zero).
+    let mut path = ScionPathRepr { seg_lens: [1, 1, 1], ..Default::default() };
+    path.info_fields[0].seg_id = 0x4000;
+    let r = EpicPathRepr { path, ..Default::default() };
+    let mut b = vec![0u8; r.buffer_len()];
+    assert_eq!(
+        r.emit(&mut EpicPath::new_unchecked(&mut b[..])),
+        Err(Error::malformed("EPIC-Z path would parse ambiguously"))
+    );
+    // The documented reading wins: one segment first.
+    let p = EpicPath::new_checked(&b[..]).unwrap();
+    assert_eq!((p.num_hvf(), p.scion_path().num_inf()), (4, 1));
+    // Any other SegID is unambiguous.
+    let mut ok = r;
+    ok.path.info_fields[0].seg_id = 0x4001;
+    ok.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
+    assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&b[..]).unwrap()).unwrap(), ok);
+}
+
+fn hdr() -> AddrHdrRepr {
+    AddrHdrRepr {
+        qos: 0,
+        flow_id: 0xbeef,
+        next_hdr: 17,
+        payload_len: 8,
+        dst_ia: Ia::new(2, 0xff00_0000_0220),
+        src_ia: Ia::new(1, 0xff00_0000_0110),
+        dst_host: RawHostAddr::from(HostAddr::V6([
+            0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+        ])),
+        src_host: RawHostAddr::from(HostAddr::V6([
+            0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+        ])),
+    }
+}
+
+#[test]
+fn in_a_scion_packet() {
+    let b = kat_bytes();
+    let r = ScionRepr {
+        hdr: hdr(),
+        path: PathRepr::EpicZ(
+            EpicPathRepr::parse(&EpicPath::new_checked(&b[..]).unwrap()).unwrap(),
+        ),
+    };
+    let mut pkt = vec![0u8; r.buffer_len() + 8];
+    r.emit(&mut pkt).unwrap();
+    assert_eq!(r.buffer_len(), 12 + 16 + 32 + 112);
+    assert_eq!(pkt[8], 201);
+    assert_eq!(&pkt[60..172], &b[..]);
+    let p = parse(&pkt).unwrap();
+    let Path::EpicZ(e) = p.path else { panic!() };
+    assert_eq!(e.pkt_id(), [0x00, 0x01, 0x23, 0x45, 0x07, 0xab, 0xcd, 0xef]);
+    assert_eq!(e.current_hvf(), Some(hvf(3)));
+    assert_eq!(p.l4().unwrap(), (17, 172));
+    for cut in 0..pkt.len() {
+        assert!(parse(&pkt[..cut]).is_err(), "cut at {cut}");
+    }
+    // HdrLen 4 bytes too long: the EPIC path no longer spans the path area.
+    let mut bad = pkt.clone();
+    bad[5] += 1;
+    bad.extend_from_slice(&[0; 4]);
+    assert!(parse(&bad).is_err());
+}
+
+#[test]
+fn header_length_limit() {
+    // 64 hops of EPIC-Z do not fit into HdrLen's 1020 bytes: emit refuses.
+    let mut path = ScionPathRepr { seg_lens: [22, 21, 21], ..Default::default() };
+    path.hop_fields[0].exp_time = 1;
+    let r = ScionRepr {
+        hdr: hdr(),
+        path: PathRepr::EpicZ(EpicPathRepr { path, ..Default::default() }),
+    };
+    assert!(r.buffer_len() > 1020);
+    let mut out = vec![0u8; 2048];
+    assert!(matches!(r.emit(&mut out), Err(Error::Malformed { .. })));
+    // ...but the path alone emits and parses.
+    let PathRepr::EpicZ(e) = r.path else { unreachable!() };
+    let mut b = vec![0u8; e.buffer_len()];
+    e.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
+    assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&b[..]).unwrap()).unwrap(), e);
+}
+
+// ---- property tests ----
+
+fn arb_info() -> impl Strategy<Value = InfoFieldRepr> {
+    (any::<bool>(), any::<bool>(), any::<u16>(), any::<u32>()).prop_map(
+        |(peering, cons_dir, seg_id, timestamp)| InfoFieldRepr {
+            peering,
+            cons_dir,
+            seg_id,
+            timestamp,
+        },
+    )
+}
+
+fn arb_hop() -> impl Strategy<Value = HopFieldRepr> {
+    (any::<bool>(), any::<bool>(), any::<u8>(), any::<u16>(), any::<u16>(), any::<[u8; 6]>())
+        .prop_map(|(ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac)| {
+            HopFieldRepr { ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac }
+        })
+}
+
+fn arb_epic(per_seg: u8) -> impl Strategy<Value = EpicPathRepr> {
+    (
+        prop::collection::vec((1..=per_seg, arb_info()), 1..=3),
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+        prop::collection::vec((arb_hop(), any::<[u8; 4]>()), MAX_HOPS),
+        any::<u32>(),
+        any::<u8>(),
+        0..=0xffffffu32,
+        any::<bool>(),
+    )
+        .prop_map(|(segs, ci, ch, hops, ts_rel, core_id, counter, q)| {
+            let mut r = EpicPathRepr { ts_rel, core_id, counter, q, ..Default::default() };
+            for (i, (s, inf)) in segs.iter().enumerate() {
+                r.path.seg_lens[i] = *s;
+                r.path.info_fields[i] = *inf;
+            }
+            let curr_inf = ci.index(segs.len());
+            let start: usize = segs[..curr_inf].iter().map(|s| usize::from(s.0)).sum();
+            r.path.curr_inf = curr_inf as u8;
+            r.path.curr_hf = (start + ch.index(usize::from(segs[curr_inf].0))) as u8;
+            let n = r.path.num_hf();
+            for (i, (h, v)) in hops.iter().take(n).enumerate() {
+                r.path.hop_fields[i] = *h;
+                r.hvfs[i] = *v;
+            }
+            r
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn epic_roundtrip(r in arb_epic(21)) {
+        let mut b = vec![0u8; r.buffer_len()];
+        let emitted = r.emit(&mut EpicPath::new_unchecked(&mut b[..]));
+        prop_assume!(emitted != Err(Error::malformed("EPIC-Z path would parse ambiguously")));
+        emitted.unwrap();
+        let v = EpicPath::new_checked(&b[..]).unwrap();
+        prop_assert_eq!(v.num_hvf(), r.path.num_hf());
+        prop_assert_eq!(EpicPathRepr::parse(&v).unwrap(), r);
+        prop_assert_eq!(v.current_hvf(), Some(r.hvfs[usize::from(r.path.curr_hf)]));
+    }
+
+    #[test]
+    fn epic_packet_roundtrip(r in arb_epic(13)) {
+        let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
+        let mut b = vec![0u8; s.buffer_len() + 8];
+        let emitted = s.emit(&mut b);
+        prop_assume!(emitted != Err(Error::malformed("EPIC-Z path would parse ambiguously")));
+        emitted.unwrap();
+        prop_assert_eq!(ScionRepr::parse(&b).unwrap(), s);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..1200)) {
+        if let Ok(p) = EpicPath::new_checked(&b[..]) {
+            let _ = (p.pkt_id(), p.q(), p.current_hvf(), p.hvfs().len(), p.scion_path().current_hop().mac());
+            for i in 0..=p.num_hvf() { let _ = p.hvf(i); }
+            let r = EpicPathRepr::parse(&p).unwrap();
+            let mut out = vec![0u8; r.buffer_len()];
+            if r.emit(&mut EpicPath::new_unchecked(&mut out[..])).is_ok() {
+                prop_assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&out[..]).unwrap()).unwrap(), r);
+            }
+        }
+        let _ = EpicPath::new_unchecked(&b[..]).num_hvf();
+    }
+
+    #[test]
+    fn mutated_kat_never_panics(pos in prop::collection::vec((0..112usize, any::<u8>()), 1..4)) {
+        let mut b = kat_bytes();
+        for (i, x) in pos { b[i] = x; }
+        if let Ok(p) = EpicPath::new_checked(&b[..]) {
+            let _ = (p.current_hvf(), p.scion_path().current_info().seg_id());
+            prop_assert!(EpicPathRepr::parse(&p).is_ok());
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Per-hop processing of a standard SCION path: verify, update SegID, advance,
+//! choose the egress interface and port.
+
+use mac::Block;
+use packet::scion::ScionPath;
+use pipeline::DropReason;
+
+use crate::hopmac::{chain_seg_id, hop_input, is_expired, ForwardingKey, HopMac};
+
+/// Interface ID 0: the AS itself (packet from or to an internal host).
+pub const INTERNAL_IF: u16 = 0;
+
+/// Marks an unused slot in the interface tables.
+const NONE: u16 = u16::MAX;
+
+/// Interface → port and port → interface tables of one router.
+///
+/// Both are flat arrays (interface IDs are 16-bit), so a lookup is one load.
+#[derive(Clone, Debug)]
+pub struct InterfaceTable {
+    if_to_port: Vec<u16>,
+    port_to_if: Vec<u16>,
+}
+
+impl Default for InterfaceTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InterfaceTable {
+    /// An empty table (every interface unknown, every port internal).
+    pub fn new() -> Self {
+        InterfaceTable { if_to_port: vec![NONE; 1 << 16], port_to_if: Vec::new() }
+    }
+
+    /// Binds external interface `ifid` (non-zero) to `port` (< 65535), both ways.
+    pub fn bind(&mut self, ifid: u16, port: u16) {
+        if ifid == INTERNAL_IF || port == NONE {
+            return;
+        }
+        self.if_to_port[usize::from(ifid)] = port;
+        let p = usize::from(port);
+        if self.port_to_if.len() <= p {
+            self.port_to_if.resize(p + 1, INTERNAL_IF);
+        }
+        self.port_to_if[p] = ifid;
+    }
+
+    /// Builder form of [`bind`](Self::bind).
+    pub fn with(mut self, ifid: u16, port: u16) -> Self {
+        self.bind(ifid, port);
+        self
+    }
+
+    /// Removes interface `ifid`.
+    pub fn unbind(&mut self, ifid: u16) {
+        let port = self.if_to_port[usize::from(ifid)];
+        self.if_to_port[usize::from(ifid)] = NONE;
+        if let Some(slot) = self.port_to_if.get_mut(usize::from(port)) {
+            *slot = INTERNAL_IF;
+        }
+    }
+
+    /// The port of external interface `ifid`.
+    #[inline]
+    pub fn port(&self, ifid: u16) -> Option<u16> {
+        match self.if_to_port[usize::from(ifid)] {
+            NONE => None,
+            p => Some(p),
+        }
+    }
+
+    /// The interface a packet arriving on `port` came through; [`INTERNAL_IF`]
+    /// for ports not bound to an external interface.
+    #[inline]
+    pub fn ingress_if(&self, port: u16) -> u16 {
+        self.port_to_if.get(usize::from(port)).copied().unwrap_or(INTERNAL_IF)
+    }
+}
+
+/// Where a forwarded packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Out of external interface `ifid` on `port`.
+    Interface {
+        /// Egress interface ID.
+        ifid: u16,
+        /// Port bound to it.
+        port: u16,
+    },
+    /// The path ends here: deliver inside the AS on the internal port.
+    Local {
+        /// The internal port.
+        port: u16,
+    },
+}
+
+impl Egress {
+    /// The port to send on.
+    pub fn port(&self) -> u16 {
+        match *self {
+            Egress::Interface { port, .. } | Egress::Local { port } => port,
+        }
+    }
+}
+
+/// Result of forwarding one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    /// CurrHF on arrival (the hop field of this AS that was verified first;
+    /// EPIC-Z verifies its HVF).
+    pub hop: u8,
+    /// Whether a segment cross-over happened (two hop fields processed).
+    pub xover: bool,
+    /// The egress.
+    pub egress: Egress,
+}
+
+/// Whether the current hop is one of the two peering hop fields of a peering
+/// path (last of segment 0 or first of segment 1, with the P flag set): their
+/// SegID is not chained and no cross-over happens between them.
+pub fn is_peering_hop<T: AsRef<[u8]>>(p: &ScionPath<T>) -> bool {
+    if !p.current_info().peering() {
+        return false;
+    }
+    let [s0, s1, s2] = p.seg_lens();
+    if s0 == 0 || s1 == 0 || s2 != 0 {
+        return false;
+    }
+    let hf = p.curr_hf();
+    hf + 1 == s0 || hf == s0
+}
+
+/// The SegID the current hop's MAC is computed over: β_i. In construction
+/// direction the field holds β_i; against it, β_{i+1} = β_i ⊕ σ_i[0:2], so β_i
+/// is recovered with the hop's own MAC. Peering hops use the field as is.
+#[inline]
+fn beta_for_mac<T: AsRef<[u8]>>(p: &ScionPath<T>, peering: bool) -> u16 {
+    let info = p.current_info();
+    let seg = info.seg_id();
+    if info.cons_dir() || peering {
+        seg
+    } else {
+        chain_seg_id(seg, &p.current_hop().mac())
+    }
+}
+
+/// The MAC input of the current hop (after `ScionPath::new_checked`).
+#[inline]
+pub fn current_input<T: AsRef<[u8]>>(p: &ScionPath<T>) -> Block {
+    let peering = is_peering_hop(p);
+    hop_input(beta_for_mac(p, peering), &p.current_info(), &p.current_hop())
+}
+
+/// Outcome of [`process_hop`] for the current hop field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HopOutcome {
+    /// Interface the packet enters this AS through (traversal direction).
+    pub ingress_if: u16,
+    /// Interface the packet leaves this AS through (traversal direction).
+    pub egress_if: u16,
+    /// Whether this was a peering hop.
+    pub peering: bool,
+}
+
+/// Verifies the current hop field against `mac` (the MAC computed by the
+/// caller over [`current_input`]), checks expiry, and updates the SegID for
+/// the next hop. Does not advance and does not check interfaces.
+///
+/// On success the SegID holds what the next hop of the same segment expects:
+/// β_{i+1} in construction direction, β_i against it.
+pub fn process_hop(
+    p: &mut ScionPath<&mut [u8]>,
+    computed: &HopMac,
+    now_unix_ns: u64,
+) -> Result<HopOutcome, DropReason> {
+    let peering = is_peering_hop(p);
+    let (cons, seg, ts) = {
+        let i = p.current_info();
+        (i.cons_dir(), i.seg_id(), i.timestamp())
+    };
+    let hop = p.current_hop();
+    let (ing, egr, exp, wire_mac) =
+        (hop.cons_ingress(), hop.cons_egress(), hop.exp_time(), hop.mac());
+    if !mac::ct_eq(computed, &wire_mac) {
+        return Err(DropReason::BadMac);
+    }
+    if is_expired(ts, exp, now_unix_ns) {
+        return Err(DropReason::Expired);
+    }
+    if !peering {
+        // Both directions apply the same XOR: forward it yields β_{i+1} from β_i,
+        // backward β_i from β_{i+1}.
+        p.current_info_mut().set_seg_id(chain_seg_id(seg, &wire_mac));
+    }
+    let (ingress_if, egress_if) = if cons { (ing, egr) } else { (egr, ing) };
+    Ok(HopOutcome { ingress_if, egress_if, peering })
+}
+
+/// Configuration of a [`Forwarder`].
+#[derive(Clone, Debug)]
+pub struct ForwardConfig {
+    /// Port for packets whose path ends in this AS.
+    pub local_port: u16,
+    /// Whether a packet from an external interface must arrive on the
+    /// interface its hop field names (SCION requires it; off only for labs).
+    pub check_ingress: bool,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig { local_port: 0, check_ingress: true }
+    }
+}
+
+/// One router's SCION forwarding state: its AS's forwarding key, interface
+/// tables and local port.
+#[derive(Clone, Debug)]
+pub struct Forwarder {
+    key: ForwardingKey,
+    ifaces: InterfaceTable,
+    cfg: ForwardConfig,
+}
+
+impl Forwarder {
+    /// A forwarder with `key`, interface table and configuration.
+    pub fn new(key: ForwardingKey, ifaces: InterfaceTable, cfg: ForwardConfig) -> Self {
+        Forwarder { key, ifaces, cfg }
+    }
+
+    /// The AS forwarding key.
+    pub fn key(&self) -> &ForwardingKey {
+        &self.key
+    }
+
+    /// The interface tables.
+    pub fn interfaces(&self) -> &InterfaceTable {
+        &self.ifaces
+    }
+
+    /// The interface tables, mutable (reconfiguration between bursts).
+    pub fn interfaces_mut(&mut self) -> &mut InterfaceTable {
+        &mut self.ifaces
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ForwardConfig {
+        &self.cfg
+    }
+
+    /// Checks `path` (exactly the path bytes) and returns the MAC input of its
+    /// current hop, so a stage can MAC a whole burst in one batch.
+    pub fn prepare(path: &[u8]) -> Result<Block, DropReason> {
+        let p = ScionPath::new_checked(path)?;
+        if p.path_len() != path.len() {
+            return Err(DropReason::Malformed);
+        }
+        Ok(current_input(&p))
+    }
+
+    /// Forwards a packet whose path is `path` (exactly the path bytes), arrived
+    /// on external interface `ingress_if` ([`INTERNAL_IF`] from inside the AS).
+    pub fn forward(
+        &self,
+        path: &mut [u8],
+        ingress_if: u16,
+        now_unix_ns: u64,
+    ) -> Result<Forwarded, DropReason> {
+        let input = Self::prepare(path)?;
+        let mac = self.key.mac(&input);
+        self.finish(path, &mac, ingress_if, now_unix_ns)
+    }
+
+    /// Second half of [`forward`](Self::forward): `mac` is the MAC of the input
+    /// [`prepare`](Self::prepare) returned for this same `path`.
+    pub fn finish(
+        &self,
+        path: &mut [u8],
+        mac: &HopMac,
+        ingress_if: u16,
+        now_unix_ns: u64,
+    ) -> Result<Forwarded, DropReason> {
+        let mut p = ScionPath::new_checked(path)?;
+        let first_hop = p.curr_hf();
+        let mut out = process_hop(&mut p, mac, now_unix_ns)?;
+        if self.cfg.check_ingress && ingress_if != INTERNAL_IF && out.ingress_if != ingress_if {
+            return Err(DropReason::WrongInterface);
+        }
+        let mut xover = false;
+        if !p.is_last_hop() && !out.peering && self.at_segment_end(&p) {
+            // Cross-over: the next hop field (first of the next segment) also
+            // belongs to this AS and names the egress interface.
+            p.advance()?;
+            let mac2 = self.key.mac(&current_input(&p));
+            out = process_hop(&mut p, &mac2, now_unix_ns)?;
+            xover = true;
+        }
+        let egress = if out.egress_if == INTERNAL_IF {
+            if !p.is_last_hop() {
+                return Err(DropReason::NoRoute);
+            }
+            Egress::Local { port: self.cfg.local_port }
+        } else {
+            if p.is_last_hop() {
+                return Err(DropReason::NoRoute);
+            }
+            let port = self.ifaces.port(out.egress_if).ok_or(DropReason::NoRoute)?;
+            p.advance()?;
+            Egress::Interface { ifid: out.egress_if, port }
+        };
+        Ok(Forwarded { hop: first_hop, xover, egress })
+    }
+
+    fn at_segment_end<T: AsRef<[u8]>>(&self, p: &ScionPath<T>) -> bool {
+        let lens = p.seg_lens();
+        let end: usize =
+            lens[..=usize::from(p.curr_inf()).min(2)].iter().map(|&l| usize::from(l)).sum();
+        usize::from(p.curr_hf()) + 1 == end
+    }
+}

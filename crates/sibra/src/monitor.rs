@@ -1,0 +1,506 @@
+//! Monitoring: deterministic per-reservation policing at the source AS's
+//! edge, probabilistic overuse detection in transit and core ASes.
+//!
+//! * [`EdgeMonitor`]: one token bucket per reservation (rate = the packet's
+//!   bandwidth class, burst = 2 ms at that rate by default).
+//! * [`CoreMonitor`]: a count-min sketch (conservative update) of bytes per
+//!   reservation ID over a measurement window, in fixed memory. A reservation
+//!   whose estimate exceeds its allowance by the configured margin becomes a
+//!   *suspect*: it gets an exact token bucket (multistage-filter style, so
+//!   hash collisions alone never blacklist a flow), and a suspect that
+//!   overdraws its bucket is blacklisted until its reservation expires.
+//!   Blacklisted packets are dropped before any MAC work.
+//!
+//! Hashing uses a keyed mixer (seed from configuration) so that flows cannot
+//! choose colliding sketch cells without knowing the seed.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use crate::types::{BwClass, ResvKey, Tick};
+use crate::Error;
+
+/// A fast keyed hasher for reservation keys (not cryptographic).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyedHasher {
+    state: u64,
+}
+
+impl Hasher for KeyedHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.state = (self.state ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Builds [`KeyedHasher`]s from a secret seed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyedState(pub u64);
+
+impl BuildHasher for KeyedState {
+    type Hasher = KeyedHasher;
+    #[inline]
+    fn build_hasher(&self) -> KeyedHasher {
+        KeyedHasher { state: self.0 }
+    }
+}
+
+/// Hash of a reservation key under `seed`.
+#[inline]
+pub fn key_hash(seed: u64, k: &ResvKey) -> u64 {
+    let mut h = KeyedHasher { state: seed ^ u64::from(k.steady) };
+    h.write_u64(u64::from_le_bytes(k.id[..8].try_into().unwrap_or_default()));
+    h.write_u64(u64::from_le_bytes(k.id[8..].try_into().unwrap_or_default()));
+    h.finish()
+}
+
+/// A token bucket in exact integer arithmetic (unit: bit·ns/10^9 = 1 bit, scaled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenBucket {
+    /// Tokens in bit·nanoseconds per second (bits × 10^9).
+    tokens: u128,
+    last_ns: u64,
+    rate_bps: u64,
+    burst: u128,
+}
+
+const NS: u128 = 1_000_000_000;
+
+impl TokenBucket {
+    /// A full bucket of rate `rate_bps` and a burst of `burst_ns` at that rate.
+    pub fn new(rate_bps: u64, burst_ns: u64, now_ns: u64) -> Self {
+        let burst = u128::from(rate_bps) * u128::from(burst_ns);
+        TokenBucket { tokens: burst, last_ns: now_ns, rate_bps, burst }
+    }
+
+    /// Changes the rate (and burst time) keeping the current fill, capped.
+    pub fn set_rate(&mut self, rate_bps: u64, burst_ns: u64) {
+        self.rate_bps = rate_bps;
+        self.burst = u128::from(rate_bps) * u128::from(burst_ns);
+        self.tokens = self.tokens.min(self.burst);
+    }
+
+    /// The configured rate.
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    /// Takes `bytes` if they fit after refilling to `now_ns`.
+    #[inline]
+    pub fn take(&mut self, bytes: usize, now_ns: u64) -> bool {
+        let dt = now_ns.saturating_sub(self.last_ns);
+        self.last_ns = self.last_ns.max(now_ns);
+        self.tokens = (self.tokens + u128::from(self.rate_bps) * u128::from(dt)).min(self.burst);
+        let cost = bytes as u128 * 8 * NS;
+        if cost <= self.tokens {
+            self.tokens -= cost;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Current fill in bytes (rounded down).
+    pub fn fill_bytes(&self) -> u64 {
+        (self.tokens / (8 * NS)) as u64
+    }
+
+    /// Burst size in bytes (rounded down).
+    pub fn burst_bytes(&self) -> u64 {
+        (self.burst / (8 * NS)) as u64
+    }
+}
+
+/// What to do with traffic above its reservation at the edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OveruseAction {
+    /// Drop it (`DropReason::OverRate`).
+    #[default]
+    Drop,
+    /// Forward it as best effort.
+    Demote,
+}
+
+/// Edge policing configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeConfig {
+    /// Bucket depth as time at the reserved rate (default 2 ms).
+    pub burst_ns: u64,
+    /// Most reservations policed at once.
+    pub capacity: usize,
+    /// Overuse action.
+    pub action: OveruseAction,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        EdgeConfig { burst_ns: 2_000_000, capacity: 65_536, action: OveruseAction::Drop }
+    }
+}
+
+/// Edge result for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeVerdict {
+    /// Within the reservation.
+    Conform,
+    /// Above it; apply the configured [`OveruseAction`].
+    Exceed,
+    /// No room to track the reservation.
+    TableFull,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct EdgeEntry {
+    bucket: TokenBucket,
+    class: BwClass,
+    exp: Tick,
+}
+
+/// Per-reservation token buckets at the source AS's egress.
+#[derive(Debug)]
+pub struct EdgeMonitor {
+    cfg: EdgeConfig,
+    map: HashMap<ResvKey, EdgeEntry, KeyedState>,
+}
+
+impl EdgeMonitor {
+    /// An empty monitor; `seed` keys the table hash.
+    pub fn new(cfg: EdgeConfig, seed: u64) -> Self {
+        EdgeMonitor {
+            map: HashMap::with_capacity_and_hasher(cfg.capacity.min(1 << 20), KeyedState(seed)),
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EdgeConfig {
+        &self.cfg
+    }
+
+    /// Polices a `bytes`-long packet of reservation `key` (class `class`,
+    /// valid through `exp`) at time `now_ns` / tick `now`.
+    #[inline]
+    pub fn check(
+        &mut self,
+        key: &ResvKey,
+        class: BwClass,
+        exp: Tick,
+        bytes: usize,
+        now_ns: u64,
+        now: Tick,
+    ) -> EdgeVerdict {
+        if let Some(e) = self.map.get_mut(key) {
+            if e.class != class {
+                // A renewal changed the class: keep the fill, change the rate.
+                e.bucket.set_rate(class.bps(), self.cfg.burst_ns);
+                e.class = class;
+            }
+            e.exp = e.exp.max(exp);
+            return if e.bucket.take(bytes, now_ns) {
+                EdgeVerdict::Conform
+            } else {
+                EdgeVerdict::Exceed
+            };
+        }
+        if self.map.len() >= self.cfg.capacity {
+            self.map.retain(|_, e| e.exp >= now);
+            if self.map.len() >= self.cfg.capacity {
+                return EdgeVerdict::TableFull;
+            }
+        }
+        let mut bucket = TokenBucket::new(class.bps(), self.cfg.burst_ns, now_ns);
+        let ok = bucket.take(bytes, now_ns);
+        self.map.insert(*key, EdgeEntry { bucket, class, exp });
+        if ok {
+            EdgeVerdict::Conform
+        } else {
+            EdgeVerdict::Exceed
+        }
+    }
+
+    /// Reservations tracked.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether none are tracked.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// Transit/core monitoring configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreConfig {
+    /// Sketch rows (hash functions), 1..=4.
+    pub rows: usize,
+    /// Counters per row (a power of two).
+    pub width: usize,
+    /// Measurement window (the sketch is reset at each window boundary).
+    pub window_ns: u64,
+    /// Tolerated excess over the reserved rate, in percent.
+    pub margin_pct: u32,
+    /// Burst allowance as time at the reserved rate.
+    pub burst_ns: u64,
+    /// Most suspects with exact buckets.
+    pub max_suspects: usize,
+    /// Most blacklisted reservations.
+    pub max_blacklist: usize,
+    /// Hash seed (secret).
+    pub seed: u64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            rows: 4,
+            width: 4096,
+            window_ns: 1_000_000_000,
+            margin_pct: 10,
+            burst_ns: 10_000_000,
+            max_suspects: 4096,
+            max_blacklist: 65_536,
+            seed: 0x5eed_51b7_a000_0001,
+        }
+    }
+}
+
+/// Result of observing one packet in transit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreVerdict {
+    /// Nothing suspicious (or a suspect still within its bucket).
+    Ok,
+    /// The reservation was blacklisted by this packet.
+    Blacklisted,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Suspect {
+    bucket: TokenBucket,
+    since_ns: u64,
+}
+
+/// Count-min sketch overuse detection with exact confirmation and a blacklist.
+#[derive(Debug)]
+pub struct CoreMonitor {
+    cfg: CoreConfig,
+    sketch: Vec<u64>,
+    window_start: u64,
+    suspects: HashMap<ResvKey, Suspect, KeyedState>,
+    blacklist: HashMap<ResvKey, Tick, KeyedState>,
+    blacklisted_total: u64,
+}
+
+impl CoreMonitor {
+    /// Allocates the sketch and tables once.
+    pub fn new(cfg: CoreConfig) -> Result<Self, Error> {
+        if !(1..=4).contains(&cfg.rows) || !cfg.width.is_power_of_two() || cfg.width > 1 << 16 {
+            return Err(Error::Config("core monitor: rows 1..=4, width a power of two ≤ 65536"));
+        }
+        if cfg.window_ns == 0 {
+            return Err(Error::Config("core monitor: window_ns must be positive"));
+        }
+        Ok(CoreMonitor {
+            sketch: vec![0; cfg.rows * cfg.width],
+            window_start: 0,
+            suspects: HashMap::with_capacity_and_hasher(
+                cfg.max_suspects.min(1 << 20),
+                KeyedState(cfg.seed ^ 1),
+            ),
+            blacklist: HashMap::with_capacity_and_hasher(
+                cfg.max_blacklist.min(1 << 20),
+                KeyedState(cfg.seed ^ 2),
+            ),
+            blacklisted_total: 0,
+            cfg,
+        })
+    }
+
+    /// Whether `key` is blacklisted at tick `now` (entries lapse after expiry).
+    #[inline]
+    pub fn is_blacklisted(&self, key: &ResvKey, now: Tick) -> bool {
+        !self.blacklist.is_empty() && self.blacklist.get(key).is_some_and(|&exp| exp >= now)
+    }
+
+    /// Blacklists `key` until tick `exp` (inclusive).
+    pub fn blacklist(&mut self, key: ResvKey, exp: Tick, now: Tick) -> Result<(), Error> {
+        if self.blacklist.len() >= self.cfg.max_blacklist && !self.blacklist.contains_key(&key) {
+            self.blacklist.retain(|_, e| *e >= now);
+            if self.blacklist.len() >= self.cfg.max_blacklist {
+                return Err(Error::TableFull {
+                    what: "blacklist",
+                    capacity: self.cfg.max_blacklist,
+                });
+            }
+        }
+        let e = self.blacklist.entry(key).or_insert(exp);
+        *e = (*e).max(exp);
+        self.blacklisted_total += 1;
+        Ok(())
+    }
+
+    /// Number of reservations blacklisted so far.
+    pub fn blacklisted_total(&self) -> u64 {
+        self.blacklisted_total
+    }
+
+    /// Current number of suspects.
+    pub fn suspects(&self) -> usize {
+        self.suspects.len()
+    }
+
+    fn roll_window(&mut self, now_ns: u64) {
+        if now_ns >= self.window_start.saturating_add(self.cfg.window_ns)
+            || now_ns < self.window_start
+        {
+            self.sketch.fill(0);
+            self.window_start = now_ns - now_ns % self.cfg.window_ns;
+            // Suspects that behaved for a whole window are released.
+            let (w, start) = (self.cfg.window_ns, self.window_start);
+            self.suspects.retain(|_, s| s.since_ns.saturating_add(w) > start);
+        }
+    }
+
+    /// Accounts a `bytes`-long packet of reservation `key` (class `class`,
+    /// valid through `exp`) at `now_ns` / tick `now`.
+    #[inline]
+    pub fn observe(
+        &mut self,
+        key: &ResvKey,
+        class: BwClass,
+        exp: Tick,
+        bytes: usize,
+        now_ns: u64,
+        now: Tick,
+    ) -> CoreVerdict {
+        self.roll_window(now_ns);
+        // Usually no suspects: skip hashing for the table.
+        if let Some(s) = (!self.suspects.is_empty()).then(|| self.suspects.get_mut(key)).flatten() {
+            if s.bucket.take(bytes, now_ns) {
+                return CoreVerdict::Ok;
+            }
+            self.suspects.remove(key);
+            // A full blacklist still drops this packet's flow now via the verdict.
+            let _ = self.blacklist(*key, exp, now);
+            return CoreVerdict::Blacklisted;
+        }
+        let h = key_hash(self.cfg.seed, key);
+        let w = self.cfg.width;
+        let mut est = u64::MAX;
+        let mut idx = [0usize; 4];
+        for (r, i) in idx.iter_mut().enumerate().take(self.cfg.rows) {
+            *i = r * w + ((h >> (16 * r)) as usize & (w - 1));
+            est = est.min(self.sketch[*i]);
+        }
+        let new = est.saturating_add(bytes as u64);
+        // Conservative update: raise only the cells below the new estimate.
+        for &i in &idx[..self.cfg.rows] {
+            if self.sketch[i] < new {
+                self.sketch[i] = new;
+            }
+        }
+        let window = now_ns - self.window_start;
+        // Over the allowance so far this window plus a burst, at the rate plus
+        // margin? (`new·8·10^9·100 > bps·(100 + margin)·(window + burst)`, all
+        // in u128 without a division on the per-packet path.)
+        let lhs = u128::from(new) * 800_000_000_000;
+        let rhs = u128::from(class.bps())
+            * u128::from(100 + self.cfg.margin_pct)
+            * u128::from(window.saturating_add(self.cfg.burst_ns));
+        if lhs > rhs && self.suspects.len() < self.cfg.max_suspects {
+            let rate = u128::from(class.bps()) * u128::from(100 + self.cfg.margin_pct) / 100;
+            let rate = rate.min(u128::from(u64::MAX)) as u64;
+            let bucket = TokenBucket::new(rate, self.cfg.burst_ns, now_ns);
+            self.suspects.insert(*key, Suspect { bucket, since_ns: now_ns });
+        }
+        CoreVerdict::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{EphemeralId, SteadyId};
+
+    #[test]
+    fn bucket_never_exceeds_burst_and_refills_at_rate() {
+        // 8 Mbit/s = 1 byte/ns·10^-3; burst 2 ms = 2000 bytes.
+        let mut b = TokenBucket::new(8_000_000, 2_000_000, 0);
+        assert_eq!(b.burst_bytes(), 2000);
+        assert!(b.take(2000, 0));
+        assert!(!b.take(1, 0));
+        assert!(b.take(1000, 1_000_000)); // 1 ms refills 1000 bytes
+        assert!(!b.take(1, 1_000_000));
+        assert!(b.take(2000, 10_000_000_000));
+        assert!(!b.take(1, 10_000_000_000));
+    }
+
+    #[test]
+    fn edge_polices_per_reservation() {
+        let mut m = EdgeMonitor::new(EdgeConfig { capacity: 2, ..Default::default() }, 7);
+        let c = BwClass::new(20).unwrap(); // 11.86 Mbit/s: 2 ms burst = 2965 bytes
+        let k1: ResvKey = EphemeralId([1; 16]).into();
+        let k2: ResvKey = SteadyId([1; 8]).into();
+        let mut ok = 0;
+        for _ in 0..10 {
+            if m.check(&k1, c, Tick(5), 1000, 0, Tick(0)) == EdgeVerdict::Conform {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 2);
+        assert_eq!(m.check(&k2, c, Tick(5), 1000, 0, Tick(0)), EdgeVerdict::Conform);
+        let k3: ResvKey = EphemeralId([3; 16]).into();
+        assert_eq!(m.check(&k3, c, Tick(5), 1000, 0, Tick(0)), EdgeVerdict::TableFull);
+        // After the others expire, there is room.
+        assert_eq!(m.check(&k3, c, Tick(9), 1000, 0, Tick(6)), EdgeVerdict::Conform);
+    }
+
+    #[test]
+    fn core_blacklists_overuser_not_conforming_flows() {
+        let mut m = CoreMonitor::new(CoreConfig { width: 64, ..Default::default() }).unwrap();
+        let c = BwClass::new(10).unwrap(); // 370 kbit/s ≈ 46 kB/s
+        let bad: ResvKey = EphemeralId([0xEE; 16]).into();
+        let good: Vec<ResvKey> = (0..200u8).map(|i| EphemeralId([i; 16]).into()).collect();
+        let mut blacklisted = false;
+        // 3 seconds, packets of 500 bytes every ms: the bad flow sends 500 kB/s,
+        // the good ones 1 packet every 20 ms (25 kB/s).
+        for ms in 0..3000u64 {
+            let ns = 5_000_000_000 + ms * 1_000_000;
+            if m.observe(&bad, c, Tick(10), 500, ns, Tick(1)) == CoreVerdict::Blacklisted {
+                blacklisted = true;
+            }
+            if ms % 20 == 0 {
+                for g in &good {
+                    assert_eq!(m.observe(g, c, Tick(10), 500, ns, Tick(1)), CoreVerdict::Ok);
+                }
+            }
+        }
+        assert!(blacklisted);
+        assert!(m.is_blacklisted(&bad, Tick(10)));
+        assert!(!m.is_blacklisted(&bad, Tick(11)));
+        assert!(good.iter().all(|g| !m.is_blacklisted(g, Tick(1))));
+    }
+}

@@ -1,0 +1,114 @@
+//! Z-Lane: zero-setup intermediate-rate communication guarantees over SCION.
+//!
+//! * [`gateway`]: the source AS's gateway — per-host token buckets in a
+//!   fixed-capacity table, the Q flag, and HVF replacement V_i → Ṽ_i
+//!   ([`ZlaneGateway`] stage).
+//! * [`router`]: the border router — EPIC-Z HVF verification (host- or
+//!   AS-level per Q), freshness, optional duplicate suppression
+//!   ([`replay`]), classification into R/N/G/A/U and per-AS/per-ISD 8-byte
+//!   token buckets ([`ZlaneClassify`] stage).
+//! * [`sched`]: the five-queue egress scheduler ([`Scheduler`], a
+//!   `pipeline::Egress`) enforcing the μ bounds in virtual time.
+//! * [`hvf`], [`bucket`], [`keys`], [`config`], [`class`], [`endhost`].
+//!
+//! Sans-IO: every function takes `Now`. A border-router pipeline is
+//! `[ZlaneClassify, scion::ScionForward]` followed by the scheduler; SIBRA's
+//! verification stage (if any) runs before `ZlaneClassify`, which puts
+//! PathType 200 into R.
+//!
+//! # State sharing
+//! Buckets are per worker. The sheet asks for one bucket per AS/ISD per
+//! egress; with several workers the runtime must steer each egress's G
+//! traffic through one worker (or split the rates per worker) — the crate
+//! does not lock.
+//!
+//! # Choices (documented, configurable where it matters)
+//! * V_i input is the 40 listed bytes (see [`hvf::host_input`]); Ṽ_i MACs
+//!   V_i followed by 12 zero bytes (one block).
+//! * Routers verify the HVF of the hop field current on arrival (at a
+//!   segment cross-over, the first of the AS's two hop fields).
+//! * Not implemented: EPIC path validation (rewriting V_i to V_i[4:8]) and
+//!   the DRKey grace period (keys come from [`keys::RouterKeys`]).
+//!
+//! # Example: gateway and border router
+//! ```
+//! use mac::{Cmac, Key};
+//! use packet::scion::{AddrHdrRepr, RawHostAddr};
+//! use packet::{HostAddr, Ia};
+//! use pipeline::{Batch, Egress, Now, Pipeline};
+//! use scion::build::{self, HopSpec};
+//! use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
+//! use zlane::config::{Origin, Rate, RouterConfig};
+//! use zlane::gateway::{Gateway, GatewayConfig};
+//! use zlane::keys::{RouterKeys, SvKeys, EPIC_Z_PROTOCOL};
+//! use zlane::sched::{Scheduler, SchedulerConfig};
+//! use zlane::{Classifier, ZlaneClassify, ZlaneGateway};
+//!
+//! let now = Now::from_unix_ns(1_700_000_000_000_000_000);
+//! let (src, transit) = (Ia::new(1, 10), Ia::new(1, 20));
+//! // The transit AS: forwarding key, DRKey secret value.
+//! let fwd_key = ForwardingKey::new(&Key::from([1; 16]));
+//! let mut sv = SvKeys::new(&Key::from([2; 16]), 1_699_999_000, 1_700_100_000);
+//! // A one-segment path: source AS (hop 0) -> transit AS (hop 1) -> destination.
+//! let hops: Vec<HopSpec> = [(0, 1), (2, 3), (4, 0)]
+//!     .iter()
+//!     .map(|&(i, e)| HopSpec { key: fwd_key.clone(), cons_ingress: i, cons_egress: e, exp_time: 255 })
+//!     .collect();
+//! let mut path = build::path(&[build::segment(true, 7, 1_700_000_000, &hops)]).unwrap();
+//! // The packet is at the transit AS: hop 1, SegID chained past hop 0.
+//! path.curr_hf = 1;
+//! path.info_fields[0].seg_id = scion::chain_seg_id(7, &path.hops()[0].mac);
+//! let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
+//! let hdr = AddrHdrRepr { qos: 0, flow_id: 1, next_hdr: 17, payload_len: 0,
+//!     dst_ia: Ia::new(1, 30), src_ia: src, dst_host: host, src_host: host };
+//! // The host derives HVFs with its AS-host keys (every hop uses the transit key here).
+//! let l1 = sv.level1(src, now.unix_secs()).unwrap().clone();
+//! let k = l1.host_cmac(EPIC_Z_PROTOCOL, host.type_len(), host.as_bytes());
+//! let mut pkt = zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, b"hi").unwrap();
+//!
+//! // Gateway in the source AS: K_{transit,src} fetched via DRKey, hops registered.
+//! let mut gw = Gateway::new(GatewayConfig::default()).unwrap();
+//! gw.set_as_key(transit, &Key::from(*l1_key_bytes(&sv, src)));
+//! for h in path.hops() { gw.register_hop(h.mac, transit); }
+//! let mut gw_stage = Pipeline::new().with(ZlaneGateway::new(gw));
+//! let mut batch = Batch::new();
+//! batch.push(pkt, 0).unwrap();
+//! gw_stage.run(&mut batch, now);
+//!
+//! // Border router of the transit AS: classify, forward, schedule.
+//! let cfg = RouterConfig { local_ia: transit, rates: vec![(Origin::As(src), Some(Rate::Bps(100_000_000)))],
+//!     ..Default::default() };
+//! let classify = ZlaneClassify::new(Classifier::new(&cfg, sv, now.mono_ns).unwrap());
+//! let forward = ScionForward::new(Forwarder::new(fwd_key, InterfaceTable::new().with(2, 5).with(3, 6),
+//!     ForwardConfig::default()));
+//! let mut router = Pipeline::new().with(classify).with(forward);
+//! let mut batch2 = Batch::new();
+//! batch.drain(|b, _| { batch2.push(b, 5).unwrap(); });
+//! router.run(&mut batch2, now);
+//! assert_eq!(batch2.meta(0).class(), Some(zlane::class::G), "{:?}", batch2.meta(0).verdict);
+//! assert_eq!(batch2.meta(0).verdict, pipeline::Verdict::Forward { port: 6, class: zlane::class::G });
+//! let mut sched: Scheduler<Vec<u8>> = Scheduler::new(SchedulerConfig::default()).unwrap();
+//! let mut out = Vec::new();
+//! batch2.drain(|b, m| { sched.enqueue(b, m.class().unwrap(), now).unwrap(); });
+//! assert_eq!(sched.dequeue(now, 32, &mut out), 1);
+//!
+//! # fn l1_key_bytes(sv: &SvKeys, src: Ia) -> Box<[u8; 16]> { Box::new(sv.derive_key(src)) }
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod bucket;
+pub mod class;
+pub mod config;
+pub mod endhost;
+pub mod gateway;
+pub mod hvf;
+pub mod keys;
+pub mod replay;
+pub mod router;
+pub mod sched;
+
+pub use bucket::TokenBucket;
+pub use config::{Bounds, ConfigError, Origin, Rate, RouterConfig};
+pub use gateway::{Gateway, GatewayConfig, ZlaneGateway};
+pub use router::{Classifier, ZlaneClassify};
+pub use sched::{Scheduler, SchedulerConfig};

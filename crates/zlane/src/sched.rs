@@ -1,0 +1,281 @@
+//! The five-queue egress scheduler (R, N, G, A, U) in virtual time.
+//!
+//! * R, N and G are lower = upper bounded: a policer per queue (rate μ·C,
+//!   burst [`SchedulerConfig::burst_bytes`]) admits packets at enqueue time;
+//!   R and N packets over the bound are dropped (`OverRate`), G packets over
+//!   it are demoted to A (they are authenticated best effort). Admitted
+//!   packets are sent with strict priority R > N > G, so each is forwarded at
+//!   exactly min(arrival, bound) and these queues never build up.
+//! * A and U share everything else by deficit round robin weighted μ_A : μ_U,
+//!   so each gets at least min(arrival, μ·C) and all leftover capacity is used.
+//!   Only A and U fill up; they drop at the tail (`QueueFull`).
+//! * The link sends at [`SchedulerConfig::capacity_bps`]: `dequeue(now)` hands
+//!   out packets whose transmission starts no later than `now`, keeping a
+//!   virtual "link free at" clock, so the same code runs in real time (the
+//!   runtime calls it every burst) and in simulations.
+
+use std::collections::VecDeque;
+
+use pipeline::{Class, DropReason, Egress, Now, PacketBuf};
+
+use crate::class::{queue_of, NAMES};
+use crate::config::{Bounds, ConfigError};
+
+const QR: usize = 0;
+const QG: usize = 2;
+const QA: usize = 3;
+
+/// Scheduler configuration for one egress interface.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    /// Egress capacity μ refers to, in bit/s.
+    pub capacity_bps: u64,
+    /// Bounds as fractions of the capacity (Table 2 defaults).
+    pub bounds: Bounds,
+    /// Queue lengths in packets (R, N, G, A, U).
+    pub queue_packets: [usize; 5],
+    /// Burst of the R and N policers in bytes.
+    pub burst_bytes: u64,
+    /// Burst of the G policer in bytes. G traffic is already policed per
+    /// AS/ISD; set this to at least the shared bucket burst times the number
+    /// of buckets so that simultaneous bucket bursts are not demoted.
+    pub g_burst_bytes: u64,
+    /// DRR quantum of the smaller of A and U, in bytes (≥ one MTU).
+    pub quantum_bytes: u32,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            capacity_bps: 10_000_000_000,
+            bounds: Bounds::default(),
+            queue_packets: [1024, 1024, 1024, 4096, 4096],
+            burst_bytes: 16 * 1500,
+            g_burst_bytes: 64 * 1500,
+            quantum_bytes: 1514,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// Validates the configuration.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.bounds.validate()?;
+        if self.capacity_bps == 0 {
+            return Err(ConfigError::ZeroCapacity);
+        }
+        let smallest = self.burst_bytes.min(self.g_burst_bytes).min(self.quantum_bytes.into());
+        if smallest < 1500 {
+            return Err(ConfigError::BurstTooSmall { bytes: smallest });
+        }
+        if self.queue_packets.contains(&0) {
+            return Err(ConfigError::ZeroQueue);
+        }
+        Ok(())
+    }
+}
+
+/// Per-queue counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// Packets accepted into the queue.
+    pub enqueued: u64,
+    /// Bytes accepted into the queue.
+    pub enqueued_bytes: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+    /// Packets dropped at the tail (queue full).
+    pub queue_full: u64,
+    /// Packets dropped over the queue's upper bound (R, N).
+    pub over_rate: u64,
+    /// Packets demoted into A (G over its bound).
+    pub demoted: u64,
+}
+
+/// A policer in byte-nanoseconds (tokens × 1e9) so rates need no rounding.
+#[derive(Clone, Copy, Debug)]
+struct Policer {
+    rate_bps: u64,
+    tokens: u128,
+    cap: u128,
+    last: u64,
+}
+
+impl Policer {
+    fn new(rate_bps: u64, burst: u64) -> Self {
+        let cap = u128::from(burst) * 8_000_000_000;
+        Policer { rate_bps, tokens: cap, cap, last: 0 }
+    }
+
+    /// Tokens are bit-nanoseconds: rate_bps × elapsed_ns; a byte costs 8e9.
+    #[inline]
+    fn take(&mut self, len: usize, now: u64) -> bool {
+        let dt = u128::from(now.saturating_sub(self.last));
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * u128::from(self.rate_bps)).min(self.cap);
+        let cost = len as u128 * 8_000_000_000;
+        if self.tokens >= cost {
+            self.tokens -= cost;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The Z-Lane egress scheduler; implements [`pipeline::Egress`].
+pub struct Scheduler<B> {
+    cfg: SchedulerConfig,
+    queues: [VecDeque<B>; 5],
+    policers: [Policer; 3],
+    /// Time (picoseconds) the link finishes the packet it is sending.
+    link_free_ps: u128,
+    quantum: [u64; 2],
+    deficit: [u64; 2],
+    turn: usize,
+    counters: [QueueCounters; 5],
+}
+
+impl<B: PacketBuf> Scheduler<B> {
+    /// A scheduler for a validated configuration; allocates all queues up front.
+    pub fn new(cfg: SchedulerConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let c = cfg.capacity_bps as f64;
+        let b = &cfg.bounds;
+        let pol = |mu: f64, burst: u64| Policer::new((c * mu) as u64, burst);
+        let (wa, wu) = (b.a, b.u);
+        let q = u64::from(cfg.quantum_bytes);
+        let quantum = match (wa > 0.0, wu > 0.0) {
+            (true, true) if wa >= wu => [(q as f64 * wa / wu) as u64, q],
+            (true, true) => [q, (q as f64 * wu / wa) as u64],
+            (true, false) => [q, 0],
+            (false, true) => [0, q],
+            (false, false) => [q, q],
+        };
+        Ok(Scheduler {
+            queues: core::array::from_fn(|i| VecDeque::with_capacity(cfg.queue_packets[i])),
+            policers: [
+                pol(b.r, cfg.burst_bytes),
+                pol(b.n, cfg.burst_bytes),
+                pol(b.g, cfg.g_burst_bytes),
+            ],
+            link_free_ps: 0,
+            quantum,
+            deficit: [0; 2],
+            turn: 0,
+            counters: Default::default(),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    /// Counters per queue (R, N, G, A, U).
+    pub fn counters(&self) -> &[QueueCounters; 5] {
+        &self.counters
+    }
+
+    /// Counters with queue names.
+    pub fn named_counters(&self) -> impl Iterator<Item = (&'static str, &QueueCounters)> {
+        NAMES.iter().copied().zip(self.counters.iter())
+    }
+
+    /// Packets waiting in queue `q` (0..5).
+    pub fn queue_len(&self, q: usize) -> usize {
+        self.queues.get(q).map_or(0, VecDeque::len)
+    }
+
+    /// When the link finishes its current packet (ns, virtual time).
+    pub fn link_free_ns(&self) -> u64 {
+        (self.link_free_ps / 1000) as u64
+    }
+
+    fn is_idle(&self) -> bool {
+        self.queues.iter().all(VecDeque::is_empty)
+    }
+
+    fn pick(&mut self) -> Option<usize> {
+        if let Some(q) = (QR..=QG).find(|&q| !self.queues[q].is_empty()) {
+            return Some(q);
+        }
+        let a = self.queues[QA].front().map(|b| b.len() as u64);
+        let u = self.queues[QA + 1].front().map(|b| b.len() as u64);
+        match (a, u) {
+            (None, None) => None,
+            (Some(_), None) | (None, Some(_)) => {
+                // A lone backlogged queue takes all leftover capacity.
+                self.deficit = [0; 2];
+                Some(if a.is_some() { QA } else { QA + 1 })
+            }
+            (Some(la), Some(lu)) => loop {
+                let t = self.turn;
+                let need = if t == 0 { la } else { lu };
+                if self.deficit[t] >= need {
+                    self.deficit[t] -= need;
+                    return Some(QA + t);
+                }
+                self.turn ^= 1;
+                self.deficit[self.turn] += self.quantum[self.turn];
+            },
+        }
+    }
+}
+
+impl<B: PacketBuf + Send> Egress<B> for Scheduler<B> {
+    fn name(&self) -> &str {
+        "zlane-sched"
+    }
+
+    fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)> {
+        let mut q = queue_of(class);
+        let t = now.mono_ns;
+        if q <= QG && !self.policers[q].take(buf.len(), t) {
+            if q == QG {
+                self.counters[QG].demoted += 1;
+                q = QA;
+            } else {
+                self.counters[q].over_rate += 1;
+                return Err((buf, DropReason::OverRate));
+            }
+        }
+        if self.queues[q].len() >= self.cfg.queue_packets[q] {
+            self.counters[q].queue_full += 1;
+            return Err((buf, DropReason::QueueFull));
+        }
+        if self.is_idle() {
+            // An idle link starts sending no earlier than now.
+            self.link_free_ps = self.link_free_ps.max(u128::from(t) * 1000);
+        }
+        self.counters[q].enqueued += 1;
+        self.counters[q].enqueued_bytes += buf.len() as u64;
+        self.queues[q].push_back(buf);
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<B>) -> usize {
+        let now_ps = u128::from(now.mono_ns) * 1000;
+        let mut n = 0;
+        while n < max && self.link_free_ps <= now_ps {
+            let Some(q) = self.pick() else { break };
+            let Some(buf) = self.queues[q].pop_front() else { break };
+            let len = buf.len() as u64;
+            self.link_free_ps +=
+                u128::from(len) * 8_000_000_000_000 / u128::from(self.cfg.capacity_bps);
+            let c = &mut self.counters[q];
+            c.sent += 1;
+            c.sent_bytes += len;
+            out.push(buf);
+            n += 1;
+        }
+        n
+    }
+
+    fn queued(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+}
