@@ -9,3 +9,6 @@ cargo test --workspace --locked
 
 # Benchmarks run once each in test mode so they cannot rot.
 cargo test --workspace --locked --benches
+
+# Every cargo-fuzz target builds on stable and survives a bounded random run.
+bash scripts/fuzz-smoke.sh

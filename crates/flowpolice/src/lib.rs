@@ -44,9 +44,9 @@
 //! use flowpolice::{class, Puzzle};
 //! use pipeline::{Batch, Now, Pipeline};
 //!
-//! // Router configuration: secrets, 2^10 table lines, raw IP input.
+//! // Router configuration: secrets, 1000 table lines, raw IP input.
 //! let seeds = SeedChain::generate([42; 32], 0, 64);
-//! let mut cfg = Config::new(mac::Key::from([7; 16]), [1, 2], 10, seeds.clone());
+//! let mut cfg = Config::new(mac::Key::from([7; 16]), [1, 2], 1000, seeds.clone());
 //! cfg.link = LinkLayer::Ip;
 //! cfg.puzzle.min_level = 4;
 //! let mut pipeline = Pipeline::new().with(FlowPolice::new(cfg).unwrap());

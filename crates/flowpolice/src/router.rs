@@ -82,12 +82,13 @@ impl core::fmt::Debug for Router {
 }
 
 impl Router {
-    /// A router with `2^log2_slots` table lines and a `probe_window`.
+    /// A router with `slots` table lines (see [`FlowTable::slots_for`]) and a
+    /// `probe_window`.
     /// `hash_key` keys the table hash; `key` is the capability secret.
     pub fn new(
         params: Params,
         key: &Key,
-        log2_slots: u32,
+        slots: usize,
         probe_window: usize,
         hash_key: [u64; 2],
     ) -> Result<Self, ConfigError> {
@@ -95,7 +96,7 @@ impl Router {
         Ok(Router {
             params,
             key: CapabilityKey::new(key),
-            table: FlowTable::new(log2_slots, probe_window, hash_key)?,
+            table: FlowTable::new(slots, probe_window, hash_key)?,
         })
     }
 
@@ -124,7 +125,7 @@ impl Router {
         self.table.get(flow_id)
     }
 
-    /// Bytes of table memory per flow at `flows` flows (entry = one 64-byte line).
+    /// Bytes of table memory per flow at `flows` flows (64-byte line + tag byte).
     pub fn memory_per_flow(&self, flows: usize) -> f64 {
         self.table.bytes_per_flow(flows)
     }
@@ -202,7 +203,7 @@ mod tests {
     use super::*;
 
     fn router() -> Router {
-        Router::new(Params::default(), &Key::from([1u8; 16]), 10, 8, [5, 6]).unwrap()
+        Router::new(Params::default(), &Key::from([1u8; 16]), 1024, 8, [5, 6]).unwrap()
     }
 
     #[test]
@@ -244,7 +245,7 @@ mod tests {
         assert_eq!(r.on_regular(&c, 3_002).unwrap().feedback, Feedback::Previous);
         assert_eq!(r.on_regular(&c, 6_003), Err(Reject::Expired));
         let strict = Params { accept_previous_period: false, ..Params::default() };
-        let mut r2 = Router::new(strict, &Key::from([1u8; 16]), 10, 8, [5, 6]).unwrap();
+        let mut r2 = Router::new(strict, &Key::from([1u8; 16]), 1024, 8, [5, 6]).unwrap();
         let c2 = r2.on_request(5, 0).unwrap().capability;
         assert_eq!(r2.on_regular(&c2, 3_001), Err(Reject::Expired));
     }

@@ -57,9 +57,12 @@ pub struct Config {
     pub capability_key: Key,
     /// Key of the flow-table hash (router secret).
     pub table_hash_key: [u64; 2],
-    /// Table size: `2^log2_slots` 64-byte lines (27 ≈ 134M lines, 8 GiB).
-    pub log2_slots: u32,
-    /// Lines probed per flow (default 16).
+    /// Table size in 64-byte lines (any count ≥ `probe_window`); size it with
+    /// [`FlowTable::slots_for`](crate::FlowTable::slots_for), e.g. 133.4M lines
+    /// (8.7 GB) for 100M flows at 75 % load.
+    pub slots: usize,
+    /// Lines probed per flow (default
+    /// [`DEFAULT_PROBE_WINDOW`](crate::table::DEFAULT_PROBE_WINDOW)).
     pub probe_window: usize,
     /// Flow-ID derivation (protected servers, IPv6 hash key).
     pub flow_keying: FlowKeying,
@@ -85,15 +88,15 @@ impl Config {
     pub fn new(
         capability_key: Key,
         table_hash_key: [u64; 2],
-        log2_slots: u32,
+        slots: usize,
         seeds: SeedChain,
     ) -> Self {
         Config {
             params: Params::default(),
             capability_key,
             table_hash_key,
-            log2_slots,
-            probe_window: 16,
+            slots,
+            probe_window: crate::table::DEFAULT_PROBE_WINDOW,
             // A distinct key for the IPv6 flow-ID hash, derived from the table key;
             // set `flow_keying` explicitly to use a separate secret.
             flow_keying: FlowKeying::new(
@@ -230,7 +233,7 @@ impl FlowPolice {
         let router = Router::new(
             cfg.params,
             &cfg.capability_key,
-            cfg.log2_slots,
+            cfg.slots,
             cfg.probe_window,
             cfg.table_hash_key,
         )?;
@@ -436,7 +439,11 @@ impl FlowPolice {
         }
         let slot = &mut self.slots[i];
         slot.hash = self.router.table().hash(slot.flow_id);
-        self.router.table().prefetch(slot.hash);
+        if slot.kind == Kind::Request {
+            self.router.table().prefetch_insert(slot.hash);
+        } else {
+            self.router.table().prefetch(slot.hash);
+        }
     }
 }
 

@@ -30,7 +30,7 @@ struct PeriodLog {
 impl Sim {
     /// A flow right after its request at t = 1000 ms (the sender got the capability).
     fn bare(p: Params) -> Self {
-        let mut r = Router::new(p, &Key::from([3u8; 16]), 12, 16, [11, 12]).unwrap();
+        let mut r = Router::new(p, &Key::from([3u8; 16]), 4096, 16, [11, 12]).unwrap();
         let mut sender = Sender::new();
         let t = 1_000;
         sender.on_returned(r.on_request(FLOW, t).unwrap().capability);
@@ -180,7 +180,7 @@ proptest! {
         flows in 1u64..40,
         gaps in proptest::collection::vec(0u64..200, 1..60),
     ) {
-        let mut r = Router::new(Params::default(), &Key::from([4u8; 16]), 12, 16, [1, 2]).unwrap();
+        let mut r = Router::new(Params::default(), &Key::from([4u8; 16]), 4096, 16, [1, 2]).unwrap();
         let start = 10_000u64;
         for f in 0..flows {
             let id = 1_000 + f;
@@ -235,7 +235,7 @@ fn shrew_on_off_does_not_regain_window() {
 
 #[test]
 fn capability_misuse_is_rejected() {
-    let mut r = Router::new(Params::default(), &Key::from([5u8; 16]), 10, 8, [3, 4]).unwrap();
+    let mut r = Router::new(Params::default(), &Key::from([5u8; 16]), 1024, 8, [3, 4]).unwrap();
     let c1 = r.on_request(FLOW, 0).unwrap().capability;
     let c2 = r.on_regular(&c1, 10).unwrap().restamp.unwrap();
     // Forged MAC.

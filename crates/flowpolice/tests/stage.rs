@@ -19,7 +19,7 @@ fn seeds() -> SeedChain {
 }
 
 fn config() -> Config {
-    let mut c = Config::new(mac::Key::from(KEY), [1, 2], 10, seeds());
+    let mut c = Config::new(mac::Key::from(KEY), [1, 2], 1024, seeds());
     c.link = LinkLayer::Ip;
     c.puzzle = PuzzlePolicy { epoch_ms: 60_000, min_level: 3, accept_previous_epoch: true };
     c
@@ -142,7 +142,7 @@ fn forged_stale_and_reused_capabilities_are_dropped() {
 #[test]
 fn bad_puzzle_table_full_and_malformed() {
     let mut cfg = config();
-    cfg.log2_slots = 1;
+    cfg.slots = 2;
     cfg.probe_window = 2;
     let mut st = FlowPolice::new(cfg).unwrap();
     // A wrong nonce (level 3 at nonce+1 fails with probability 7/8; find one that fails).
@@ -282,7 +282,7 @@ proptest::proptest! {
         meta in proptest::option::of((0u16..80, 0u16..120)),
     ) {
         let mut cfg = config();
-        cfg.log2_slots = 2;
+        cfg.slots = 4;
         cfg.probe_window = 2;
         if eth { cfg.link = LinkLayer::Ethernet; }
         let mut st = FlowPolice::new(cfg).unwrap();

@@ -20,7 +20,7 @@ fn kat_bytes() -> Vec<u8> {
         0x00, 0x01, 0x23, 0x45, // TsRel
         0x07, // CoreID
         0xab, 0xcd, 0xef, // Counter
-        0x80, 0, 0, 0, // flags Q, reserved
+        0x80, 5, 0, 0, // flags Q, NumHVF 5, reserved
     ];
     for i in 0..5 {
         b.extend_from_slice(&hvf(i));
@@ -43,7 +43,7 @@ fn kat_five_hops_every_field() {
     assert_eq!((p.ts_rel(), p.core_id(), p.counter()), (0x12345, 7, 0xabcdef));
     assert_eq!(p.pkt_id(), [0x00, 0x01, 0x23, 0x45, 0x07, 0xab, 0xcd, 0xef]);
     assert!(p.q());
-    assert_eq!((p.flags(), p.rsv()), (FLAG_Q, [0; 3]));
+    assert_eq!((p.flags(), p.num_hvf_field(), p.rsv()), (FLAG_Q, 5, [0; 2]));
     assert_eq!((p.num_hvf(), p.path_offset()), (5, 32));
     for i in 0..5 {
         assert_eq!(p.hvf(i), Some(hvf(i as u8)));
@@ -106,7 +106,7 @@ fn setters() {
         assert_eq!(p.current_hvf(), Some(hvf(4)));
         p.set_q(true);
     }
-    assert_eq!(&b[..12], &[0xde, 0xad, 0xbe, 0xef, 0x42, 0x02, 0x03, 0x04, 0x80, 0, 0, 0]);
+    assert_eq!(&b[..12], &[0xde, 0xad, 0xbe, 0xef, 0x42, 0x02, 0x03, 0x04, 0x80, 5, 0, 0]);
     assert_eq!(&b[24..28], &[9, 9, 9, 9]);
     assert_eq!(b[32], 0x44);
     assert_eq!(&b[46..48], &[0x33, 0x33]);
@@ -134,25 +134,79 @@ fn length_must_match_the_embedded_path() {
 }
 
 #[test]
-fn ambiguous_layout_is_refused_on_emit() {
+fn num_hvf_byte_wins_over_inference() {
     // Three 1-hop segments whose first info field also reads as a valid
-    // one-segment meta header for 4 hops (SegID 4 << 12, flags and RSV zero).
+    // one-segment meta header for 4 hops (SegID 4 << 12, flags and RSV zero):
+    // ambiguous without the count, so emit writes it and parse uses it.
     let mut path = ScionPathRepr { seg_lens: [1, 1, 1], ..Default::default() };
     path.info_fields[0].seg_id = 0x4000;
     let r = EpicPathRepr { path, ..Default::default() };
     let mut b = vec![0u8; r.buffer_len()];
-    assert_eq!(
-        r.emit(&mut EpicPath::new_unchecked(&mut b[..])),
-        Err(Error::malformed("EPIC-Z path would parse ambiguously"))
-    );
-    // The documented reading wins: one segment first.
+    r.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
+    assert_eq!(b.len(), 12 + 3 * 4 + 4 + 3 * 8 + 3 * 12);
+    assert_eq!(&b[8..12], &[0, 3, 0, 0]);
     let p = EpicPath::new_checked(&b[..]).unwrap();
+    assert_eq!((p.num_hvf(), p.scion_path().num_inf()), (3, 3));
+    assert_eq!(EpicPathRepr::parse(&p).unwrap(), r);
+
+    // A sender that leaves byte 9 reserved: the documented inference (one
+    // segment first) applies and misreads this rare layout.
+    let mut legacy = b.clone();
+    legacy[9] = 0;
+    let p = EpicPath::new_checked(&legacy[..]).unwrap();
     assert_eq!((p.num_hvf(), p.scion_path().num_inf()), (4, 1));
-    // Any other SegID is unambiguous.
+    // Any other SegID infers correctly, and re-emitting adds the count.
     let mut ok = r;
     ok.path.info_fields[0].seg_id = 0x4001;
-    ok.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
-    assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&b[..]).unwrap()).unwrap(), ok);
+    ok.emit(&mut EpicPath::new_unchecked(&mut legacy[..])).unwrap();
+    legacy[9] = 0;
+    let parsed = EpicPathRepr::parse(&EpicPath::new_checked(&legacy[..]).unwrap()).unwrap();
+    assert_eq!(parsed, ok);
+    let mut again = vec![0u8; parsed.buffer_len()];
+    parsed.emit(&mut EpicPath::new_unchecked(&mut again[..])).unwrap();
+    assert_eq!(again[9], 3);
+    assert_eq!(&again[..9], &legacy[..9]);
+    assert_eq!(&again[10..], &legacy[10..]);
+}
+
+#[test]
+fn inconsistent_num_hvf_is_rejected() {
+    let b = kat_bytes();
+    // Counts other than 5 (and 0) disagree with the 5-hop meta header or the
+    // buffer length, including counts above 64.
+    for n in [1u8, 2, 3, 4, 6, 7, 20, 64, 65, 200, 255] {
+        let mut m = b.clone();
+        m[9] = n;
+        assert!(EpicPath::new_checked(&m[..]).is_err(), "NumHVF {n}");
+        assert_eq!(EpicPath::new_unchecked(&m[..]).num_hvf(), 0, "NumHVF {n}");
+    }
+    let mut m = b.clone();
+    m[9] = 65;
+    assert_eq!(EpicPath::new_checked(&m[..]), Err(Error::malformed("EPIC-Z HVF count above 64")));
+    m[9] = 4;
+    assert_eq!(
+        EpicPath::new_checked(&m[..]),
+        Err(Error::malformed("EPIC-Z HVF count vs SCION path"))
+    );
+    // Zero: inferred, same reading as the explicit count.
+    let mut m = b.clone();
+    m[9] = 0;
+    let p = EpicPath::new_checked(&m[..]).unwrap();
+    assert_eq!(p.num_hvf(), 5);
+    assert_eq!(
+        EpicPathRepr::parse(&p).unwrap(),
+        EpicPathRepr::parse(&EpicPath::new_checked(&b[..]).unwrap()).unwrap()
+    );
+    // Reserved bytes 10-11 are ignored.
+    let mut m = b;
+    m[10] = 0xff;
+    m[11] = 0x01;
+    let p = EpicPath::new_checked(&m[..]).unwrap();
+    assert_eq!(p.rsv(), [0xff, 0x01]);
+    let r = EpicPathRepr::parse(&p).unwrap();
+    let mut out = vec![0u8; r.buffer_len()];
+    r.emit(&mut EpicPath::new_unchecked(&mut out[..])).unwrap();
+    assert_eq!(out, kat_bytes());
 }
 
 fn hdr() -> AddrHdrRepr {
@@ -276,9 +330,9 @@ proptest! {
     #[test]
     fn epic_roundtrip(r in arb_epic(21)) {
         let mut b = vec![0u8; r.buffer_len()];
-        let emitted = r.emit(&mut EpicPath::new_unchecked(&mut b[..]));
-        prop_assume!(emitted != Err(Error::malformed("EPIC-Z path would parse ambiguously")));
-        emitted.unwrap();
+        // Every valid path emits (NumHVF removes the 1-/3-segment ambiguity).
+        r.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
+        prop_assert_eq!(usize::from(b[9]), r.path.num_hf());
         let v = EpicPath::new_checked(&b[..]).unwrap();
         prop_assert_eq!(v.num_hvf(), r.path.num_hf());
         prop_assert_eq!(EpicPathRepr::parse(&v).unwrap(), r);
@@ -289,9 +343,7 @@ proptest! {
     fn epic_packet_roundtrip(r in arb_epic(13)) {
         let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
         let mut b = vec![0u8; s.buffer_len() + 8];
-        let emitted = s.emit(&mut b);
-        prop_assume!(emitted != Err(Error::malformed("EPIC-Z path would parse ambiguously")));
-        emitted.unwrap();
+        s.emit(&mut b).unwrap();
         prop_assert_eq!(ScionRepr::parse(&b).unwrap(), s);
     }
 
@@ -302,9 +354,8 @@ proptest! {
             for i in 0..=p.num_hvf() { let _ = p.hvf(i); }
             let r = EpicPathRepr::parse(&p).unwrap();
             let mut out = vec![0u8; r.buffer_len()];
-            if r.emit(&mut EpicPath::new_unchecked(&mut out[..])).is_ok() {
-                prop_assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&out[..]).unwrap()).unwrap(), r);
-            }
+            r.emit(&mut EpicPath::new_unchecked(&mut out[..])).unwrap();
+            prop_assert_eq!(EpicPathRepr::parse(&EpicPath::new_checked(&out[..]).unwrap()).unwrap(), r);
         }
         let _ = EpicPath::new_unchecked(&b[..]).num_hvf();
     }

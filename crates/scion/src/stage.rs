@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use mac::Block;
 use packet::scion::{epic::EpicPath, PathType, ScionHeader};
-use pipeline::{Batch, DropReason, Meta, Now, PacketBuf, Proto, Stage, BURST};
+use pipeline::{Batch, DropReason, Meta, Now, PacketBuf, Proto, Stage, BURST, L3};
 
 use crate::forward::{Forwarded, Forwarder};
 use crate::hopmac::HopMac;
@@ -24,13 +24,14 @@ pub struct PathLoc {
 }
 
 /// Offset of the SCION header: the parser's `proto_off` when it marked the
-/// packet SCION, 0 for unparsed packets (bare SCION, as in tests and
-/// fuzzing); `None` for packets of another protocol.
+/// packet SCION; 0 for frames with no IP layer found (bare SCION, as in tests
+/// and fuzzing); `None` for everything else, including IP packets the parser
+/// found not to be SCION (they pass through SCION stages untouched).
 #[inline]
 pub fn scion_offset(meta: &Meta) -> Option<usize> {
     match meta.proto {
         Proto::Scion => Some(usize::from(meta.proto_off)),
-        Proto::None => Some(0),
+        Proto::None if meta.l3 == L3::None => Some(0),
         _ => None,
     }
 }
@@ -162,5 +163,23 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                 Err(r) => batch.drop_packet(i, r),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod offset_tests {
+    use super::*;
+
+    #[test]
+    fn only_scion_or_bare_frames_are_scion() {
+        let mut m = Meta::new(0);
+        assert_eq!(scion_offset(&m), Some(0), "unparsed frame: bare SCION");
+        m.l3 = L3::Ipv4;
+        assert_eq!(scion_offset(&m), None, "IP packet the parser found not to be SCION");
+        m.proto = Proto::Scion;
+        m.proto_off = 42;
+        assert_eq!(scion_offset(&m), Some(42));
+        m.proto = Proto::Fair;
+        assert_eq!(scion_offset(&m), None);
     }
 }

@@ -1,31 +1,88 @@
 //! Per-packet costs of the Z-Lane gateway, router classification and scheduler.
 //!
 //! `cargo bench -p zlane --bench zlane`
+//!
+//! With `CPU_TIME=1`, a second pass reports the router's on-CPU time per
+//! packet (from `/proc/thread-self/schedstat`), which excludes time the
+//! thread spent descheduled when other processes share the cores.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mac::Key;
+use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
+use mac::{Cmac, Key};
 use packet::scion::{AddrHdrRepr, RawHostAddr};
 use packet::{HostAddr, Ia};
-use pipeline::{Egress, Now};
+use pipeline::{Batch, Egress, Now, Stage};
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
 use zlane::config::{Origin, Rate, RouterConfig};
 use zlane::gateway::GatewayConfig;
-use zlane::keys::{RouterKeys, SvKeys, EPIC_Z_PROTOCOL};
-use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, TokenBucket};
+use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
+use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, TokenBucket, ZlaneClassify};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SRC: Ia = Ia::new(1, 10);
 
-fn sv() -> SvKeys {
-    SvKeys::new(&Key::from([2; 16]), 1_699_999_000, 1_700_100_000)
+/// The (generic) secret value every on-path AS uses in these benches.
+fn sv() -> SecretValue {
+    let epoch = Epoch::new(1_699_990_000, 1_700_076_400).unwrap();
+    SecretValue::derive(b"bench master secret", Protocol::GENERIC, epoch).unwrap()
+}
+
+/// Router DRKey state: a per-worker level-1 cache over the installed SV.
+fn router_keys() -> RouterKeys {
+    let mut k = RouterKeys::new(4096, 0x5eed, DEFAULT_GRACE_NS);
+    k.install(sv()).unwrap();
+    k
+}
+
+/// On-CPU nanoseconds of this thread so far (Linux), if available.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Runs `f` `n` times and prints the on-CPU time per element (`per` elements per call).
+fn cpu_time<R>(name: &str, n: u64, per: u64, mut f: impl FnMut() -> R) {
+    let Some(t0) = cpu_ns() else { return };
+    for _ in 0..n {
+        black_box(f());
+    }
+    if let Some(t1) = cpu_ns() {
+        let ns = (t1 - t0) as f64 / (n * per) as f64;
+        println!("cpu-time {name}: {ns:.1} ns/packet over {} packets", n * per);
+    }
+}
+
+/// An EPIC-Z packet from `host` over `path` with host-level HVFs (keys
+/// derived with `drkey`'s uncached API, generic level 2, protocol 64).
+fn host_packet(path: &packet::scion::ScionPathRepr, host: HostAddr) -> Vec<u8> {
+    let raw = RawHostAddr::from(host);
+    let hdr = AddrHdrRepr {
+        qos: 0,
+        flow_id: 1,
+        next_hdr: 17,
+        payload_len: 0,
+        dst_ia: Ia::new(1, 99),
+        src_ia: SRC,
+        dst_host: raw,
+        src_host: raw,
+    };
+    let k = Cmac::new(&sv().level1(SRC).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host));
+    let keys: Vec<_> = (0..path.num_hf()).map(|_| &k).collect();
+    zlane::endhost::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
 }
 
 /// An EPIC-Z packet over `hops` hop fields (one AS each), 100-byte payload,
 /// and a gateway that knows every on-path AS key.
 fn setup(hops: usize, host_rate: u64) -> (Vec<u8>, Gateway) {
+    let path = bench_path(hops);
+    let (pkt, gw) = setup_on(&path, host_rate, 32_000);
+    (pkt, gw)
+}
+
+fn bench_path(hops: usize) -> packet::scion::ScionPathRepr {
     let specs: Vec<HopSpec> = (0..hops as u16)
         .map(|i| HopSpec {
             key: ForwardingKey::new(&Key::from([i as u8 + 1; 16])),
@@ -34,23 +91,16 @@ fn setup(hops: usize, host_rate: u64) -> (Vec<u8>, Gateway) {
             exp_time: 255,
         })
         .collect();
-    let path = build::path(&[build::segment(true, 7, 1_700_000_000, &specs)]).unwrap();
-    let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: Ia::new(1, 99),
-        src_ia: SRC,
-        dst_host: host,
-        src_host: host,
-    };
-    let mut s = sv();
-    let k =
-        s.level1(SRC, T0 / 1_000_000_000).unwrap().host_cmac(EPIC_Z_PROTOCOL, 0, host.as_bytes());
-    let keys: Vec<_> = (0..hops).map(|_| &k).collect();
-    let pkt = zlane::endhost::epic_packet(&hdr, &path, &keys, 0, 0, 1, &[0; 100]).unwrap();
+    build::path(&[build::segment(true, 7, 1_700_000_000, &specs)]).unwrap()
+}
+
+fn setup_on(
+    path: &packet::scion::ScionPathRepr,
+    host_rate: u64,
+    active_hosts: u32,
+) -> (Vec<u8>, Gateway) {
+    let pkt = host_packet(path, HostAddr::V4([10, 0, 0, 1]));
+    let s = sv();
     let mut gw = Gateway::new(GatewayConfig {
         host_capacity: 32_000,
         default_rate_bps: host_rate,
@@ -60,11 +110,11 @@ fn setup(hops: usize, host_rate: u64) -> (Vec<u8>, Gateway) {
     .unwrap();
     for (i, h) in path.hops().iter().enumerate() {
         let ia = Ia::new(1, 100 + i as u64);
-        gw.set_as_key(ia, &Key::from(s.derive_key(SRC)));
+        gw.set_as_key(ia, &s.level1_key(SRC));
         gw.register_hop(h.mac, ia);
     }
-    // 32 000 active hosts in the table.
-    for n in 0..32_000u32 {
+    // `active_hosts` (32 000) active hosts in the table.
+    for n in 0..active_hosts {
         let mut p = pkt.clone();
         let mut h = packet::scion::ScionHeader::new_unchecked(&mut p[..]);
         h.src_host_bytes_mut().copy_from_slice(&(0x0b00_0000 + n).to_be_bytes());
@@ -106,7 +156,7 @@ fn bench(c: &mut Criterion) {
         rates: vec![(Origin::As(SRC), Some(Rate::Bps(6_000_000_000)))],
         ..Default::default()
     };
-    let mut cl = Classifier::new(&cfg, sv(), T0).unwrap();
+    let mut cl = Classifier::new(&cfg, router_keys(), T0).unwrap();
     assert_eq!(cl.classify(&pkt, Now::from_unix_ns(T0)), Ok(zlane::class::G));
     let mut i = 0u64;
     let mut g = c.benchmark_group("zlane_router");
@@ -123,9 +173,51 @@ fn bench(c: &mut Criterion) {
     // been demoted or dropped (criterion's test mode runs the closure only once).
     let classes = cl.counters().classes;
     assert!(
-        classes[2] >= 2 && classes.iter().sum::<u64>() == classes[2],
+        classes[2] >= 1 && classes.iter().sum::<u64>() == classes[2],
         "router bench must measure G packets"
     );
+    if std::env::var_os("CPU_TIME").is_some() {
+        let mut j = 0u64;
+        cpu_time("zlane_router/verify_classify_bucket", 300_000, 1, || {
+            j = (j + 1) % 1_000_000;
+            cl.classify(black_box(&pkt), Now::from_unix_ns(T0 + j * 1_000))
+        });
+    }
+
+    // The same work through the stage, one burst of 32 packets from 32
+    // different hosts (32 different level-2 keys) per iteration.
+    let path3 = bench_path(3);
+    let (_, mut gw3) = setup_on(&path3, 6_000_000_000, 0);
+    let burst: Vec<Vec<u8>> = (0..32u8)
+        .map(|h| {
+            let mut p = host_packet(&path3, HostAddr::V4([10, 0, 1, h]));
+            let out = gw3.process(&mut p, Now::from_unix_ns(T0));
+            assert_eq!(out, Ok(zlane::gateway::GatewayOutcome::Authorized));
+            p
+        })
+        .collect();
+    let mut stage = ZlaneClassify::new(Classifier::new(&cfg, router_keys(), T0).unwrap());
+    let mut batch: Batch<Vec<u8>> = Batch::new();
+    for p in &burst {
+        batch.push(p.clone(), 0).unwrap();
+    }
+    let mut k = 0u64;
+    let mut run_burst = |batch: &mut Batch<Vec<u8>>| {
+        // 32 packets per 32 µs stay below the 6 Gbit/s bucket: all G.
+        k = (k + 1) % 50_000;
+        stage.process(batch, Now::from_unix_ns(T0 + k * 32_000));
+    };
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("verify_classify_bucket_burst32", |b| b.iter(|| run_burst(&mut batch)));
+    if std::env::var_os("CPU_TIME").is_some() {
+        cpu_time("zlane_router/verify_classify_bucket_burst32", 10_000, 32, || {
+            run_burst(&mut batch)
+        });
+    }
+    for i in 0..32 {
+        assert_eq!(batch.meta(i).class(), Some(zlane::class::G), "burst bench must measure G");
+    }
+    g.throughput(Throughput::Elements(1));
     let mut tb = TokenBucket::new(1000, 9000, 0);
     g.bench_function("token_bucket", |b| {
         b.iter(|| {

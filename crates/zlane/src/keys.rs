@@ -1,110 +1,319 @@
-//! DRKey keys as Z-Lane uses them.
+//! DRKey keys as Z-Lane uses them, all derived by the `drkey` crate.
 //!
-//! **ADAPTER (temporary):** the project's `drkey` crate was not yet usable
-//! when this crate was written. [`Level1`] and [`SvKeys`] implement just the
-//! two derivations Z-Lane needs, exactly as `drkey.md` specifies them
-//! (PRF = AES-128 CBC-MAC, zero IV, zero padding):
-//! * level 1 `K_{A,B} = PRF_{SV_A}(0x00 ‖ IA(B))`,
-//! * generic level 2 AS-host `K_{A,B:H} = PRF_{K_{A,B}}(0x01 ‖ proto(2) ‖ type/len ‖ host)`.
+//! * K_i = K_{A_i→A_0:H_S}: the **generic** level-2 AS-host key of on-path
+//!   AS A_i for source host H_S with protocol id [`EPIC_Z_PROTOCOL`] (64,
+//!   configurable via `RouterConfig::protocol_id`), i.e.
+//!   `drkey::Level1::generic_as_host(Protocol(64), H_S)` of the level-1 key
+//!   derived from A_i's generic secret value (`drkey::Protocol::GENERIC`).
+//! * K̃_i = K_{A_i→A_0}: that level-1 key itself.
 //!
-//! Swap them for the `drkey` crate's cache once it lands; the rest of the
-//! crate only sees [`RouterKeys`] and [`Level1`].
+//! Router side ([`RouterKeys`]): one [`drkey::Level1Cache`] per worker caches
+//! the expanded level-1 schedules per (epoch, source AS); the level-2 host key
+//! is derived per packet from the cached schedule (one or two AES blocks).
+//! The acceptable epochs come from the installed secret values: the current
+//! one and, for the grace period after an epoch ends (default 5 s,
+//! [`drkey::DEFAULT_GRACE_NS`]), the previous one. Routers try the current
+//! epoch first.
+//!
+//! Gateway side: the gateway holds K̃_i of *other* ASes, fetched from their
+//! DRKey service (it has no secret value to derive them from), so it keeps
+//! them as installed keys (see [`crate::gateway::Gateway::set_as_key`]).
+//!
+//! [`SvKeys`] is a convenience for tests and simulations: one fixed secret
+//! value used for every epoch inside a validity window, converted into
+//! [`RouterKeys`] that install it per epoch on demand.
 
-use mac::{Aes, Cmac, Key};
-use packet::Ia;
+use drkey::{
+    Epoch, EpochSchedule, Level1Cache, Protocol, SecretValue, Selection, DEFAULT_GRACE_NS,
+    MIN_EPOCH_SECS, NS_PER_SEC,
+};
+use mac::{Cmac, Key};
+use packet::scion::RawHostAddr;
+use packet::{HostAddr, Ia};
 
-/// DRKey protocol id Z-Lane uses with the generic derivation (configurable).
+/// DRKey protocol id Z-Lane uses with the generic level-2 derivation
+/// (`zlane.md`; configurable per router via `RouterConfig::protocol_id`).
 pub const EPIC_Z_PROTOCOL: u16 = 64;
 
-/// A level-1 key K_{A_i,A_0}: its AES schedule (to derive level-2 keys) and
-/// its CMAC (for Ṽ_i). Zeroized on drop by `mac`.
+/// Default capacity of a router's level-1 cache (source ASes × epochs).
+pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
+
+/// Epoch length [`SvKeys`] uses to install its fixed secret value (1 day).
+pub const FIXED_SV_EPOCH_SECS: u32 = 86_400;
+
+/// An expanded level-1 key K_{A_i→A_0}: the parent of the host keys and the
+/// key of the AS-level HVF. A thin wrapper over [`drkey::Level1`].
 #[derive(Clone, Debug)]
-pub struct Level1 {
-    aes: Aes,
-    cmac: Cmac,
-}
+pub struct Level1(drkey::Level1);
 
 impl Level1 {
-    /// Expands a level-1 key.
+    /// Expands a raw level-1 key (e.g. fetched from A_i's DRKey service).
     pub fn new(key: &Key) -> Self {
-        let aes = Aes::new(key);
-        Level1 { cmac: Cmac::from_aes(aes.clone()), aes }
+        Level1(drkey::Level1::new(key))
     }
 
-    /// The CMAC under this key (AS-level HVFs).
-    #[inline]
-    pub fn cmac(&self) -> &Cmac {
-        &self.cmac
+    /// The underlying `drkey` level-1 key.
+    pub fn drkey(&self) -> &drkey::Level1 {
+        &self.0
     }
 
-    /// Derives the generic-protocol level-2 AS-host key for `host`
-    /// (4-bit type/length code `type_len`, wire bytes `host`).
+    /// K_{A_i→A_0:H_S}: the generic level-2 AS-host key for `host` under `protocol`.
     #[inline]
-    pub fn as_host(&self, protocol: u16, type_len: u8, host: &[u8]) -> Key {
-        let mut input = [0u8; 32];
-        input[0] = 1;
-        input[1..3].copy_from_slice(&protocol.to_be_bytes());
-        input[3] = type_len & 0x0f;
-        let n = host.len().min(16);
-        input[4..4 + n].copy_from_slice(&host[..n]);
-        let blocks = if 4 + n <= 16 { 1 } else { 2 };
-        Key::from(self.aes.cbc_mac(&input[..16 * blocks]))
+    pub fn host_key(&self, protocol: u16, host: &HostAddr) -> Key {
+        self.0.generic_as_host(Protocol(protocol), host)
     }
 
-    /// The host-level CMAC key for `host` (derivation plus expansion).
-    #[inline]
+    /// The host-level CMAC key for a raw source address; `None` for address
+    /// kinds DRKey derives no keys for (only IPv4, IPv6 and service addresses).
+    pub fn try_host_cmac(&self, protocol: u16, host: &RawHostAddr) -> Option<Cmac> {
+        Some(Cmac::new(&self.host_key(protocol, &host.decode().ok()?)))
+    }
+
+    /// The host-level CMAC key for `host` (4-bit type/length code `type_len`,
+    /// wire bytes `host`): derivation plus expansion.
+    ///
+    /// # Panics
+    /// If the address is not an IPv4, IPv6 or service address (use
+    /// [`try_host_cmac`](Self::try_host_cmac) for untrusted input).
     pub fn host_cmac(&self, protocol: u16, type_len: u8, host: &[u8]) -> Cmac {
-        Cmac::new(&self.as_host(protocol, type_len, host))
+        let raw = RawHostAddr::new(type_len, host).expect("host address shorter than its type");
+        self.try_host_cmac(protocol, &raw).expect("DRKey derives keys for IPv4/IPv6/SVC hosts only")
+    }
+
+    /// The CMAC under K_{A_i→A_0} itself (AS-level HVFs Ṽ_i).
+    pub fn as_cmac(&self) -> Cmac {
+        Cmac::from_aes(self.0.aes().clone())
     }
 }
 
-/// Where a border router gets the level-1 keys of source ASes.
-pub trait RouterKeys: Send {
-    /// K_{local,src} valid at `now_unix_s`, or `None` if unknown.
-    fn level1(&mut self, src: Ia, now_unix_s: u64) -> Option<&Level1>;
+impl From<drkey::Level1> for Level1 {
+    fn from(l1: drkey::Level1) -> Self {
+        Level1(l1)
+    }
 }
 
-/// A router's DRKey state for one epoch: its secret value and a per-worker
-/// cache of expanded level-1 keys by source IA (bounded; cleared when full).
-#[derive(Debug)]
+/// A fixed secret value installed for every epoch inside `[begin, end)`.
+#[derive(Clone)]
+struct FixedSv {
+    key: Key,
+    begin_s: u64,
+    end_s: u64,
+    schedule: EpochSchedule,
+}
+
+/// A border router's DRKey state (one per worker): the level-1 cache over the
+/// installed generic secret values, and the grace period.
+///
+/// Secret values are installed between bursts ([`install`](Self::install),
+/// [`expire`](Self::expire)); the classifier calls
+/// [`refresh`](Self::refresh) and [`select`](Self::select) once per burst and
+/// [`level1`](Self::level1) per packet.
+pub struct RouterKeys {
+    cache: Level1Cache,
+    grace_ns: u64,
+    fixed: Option<FixedSv>,
+}
+
+impl RouterKeys {
+    /// Empty state: a cache for at least `capacity` level-1 keys (hash seed
+    /// `seed`, should be random) and the grace period `grace_ns`.
+    pub fn new(capacity: usize, seed: u64, grace_ns: u64) -> Self {
+        RouterKeys {
+            cache: Level1Cache::new(Protocol::GENERIC, capacity, seed),
+            grace_ns,
+            fixed: None,
+        }
+    }
+
+    /// Installs a generic-protocol secret value of this AS (e.g. the next
+    /// epoch's, ahead of the switch).
+    pub fn install(&mut self, sv: SecretValue) -> Result<(), drkey::Error> {
+        self.cache.install(sv)
+    }
+
+    /// Drops secret values whose epoch and grace period have ended.
+    pub fn expire(&mut self, now_unix_ns: u64) {
+        self.cache.expire(now_unix_ns, self.grace_ns);
+    }
+
+    /// The grace period in nanoseconds.
+    pub fn grace_ns(&self) -> u64 {
+        self.grace_ns
+    }
+
+    /// The level-1 cache (statistics, installed epochs).
+    pub fn cache(&self) -> &Level1Cache {
+        &self.cache
+    }
+
+    /// Between bursts: with a fixed secret value ([`SvKeys`]), installs it for
+    /// the epoch containing `now` if missing, and expires ended epochs. A
+    /// no-op for secret values installed by the control plane.
+    #[inline]
+    pub fn refresh(&mut self, now_unix_ns: u64) {
+        let Some(f) = &self.fixed else { return };
+        let now_s = now_unix_ns / NS_PER_SEC;
+        if now_s < f.begin_s || now_s >= f.end_s {
+            return;
+        }
+        let Some(epoch) = f.schedule.epoch_at(now_unix_ns) else { return };
+        if self.cache.epochs().any(|e| e == epoch) {
+            return;
+        }
+        self.refresh_slow(epoch, now_unix_ns);
+    }
+
+    #[cold]
+    fn refresh_slow(&mut self, epoch: Epoch, now_unix_ns: u64) {
+        if let Some(f) = &self.fixed {
+            let sv = SecretValue::from_key(f.key.clone(), Protocol::GENERIC, epoch);
+            self.cache.expire(now_unix_ns, self.grace_ns);
+            // Aligned epochs of one schedule never overlap: install cannot fail.
+            let _ = self.cache.install(sv);
+        }
+    }
+
+    /// The epochs acceptable at `now` (current first, then the previous one
+    /// during its grace period).
+    #[inline]
+    pub fn select(&self, now_unix_ns: u64) -> Selection {
+        self.cache.select(now_unix_ns, self.grace_ns)
+    }
+
+    /// The cached, expanded level-1 key K_{local→src} of `epoch`.
+    #[inline]
+    pub fn level1(&mut self, epoch: Epoch, src: Ia) -> Result<&drkey::Level1, drkey::Error> {
+        self.cache.level1(epoch, src)
+    }
+}
+
+impl core::fmt::Debug for RouterKeys {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RouterKeys")
+            .field("cache", &self.cache)
+            .field("grace_ns", &self.grace_ns)
+            .field("fixed", &self.fixed.is_some())
+            .finish()
+    }
+}
+
+/// One fixed generic secret value of an AS valid over `[begin, end)` Unix
+/// seconds, for tests and simulations (any window length: it is installed
+/// per [`FIXED_SV_EPOCH_SECS`] epoch). Converts into [`RouterKeys`].
+#[derive(Clone)]
 pub struct SvKeys {
-    sv: Aes,
-    epoch: (u64, u64),
-    cache: std::collections::HashMap<Ia, Level1>,
-    cap: usize,
+    sv: SecretValue,
+    begin_s: u64,
+    end_s: u64,
 }
 
 impl SvKeys {
-    /// The state for secret value `sv` valid over `[begin, end)` Unix seconds.
+    /// The secret value `sv` valid over `[begin, end)` Unix seconds.
     pub fn new(sv: &Key, begin: u64, end: u64) -> Self {
-        SvKeys { sv: Aes::new(sv), epoch: (begin, end), cache: Default::default(), cap: 1 << 16 }
+        // Derivations do not depend on the epoch; any valid one tags the SV here.
+        let tag = Epoch::new(0, MIN_EPOCH_SECS).unwrap_or_else(|_| unreachable!());
+        SvKeys {
+            sv: SecretValue::from_key(sv.clone(), Protocol::GENERIC, tag),
+            begin_s: begin,
+            end_s: end,
+        }
     }
 
-    /// The raw level-1 key K_{local,dst} (what the DRKey service hands to AS `dst`).
+    /// The raw level-1 key K_{local→dst} (what the DRKey service hands to AS `dst`).
     pub fn derive_key(&self, dst: Ia) -> [u8; 16] {
-        let mut input = [0u8; 16];
-        input[1..9].copy_from_slice(&dst.to_bytes());
-        self.sv.cbc_mac(&input)
+        *self.sv.level1_key(dst).as_bytes()
     }
 
-    /// Level-1 key derivation from the SV (no caching).
+    /// The expanded level-1 key K_{local→dst} (uncached).
     pub fn derive(&self, dst: Ia) -> Level1 {
-        Level1::new(&Key::from(self.derive_key(dst)))
+        Level1(self.sv.level1(dst))
+    }
+
+    /// Router state installing this SV per epoch, with a cache of `capacity`.
+    pub fn into_router_keys(self, capacity: usize, seed: u64, grace_ns: u64) -> RouterKeys {
+        let mut k = RouterKeys::new(capacity, seed, grace_ns);
+        let schedule = EpochSchedule::new(FIXED_SV_EPOCH_SECS, grace_ns)
+            .unwrap_or_else(|_| unreachable!("1 day is a valid epoch length"));
+        k.fixed = Some(FixedSv {
+            key: self.sv.key().clone(),
+            begin_s: self.begin_s,
+            end_s: self.end_s,
+            schedule,
+        });
+        k
     }
 }
 
-impl RouterKeys for SvKeys {
-    fn level1(&mut self, src: Ia, now_unix_s: u64) -> Option<&Level1> {
-        if now_unix_s < self.epoch.0 || now_unix_s >= self.epoch.1 {
-            return None;
+impl core::fmt::Debug for SvKeys {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SvKeys").field("begin", &self.begin_s).field("end", &self.end_s).finish()
+    }
+}
+
+impl From<SvKeys> for RouterKeys {
+    fn from(s: SvKeys) -> Self {
+        s.into_router_keys(DEFAULT_CACHE_CAPACITY, 0x5a1e_5eed, DEFAULT_GRACE_NS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = NS_PER_SEC;
+
+    #[test]
+    fn host_keys_are_drkeys_generic_level2_with_protocol_64() {
+        let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
+        let sv = SecretValue::derive(b"transit master", Protocol::GENERIC, e).unwrap();
+        let src = Ia::new(1, 10);
+        let host = HostAddr::V4([10, 0, 0, 1]);
+        let want = sv.level1(src).generic_as_host(Protocol(64), &host);
+        let ours = Level1::new(&sv.level1_key(src));
+        assert_eq!(ours.host_key(EPIC_Z_PROTOCOL, &host), want);
+        let raw = RawHostAddr::from(host);
+        let m = [7u8; 40];
+        assert_eq!(
+            ours.host_cmac(64, raw.type_len(), raw.as_bytes()).mac(&m),
+            Cmac::new(&want).mac(&m)
+        );
+        // Router side: the cached derivation agrees.
+        let mut rk = RouterKeys::new(16, 1, DEFAULT_GRACE_NS);
+        rk.install(sv.clone()).unwrap();
+        assert_eq!(rk.level1(e, src).unwrap().generic_as_host(Protocol(64), &host), want);
+        assert_eq!(rk.cache().stats().misses, 1);
+        // Undecodable host kinds yield no key.
+        let odd = RawHostAddr::new(0x1, &[1; 8]).unwrap();
+        assert!(ours.try_host_cmac(64, &odd).is_none());
+    }
+
+    #[test]
+    fn fixed_sv_installs_per_epoch_and_keeps_the_previous_for_the_grace_period() {
+        let sv = SvKeys::new(&Key::from([2; 16]), 1_600_000_000, 1_900_000_000);
+        let src = Ia::new(1, 10);
+        let want = sv.derive_key(src);
+        let mut rk: RouterKeys = sv.into();
+        let day = 86_400u64;
+        let boundary = 19_676 * day; // 1_700_006_400
+        rk.refresh((boundary - 10) * S);
+        let sel = rk.select((boundary - 10) * S);
+        let e1 = sel.current.unwrap();
+        assert_eq!((sel.previous, e1.end() as u64), (None, boundary));
+        rk.refresh(boundary * S + S);
+        let sel = rk.select(boundary * S + S);
+        assert_eq!(sel.previous, Some(e1));
+        let e2 = sel.current.unwrap();
+        for e in [e1, e2] {
+            let l1 = rk.level1(e, src).unwrap();
+            assert_eq!(Level1::from(l1.clone()).host_key(64, &HostAddr::Svc(2)), {
+                Level1::new(&Key::from(want)).host_key(64, &HostAddr::Svc(2))
+            });
         }
-        if !self.cache.contains_key(&src) {
-            if self.cache.len() >= self.cap {
-                self.cache.clear();
-            }
-            let l1 = self.derive(src);
-            self.cache.insert(src, l1);
-        }
-        self.cache.get(&src)
+        rk.refresh(boundary * S + 5 * S);
+        assert_eq!(rk.select(boundary * S + 5 * S).previous, None);
+        // Outside the window nothing is installed.
+        let mut late: RouterKeys = SvKeys::new(&Key::from([2; 16]), 0, 1000).into();
+        late.refresh(2000 * S);
+        assert!(late.select(2000 * S).is_empty());
     }
 }

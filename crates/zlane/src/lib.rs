@@ -27,11 +27,15 @@
 //!   V_i followed by 12 zero bytes (one block).
 //! * Routers verify the HVF of the hop field current on arrival (at a
 //!   segment cross-over, the first of the AS's two hop fields).
-//! * Not implemented: EPIC path validation (rewriting V_i to V_i[4:8]) and
-//!   the DRKey grace period (keys come from [`keys::RouterKeys`]).
+//! * Keys come from the `drkey` crate ([`keys`]): K_i is the generic
+//!   level-2 AS-host key with protocol id 64, derived per packet from the
+//!   per-worker `drkey::Level1Cache`; during the 5 s grace period after an
+//!   epoch change, routers also accept the previous epoch's keys.
+//! * Not implemented: EPIC path validation (rewriting V_i to `V_i[4:8]`).
 //!
 //! # Example: gateway and border router
 //! ```
+//! use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
 //! use mac::{Cmac, Key};
 //! use packet::scion::{AddrHdrRepr, RawHostAddr};
 //! use packet::{HostAddr, Ia};
@@ -40,15 +44,16 @@
 //! use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
 //! use zlane::config::{Origin, Rate, RouterConfig};
 //! use zlane::gateway::{Gateway, GatewayConfig};
-//! use zlane::keys::{RouterKeys, SvKeys, EPIC_Z_PROTOCOL};
+//! use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
 //! use zlane::sched::{Scheduler, SchedulerConfig};
 //! use zlane::{Classifier, ZlaneClassify, ZlaneGateway};
 //!
 //! let now = Now::from_unix_ns(1_700_000_000_000_000_000);
 //! let (src, transit) = (Ia::new(1, 10), Ia::new(1, 20));
-//! // The transit AS: forwarding key, DRKey secret value.
+//! // The transit AS: forwarding key, DRKey (generic) secret value of this epoch.
 //! let fwd_key = ForwardingKey::new(&Key::from([1; 16]));
-//! let mut sv = SvKeys::new(&Key::from([2; 16]), 1_699_999_000, 1_700_100_000);
+//! let epoch = Epoch::new(1_699_990_000, 1_700_076_400).unwrap();
+//! let sv = SecretValue::derive(b"transit master secret", Protocol::GENERIC, epoch).unwrap();
 //! // A one-segment path: source AS (hop 0) -> transit AS (hop 1) -> destination.
 //! let hops: Vec<HopSpec> = [(0, 1), (2, 3), (4, 0)]
 //!     .iter()
@@ -61,14 +66,15 @@
 //! let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
 //! let hdr = AddrHdrRepr { qos: 0, flow_id: 1, next_hdr: 17, payload_len: 0,
 //!     dst_ia: Ia::new(1, 30), src_ia: src, dst_host: host, src_host: host };
-//! // The host derives HVFs with its AS-host keys (every hop uses the transit key here).
-//! let l1 = sv.level1(src, now.unix_secs()).unwrap().clone();
-//! let k = l1.host_cmac(EPIC_Z_PROTOCOL, host.type_len(), host.as_bytes());
+//! // The host derives HVFs with its AS-host keys (every hop uses the transit key here):
+//! // generic level 2 with protocol id 64, from K_{transit→src}.
+//! let host_key = sv.level1(src).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &HostAddr::V4([10, 0, 0, 1]));
+//! let k = Cmac::new(&host_key);
 //! let mut pkt = zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, b"hi").unwrap();
 //!
 //! // Gateway in the source AS: K_{transit,src} fetched via DRKey, hops registered.
 //! let mut gw = Gateway::new(GatewayConfig::default()).unwrap();
-//! gw.set_as_key(transit, &Key::from(*l1_key_bytes(&sv, src)));
+//! gw.set_as_key(transit, &sv.level1_key(src));
 //! for h in path.hops() { gw.register_hop(h.mac, transit); }
 //! let mut gw_stage = Pipeline::new().with(ZlaneGateway::new(gw));
 //! let mut batch = Batch::new();
@@ -78,7 +84,9 @@
 //! // Border router of the transit AS: classify, forward, schedule.
 //! let cfg = RouterConfig { local_ia: transit, rates: vec![(Origin::As(src), Some(Rate::Bps(100_000_000)))],
 //!     ..Default::default() };
-//! let classify = ZlaneClassify::new(Classifier::new(&cfg, sv, now.mono_ns).unwrap());
+//! let mut keys = RouterKeys::new(4096, 0x5eed, DEFAULT_GRACE_NS);
+//! keys.install(sv).unwrap();
+//! let classify = ZlaneClassify::new(Classifier::new(&cfg, keys, now.mono_ns).unwrap());
 //! let forward = ScionForward::new(Forwarder::new(fwd_key, InterfaceTable::new().with(2, 5).with(3, 6),
 //!     ForwardConfig::default()));
 //! let mut router = Pipeline::new().with(classify).with(forward);
@@ -91,8 +99,6 @@
 //! let mut out = Vec::new();
 //! batch2.drain(|b, m| { sched.enqueue(b, m.class().unwrap(), now).unwrap(); });
 //! assert_eq!(sched.dequeue(now, 32, &mut out), 1);
-//!
-//! # fn l1_key_bytes(sv: &SvKeys, src: Ia) -> Box<[u8; 16]> { Box::new(sv.derive_key(src)) }
 //! ```
 #![forbid(unsafe_code)]
 

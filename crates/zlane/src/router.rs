@@ -1,14 +1,15 @@
 //! Border-router side: EPIC-Z verification, classification into R/N/G/A/U,
 //! per-AS/per-ISD token buckets, and the `ZlaneClassify` stage.
 
+use drkey::Selection;
 use packet::scion::{epic::EpicPath, next_hdr, PathType, ScionHeader};
-use packet::Ia;
+use packet::{HostAddr, Ia};
 use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::class::{A, G, N, R, U};
 use crate::config::{ConfigError, Origin, RouterConfig};
-use crate::hvf::{as_hvf, host_hvf, host_input, packet_time_ns, Freshness};
+use crate::hvf::{as_hvf_level1, host_hvf, host_input, packet_time_ns, Freshness, Hvf, INPUT_LEN};
 use crate::keys::RouterKeys;
 use crate::replay::ReplayFilter;
 
@@ -19,14 +20,35 @@ pub struct ClassifyCounters {
     pub classes: [u64; 5],
     /// Q-flagged packets that went to A because their bucket was empty (or absent).
     pub over_bucket: u64,
+    /// Packets whose HVF verified only under the previous epoch's key (grace period).
+    pub previous_epoch: u64,
 }
 
 /// What the classifier decided for one packet.
 pub type Decision = Result<Class, DropReason>;
 
+/// An EPIC-Z packet parsed and checked for freshness, awaiting its HVF check.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    src: Ia,
+    host: HostAddr,
+    /// The 40-byte V_i input (PktID ‖ A_0 ‖ H_S ‖ σ_i ‖ PayloadLen).
+    input: [u8; INPUT_LEN],
+    q: bool,
+    hvf: Hvf,
+    /// SCION packet length (header + payload) for the bucket.
+    len: usize,
+}
+
+/// First classification step: a class without MAC work, or a pending check.
+enum Prep {
+    Done(Class),
+    Epic(Pending),
+}
+
 /// The per-interface classifier: keys, buckets, freshness, optional replay filter.
-pub struct Classifier<K> {
-    keys: K,
+pub struct Classifier {
+    keys: RouterKeys,
     local_isd: u16,
     burst: u16,
     buckets: FixedMap<TokenBucket>,
@@ -36,9 +58,15 @@ pub struct Classifier<K> {
     counters: ClassifyCounters,
 }
 
-impl<K: RouterKeys> Classifier<K> {
-    /// Builds a classifier from a validated configuration; `now_ns` starts the buckets.
-    pub fn new(cfg: &RouterConfig, keys: K, now_ns: u64) -> Result<Self, ConfigError> {
+impl Classifier {
+    /// Builds a classifier from a validated configuration and the router's
+    /// DRKey state (`RouterKeys`, or `SvKeys` for a fixed secret value);
+    /// `now_ns` starts the buckets.
+    pub fn new(
+        cfg: &RouterConfig,
+        keys: impl Into<RouterKeys>,
+        now_ns: u64,
+    ) -> Result<Self, ConfigError> {
         let rates = cfg.resolve()?;
         let mut buckets = FixedMap::with_capacity(rates.len().max(16), cfg.local_ia.to_u64());
         for (o, bps) in &rates {
@@ -53,7 +81,7 @@ impl<K: RouterKeys> Classifier<K> {
             }
         }
         Ok(Classifier {
-            keys,
+            keys: keys.into(),
             local_isd: cfg.local_ia.isd(),
             burst: cfg.burst,
             buckets,
@@ -75,8 +103,13 @@ impl<K: RouterKeys> Classifier<K> {
         &self.counters
     }
 
-    /// The key source, mutable (epoch changes between bursts).
-    pub fn keys_mut(&mut self) -> &mut K {
+    /// The DRKey state.
+    pub fn keys(&self) -> &RouterKeys {
+        &self.keys
+    }
+
+    /// The DRKey state, mutable (install/expire secret values between bursts).
+    pub fn keys_mut(&mut self) -> &mut RouterKeys {
         &mut self.keys
     }
 
@@ -95,53 +128,119 @@ impl<K: RouterKeys> Classifier<K> {
         self.buckets.get_mut(origin.key()).copied()
     }
 
+    /// The epochs whose keys are acceptable now (installing a fixed secret
+    /// value's epoch first if needed); once per burst.
+    #[inline]
+    fn epochs(&mut self, now: Now) -> Selection {
+        self.keys.refresh(now.unix_ns);
+        self.keys.select(now.unix_ns)
+    }
+
     /// Classifies the SCION packet `pkt` (starting at its common header).
     pub fn classify(&mut self, pkt: &[u8], now: Now) -> Decision {
+        let sel = self.epochs(now);
+        self.classify_in(pkt, now, sel)
+    }
+
+    /// [`classify`](Self::classify) with the burst's acceptable epochs.
+    #[inline]
+    fn classify_in(&mut self, pkt: &[u8], now: Now, sel: Selection) -> Decision {
+        let d = match self.prepare(pkt, now) {
+            Ok(Prep::Done(c)) => Ok(c),
+            Ok(Prep::Epic(p)) => self.verify(sel, &p).and_then(|()| self.police(&p, now)),
+            Err(r) => Err(r),
+        };
+        self.count(d)
+    }
+
+    #[inline]
+    fn count(&mut self, d: Decision) -> Decision {
+        if let Ok(c) = d {
+            self.counters.classes[crate::class::queue_of(c)] += 1;
+        }
+        d
+    }
+
+    /// Parses, classifies non-EPIC-Z traffic, and checks EPIC-Z freshness.
+    #[inline]
+    fn prepare(&self, pkt: &[u8], now: Now) -> Result<Prep, DropReason> {
         let h = ScionHeader::new_checked(pkt)?;
-        let ty = h.path_type();
-        let class = match ty {
+        let class = match h.path_type() {
             PathType::SIBRA => R,
             PathType::ONE_HOP => N,
             _ if h.next_hdr() == next_hdr::BFD => N,
             PathType::SCION | PathType::EMPTY => U,
-            PathType::EPIC_Z => self.epic(&h, now)?,
+            PathType::EPIC_Z => return self.prepare_epic(&h, now).map(Prep::Epic),
             _ => return Err(DropReason::Unsupported),
         };
-        self.counters.classes[crate::class::queue_of(class)] += 1;
-        Ok(class)
+        Ok(Prep::Done(class))
     }
 
-    fn epic(&mut self, h: &ScionHeader<&[u8]>, now: Now) -> Decision {
+    #[inline]
+    fn prepare_epic(&self, h: &ScionHeader<&[u8]>, now: Now) -> Result<Pending, DropReason> {
         let e = EpicPath::new_checked(h.path())?;
         let sp = e.scion_path();
         let info0 = sp.info_field(0).ok_or(DropReason::Malformed)?;
         self.freshness.check(packet_time_ns(info0.timestamp(), e.ts_rel()), now.unix_ns)?;
         let hvf = e.current_hvf().ok_or(DropReason::Malformed)?;
         let src = h.src_ia();
-        let host = h.src_host_raw();
+        let raw = h.src_host_raw();
+        // DRKey derives keys for IPv4, IPv6 and service addresses only.
+        let host = raw.decode()?;
         let sigma = sp.current_hop().mac();
-        let pkt_id = e.pkt_id();
-        let len = h.header_len() + usize::from(h.payload_len());
-        let protocol = self.protocol;
-        let l1 = self.keys.level1(src, now.unix_secs()).ok_or(DropReason::UnknownKey)?;
-        let k = l1.host_cmac(protocol, host.type_len(), host.as_bytes());
-        let v = host_hvf(&k, &host_input(&pkt_id, src, &host.padded(), &sigma, h.payload_len()));
-        let q = e.q();
-        let expect = if q { as_hvf(l1.cmac(), &v) } else { v };
-        if !mac::ct_eq(&expect, &hvf) {
-            return Err(DropReason::BadMac);
+        Ok(Pending {
+            src,
+            host,
+            input: host_input(&e.pkt_id(), src, &raw.padded(), &sigma, h.payload_len()),
+            q: e.q(),
+            hvf,
+            len: h.header_len() + usize::from(h.payload_len()),
+        })
+    }
+
+    /// Checks the HVF under the current epoch's key, then (grace period) the
+    /// previous epoch's.
+    #[inline]
+    fn verify(&mut self, sel: Selection, p: &Pending) -> Result<(), DropReason> {
+        if sel.is_empty() {
+            return Err(DropReason::UnknownKey);
         }
+        for (n, epoch) in sel.iter().enumerate() {
+            if self.verify_epoch(epoch, p)? {
+                self.counters.previous_epoch += n as u64;
+                return Ok(());
+            }
+        }
+        Err(DropReason::BadMac)
+    }
+
+    /// Whether the HVF verifies under the keys of `epoch`.
+    #[inline]
+    fn verify_epoch(&mut self, epoch: drkey::Epoch, p: &Pending) -> Result<bool, DropReason> {
+        let protocol = drkey::Protocol(self.protocol);
+        let l1 = self.keys.level1(epoch, p.src).map_err(|_| DropReason::UnknownKey)?;
+        let k = mac::Cmac::new(&l1.generic_as_host(protocol, &p.host));
+        let v = host_hvf(&k, &p.input);
+        let expect = if p.q { as_hvf_level1(l1, &v) } else { v };
+        Ok(mac::ct_eq(&expect, &p.hvf))
+    }
+
+    /// After a valid HVF: replay filter, then the Q flag and the AS/ISD bucket.
+    #[inline]
+    fn police(&mut self, p: &Pending, now: Now) -> Decision {
         if let Some(f) = self.replay.as_mut() {
-            if !f.check_and_insert(src, &host.padded(), &pkt_id, now.mono_ns) {
+            let host: &[u8; 16] = p.input[16..32].try_into().unwrap_or(&[0; 16]);
+            let pkt_id: &[u8; 8] = p.input[..8].try_into().unwrap_or(&[0; 8]);
+            if !f.check_and_insert(p.src, host, pkt_id, now.mono_ns) {
                 return Err(DropReason::Replay);
             }
         }
-        if !q {
+        if !p.q {
             return Ok(A);
         }
-        let key = self.origin_of(src).key();
+        let key = self.origin_of(p.src).key();
         let burst = self.burst;
-        let conform = self.buckets.get_mut(key).is_some_and(|b| b.take(len, burst, now.mono_ns));
+        let conform = self.buckets.get_mut(key).is_some_and(|b| b.take(p.len, burst, now.mono_ns));
         match conform {
             true => Ok(G),
             false => {
@@ -160,40 +259,42 @@ impl<K: RouterKeys> Classifier<K> {
 ///
 /// Run it **before** `scion::ScionForward`: it checks the HVF of the current
 /// hop field, which forwarding then verifies (σ_i) and advances past.
-pub struct ZlaneClassify<K> {
-    inner: Classifier<K>,
+pub struct ZlaneClassify {
+    inner: Classifier,
 }
 
-impl<K: RouterKeys> ZlaneClassify<K> {
+impl ZlaneClassify {
     /// Wraps a classifier.
-    pub fn new(inner: Classifier<K>) -> Self {
+    pub fn new(inner: Classifier) -> Self {
         ZlaneClassify { inner }
     }
 
     /// The classifier.
-    pub fn classifier(&self) -> &Classifier<K> {
+    pub fn classifier(&self) -> &Classifier {
         &self.inner
     }
 
     /// The classifier, mutable.
-    pub fn classifier_mut(&mut self) -> &mut Classifier<K> {
+    pub fn classifier_mut(&mut self) -> &mut Classifier {
         &mut self.inner
     }
 }
 
-impl<B: PacketBuf, K: RouterKeys> Stage<B> for ZlaneClassify<K> {
+impl<B: PacketBuf> Stage<B> for ZlaneClassify {
     fn name(&self) -> &str {
         "zlane-classify"
     }
 
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
+        // Acceptable epochs (and a fixed SV's installation) once per burst.
+        let sel = self.inner.epochs(now);
         for i in batch.live() {
             let Some(off) = scion::scion_offset(batch.meta(i)) else {
                 batch.set_class(i, U);
                 continue;
             };
             let d = match batch.data(i).get(off..) {
-                Some(pkt) => self.inner.classify(pkt, now),
+                Some(pkt) => self.inner.classify_in(pkt, now, sel),
                 None => Err(DropReason::Truncated),
             };
             match d {

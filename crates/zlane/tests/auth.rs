@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use packet::scion::{epic::EpicPath, ScionHeader};
 use packet::Ia;
-use pipeline::DropReason;
+use pipeline::{DropReason, Now};
 use zlane::class::{A, G, U};
 use zlane::config::{Origin, Rate, RouterConfig};
 use zlane::gateway::{GatewayConfig, GatewayOutcome, OverusePolicy};
@@ -15,7 +15,7 @@ use zlane::Classifier;
 
 const SRC: Ia = Ia::new(1, 10);
 
-fn classifier(rate_bps: u64) -> Classifier<zlane::keys::SvKeys> {
+fn classifier(rate_bps: u64) -> Classifier {
     let cfg = RouterConfig {
         local_ia: TRANSIT,
         rates: vec![(Origin::As(SRC), Some(Rate::Bps(rate_bps)))],
@@ -133,4 +133,139 @@ fn gateway_drop_policy_and_plain_scion() {
     let mut p = packet(SRC, host(0x0100_0003), 0, 1, 10);
     assert_eq!(gw.process(&mut p, now(0)), Ok(GatewayOutcome::Authorized));
     let _ = U;
+}
+
+#[test]
+fn previous_epoch_is_accepted_during_the_grace_period_only() {
+    use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
+    use zlane::keys::RouterKeys;
+    // Two epochs with independent SVs; T0 (= INFO_TS) is the switch.
+    let e1 = Epoch::new(1_699_999_000, 1_700_000_000).unwrap();
+    let e2 = Epoch::new(1_700_000_000, 1_700_001_000).unwrap();
+    let sv1 = SecretValue::derive(b"transit", Protocol::GENERIC, e1).unwrap();
+    let sv2 = SecretValue::derive(b"transit", Protocol::GENERIC, e2).unwrap();
+    assert_ne!(sv1.level1_key(SRC), sv2.level1_key(SRC));
+    let mut keys = RouterKeys::new(64, 7, DEFAULT_GRACE_NS);
+    keys.install(sv1.clone()).unwrap();
+    keys.install(sv2.clone()).unwrap();
+    let cfg = RouterConfig {
+        local_ia: TRANSIT,
+        rates: vec![(Origin::As(SRC), Some(Rate::Bps(100_000_000)))],
+        ..Default::default()
+    };
+    let mut c = Classifier::new(&cfg, keys, now(0).mono_ns).unwrap();
+    // Packet times 1 s and 5.5 s after the switch (TsRel in 4 µs units).
+    let (t1, t5) = (1_000_000_000u64, 5_500_000_000u64);
+    let old1 = packet_under(&sv1, SRC, host(1), (t1 / 4000) as u32, 1, 10);
+    let new1 = packet_under(&sv2, SRC, host(1), (t1 / 4000) as u32, 2, 10);
+    assert_eq!(c.classify(&new1, now(t1)), Ok(A));
+    assert_eq!(c.counters().previous_epoch, 0);
+    assert_eq!(c.classify(&old1, now(t1)), Ok(A));
+    assert_eq!(c.counters().previous_epoch, 1);
+    // Q-flagged (AS-level) packets of the previous epoch, via a gateway
+    // holding the previous epoch's K_{transit→src}.
+    let mut gw = zlane::Gateway::new(GatewayConfig::default()).unwrap();
+    gw.set_as_key(TRANSIT, &sv1.level1_key(SRC));
+    for h in path().hops() {
+        assert!(gw.register_hop(h.mac, TRANSIT));
+    }
+    let mut q_old = packet_under(&sv1, SRC, host(2), (t1 / 4000) as u32, 3, 10);
+    assert_eq!(gw.process(&mut q_old, now(t1)), Ok(GatewayOutcome::Authorized));
+    assert_eq!(c.classify(&q_old, now(t1)), Ok(G));
+    // After the 5 s grace period only the current epoch's keys verify.
+    let old5 = packet_under(&sv1, SRC, host(1), (t5 / 4000) as u32, 4, 10);
+    let new5 = packet_under(&sv2, SRC, host(1), (t5 / 4000) as u32, 5, 10);
+    assert_eq!(c.classify(&old5, now(t5)), Err(DropReason::BadMac));
+    assert_eq!(c.classify(&new5, now(t5)), Ok(A));
+    // Before the switch, the new epoch's keys are not accepted yet.
+    let early = packet_under(&sv2, SRC, host(1), 0, 6, 10);
+    assert_eq!(c.classify(&early, Now::from_unix_ns(T0 - 1)), Err(DropReason::BadMac));
+    // No SV for the instant at all: unknown key.
+    let mut lone = RouterKeys::new(64, 7, DEFAULT_GRACE_NS);
+    lone.install(sv1).unwrap();
+    let mut c = Classifier::new(&cfg, lone, now(0).mono_ns).unwrap();
+    assert_eq!(c.classify(&new5, now(t5)), Err(DropReason::UnknownKey));
+}
+
+/// The stage (epochs selected once per burst) decides every packet as `classify`
+/// does one by one: host- and AS-level HVFs, forgeries, both epochs in the
+/// grace period, bucket overuse, non-EPIC traffic and garbage, in one burst.
+#[test]
+fn stage_matches_per_packet_classification() {
+    use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
+    use packet::scion::PathType;
+    use pipeline::{Batch, Stage};
+    use zlane::keys::RouterKeys;
+    use zlane::ZlaneClassify;
+    let e1 = Epoch::new(1_699_999_000, 1_700_000_000).unwrap();
+    let e2 = Epoch::new(1_700_000_000, 1_700_001_000).unwrap();
+    let sv1 = SecretValue::derive(b"transit", Protocol::GENERIC, e1).unwrap();
+    let sv2 = SecretValue::derive(b"transit", Protocol::GENERIC, e2).unwrap();
+    let keys = || {
+        let mut k = RouterKeys::new(64, 7, DEFAULT_GRACE_NS);
+        k.install(sv1.clone()).unwrap();
+        k.install(sv2.clone()).unwrap();
+        k
+    };
+    let cfg = RouterConfig {
+        local_ia: TRANSIT,
+        rates: vec![(Origin::As(SRC), Some(Rate::Bps(10_000_000)))],
+        burst: 3000,
+        ..Default::default()
+    };
+    let t = 1_000_000_000u64;
+    let ts = (t / 4000) as u32;
+    let gw_for = |sv: &SecretValue| {
+        let mut gw = zlane::Gateway::new(GatewayConfig::default()).unwrap();
+        gw.set_as_key(TRANSIT, &sv.level1_key(SRC));
+        for h in path().hops() {
+            gw.register_hop(h.mac, TRANSIT);
+        }
+        gw
+    };
+    let (mut gw1, mut gw2) = (gw_for(&sv1), gw_for(&sv2));
+    let mut pkts = Vec::new();
+    for k in 0..30u32 {
+        let sv = if k % 3 == 0 { &sv1 } else { &sv2 };
+        let mut p = packet_under(sv, SRC, host(k % 7), ts, k, 300 + k as usize);
+        if k % 2 == 0 {
+            let gw = if k % 3 == 0 { &mut gw1 } else { &mut gw2 };
+            gw.process(&mut p, now(t)).unwrap();
+        }
+        if k % 5 == 4 {
+            let mut e = hvf_mut(&mut p);
+            let mut v = e.hvf(1).unwrap();
+            v[0] ^= 0x40;
+            e.set_hvf(1, v).unwrap();
+        }
+        pkts.push(p);
+    }
+    // Plain SCION (U) and a truncated packet.
+    let mut plain = pkts[1].clone();
+    ScionHeader::new_unchecked(&mut plain[..]).set_path_type(PathType::SCION);
+    pkts.push(plain);
+    pkts.push(vec![0u8; 7]);
+
+    let mut one = Classifier::new(&cfg, keys(), now(0).mono_ns).unwrap();
+    let want: Vec<_> = pkts.iter().map(|p| one.classify(p, now(t))).collect();
+    let mut stage = ZlaneClassify::new(Classifier::new(&cfg, keys(), now(0).mono_ns).unwrap());
+    let mut batch: Batch<Vec<u8>> = Batch::new();
+    for p in &pkts {
+        batch.push(p.clone(), 0).unwrap();
+    }
+    stage.process(&mut batch, now(t));
+    for (i, w) in want.iter().enumerate() {
+        let got = match batch.meta(i).verdict {
+            pipeline::Verdict::Drop(r) => Err(r),
+            _ => Ok(batch.meta(i).class().unwrap()),
+        };
+        assert_eq!(got, *w, "packet {i}");
+    }
+    assert_eq!(stage.classifier().counters(), one.counters());
+    // The mix exercised every outcome.
+    for d in [Ok(G), Ok(A), Ok(U), Err(DropReason::BadMac), Err(DropReason::Truncated)] {
+        assert!(want.contains(&d), "{d:?} missing: {want:?}");
+    }
+    assert!(one.counters().previous_epoch >= 5);
+    assert!(one.counters().over_bucket >= 1);
 }

@@ -1,29 +1,42 @@
-//! The EPIC-Z path (SCION PathType 201), layout per `zlane.md`.
+//! The EPIC-Z path (SCION PathType 201), layout per `zlane.md` with one
+//! project deviation (byte 9, below).
 //!
 //! ```text
 //! bytes 0-3 TsRel u32 | byte 4 CoreID | bytes 5-7 Counter u24   (= 8-byte PktID)
-//! byte 8 flags (Q = MSB) | bytes 9-11 reserved
+//! byte 8 flags (Q = MSB) | byte 9 NumHVF | bytes 10-11 reserved
 //! n x 4-byte HVF, one per hop field of the embedded path
 //! embedded standard SCION path (PathMetaHdr, info fields, hop fields)
 //! ```
 //!
-//! The EPIC block does not carry the HVF count `n`, and the SCION meta header
-//! that determines it sits *after* the HVFs. This view therefore needs the
-//! buffer to be exactly the path (as [`ScionHeader::path`](crate::scion::ScionHeader::path)
-//! returns it): with `L` the path length and `k` info fields,
-//! `L = 12 + 4n + 4 + 8k + 12n`, so `n = (L - 16 - 8k) / 16`. `(L - 16) mod 16`
-//! is 0 only for `k = 2`; it is 8 for both `k = 1` and `k = 3`. In that case
-//! the `k = 1` reading is tried first and the first reading whose meta header
-//! is fully valid (segment counts, CurrINF/CurrHF) wins.
+//! # Deviation from `zlane.md`: byte 9 carries the HVF count
 //!
-//! **Decision (ambiguity):** a 3-segment path is misread as a 1-segment one
-//! only if its first info field happens to look like a valid 1-segment meta
-//! header (SegID exactly `(n + 1) << 12`, reserved bits zero): about one path
-//! in 65,536. The opposite order would misread 1-segment paths whenever the
-//! last HVF (a MAC) looks like a 3-segment meta header, roughly one *packet*
-//! in ten thousand. [`EpicPathRepr::emit`] refuses (with [`Error::Malformed`])
-//! to write a path that would read back differently, so `parse(emit(r)) == r`
-//! whenever emit succeeds.
+//! `zlane.md` marks bytes 9-11 reserved, so the HVF count `n` would not be on
+//! the wire, and the SCION meta header that determines it sits *after* the
+//! HVFs. With `L` the path length and `k` info fields,
+//! `L = 12 + 4n + 4 + 8k + 12n`, so `n = (L - 16 - 8k) / 16`; `(L - 16) mod 16`
+//! is 0 only for `k = 2` and 8 for both `k = 1` and `k = 3`, so 1- and
+//! 3-segment paths can read ambiguously.
+//!
+//! **Project decision:** byte 9 (`NumHVF`) carries `n` (= number of hop
+//! fields, 1..=64); bytes 10-11 stay reserved (emitted as zero, ignored).
+//! * [`EpicPathRepr::emit`] always writes `NumHVF`, so every valid path emits
+//!   and reads back unchanged (`parse(emit(r)) == r`).
+//! * [`EpicPath::new_checked`] (and so [`EpicPathRepr::parse`]) uses a
+//!   non-zero `NumHVF` as the count and rejects the path
+//!   ([`Error::Malformed`], or [`Error::Truncated`] for a short buffer) if it
+//!   exceeds 64, disagrees with the embedded meta header's hop count, or the
+//!   path does not end exactly at the buffer's end.
+//! * `NumHVF = 0` (a sender that leaves the byte reserved) falls back to
+//!   inference from the buffer length: the `k = 1` reading is tried first and
+//!   the first reading whose meta header is fully valid (segment counts,
+//!   CurrINF/CurrHF) wins. A 3-segment path from such a sender is misread as a
+//!   1-segment one only if its first info field happens to look like a valid
+//!   1-segment meta header (SegID exactly `(n + 1) << 12`, reserved bits zero,
+//!   about one path in 65,536); the opposite order would misread 1-segment
+//!   paths whenever the last HVF (a MAC) looks like a 3-segment meta header.
+//!
+//! Routers that only read the path never write byte 9; the inference costs a
+//! meta-header decode either way, the explicit count just removes the guess.
 
 use crate::field::{array, be24, be32, put24, put32};
 use crate::scion::path::{
@@ -45,13 +58,15 @@ mod field {
     pub const CORE_ID: usize = 4;
     pub const COUNTER: usize = 5;
     pub const FLAGS: usize = 8;
-    pub const RSV: core::ops::Range<usize> = 9..12;
+    pub const NUM_HVF: usize = 9;
+    pub const RSV: core::ops::Range<usize> = 10..12;
     pub const HVFS: usize = 12;
 }
 
 /// Finds the hop count `n` of an EPIC-Z path that spans exactly `b` and the
-/// embedded meta header word; the reading it returns passed every SCION
-/// meta-header rule (see the module docs for the candidate order).
+/// embedded meta header word: from `NumHVF` when it is non-zero, inferred
+/// from the length otherwise (see the module docs). The reading it returns
+/// passed every SCION meta-header rule.
 #[inline(always)]
 fn locate(b: &[u8]) -> Result<(usize, u32)> {
     const FIXED: usize = EPIC_LEN + META_LEN;
@@ -76,6 +91,30 @@ fn locate(b: &[u8]) -> Result<(usize, u32)> {
     let len = b.len();
     if len < FIXED + INFO_LEN + PER_HOP {
         return Err(Error::Truncated);
+    }
+    let n = usize::from(b[field::NUM_HVF]);
+    if n != 0 {
+        if n > MAX_HOPS {
+            return Err(Error::malformed("EPIC-Z HVF count above 64"));
+        }
+        let meta = EPIC_LEN + n * HVF_LEN;
+        let w = match b.get(meta..meta + META_LEN) {
+            Some(_) => be32(b, meta),
+            None => return Err(Error::Truncated),
+        };
+        let m = Meta::decode(w);
+        if m.n_hf != n {
+            return Err(Error::malformed("EPIC-Z HVF count vs SCION path"));
+        }
+        m.validate()?;
+        let want = FIXED + n * PER_HOP + m.n_inf * INFO_LEN;
+        return match len.cmp(&want) {
+            core::cmp::Ordering::Equal => Ok((n, w)),
+            core::cmp::Ordering::Less => Err(Error::Truncated),
+            core::cmp::Ordering::Greater => {
+                Err(Error::malformed("EPIC-Z path length does not match its SCION path"))
+            }
+        };
     }
     let rest = len - FIXED;
     let found = match rest % PER_HOP {
@@ -174,9 +213,16 @@ impl<T: AsRef<[u8]>> EpicPath<T> {
         self.flags() & FLAG_Q != 0
     }
 
-    /// The reserved bytes 9-11.
+    /// The raw `NumHVF` byte (9): the HVF count, or 0 if the sender left it
+    /// reserved (see the module docs).
     #[inline]
-    pub fn rsv(&self) -> [u8; 3] {
+    pub fn num_hvf_field(&self) -> u8 {
+        self.buffer.as_ref()[field::NUM_HVF]
+    }
+
+    /// The reserved bytes 10-11.
+    #[inline]
+    pub fn rsv(&self) -> [u8; 2] {
         array(self.buffer.as_ref(), field::RSV.start)
     }
 
@@ -255,9 +301,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EpicPath<T> {
         self.set_flags(f);
     }
 
-    /// Sets the reserved bytes.
+    /// Sets the raw `NumHVF` byte (9). Does not change the view's hop count;
+    /// a value other than 0 or [`num_hvf`](EpicPath::num_hvf) makes the path
+    /// invalid.
     #[inline]
-    pub fn set_rsv(&mut self, v: [u8; 3]) {
+    pub fn set_num_hvf_field(&mut self, v: u8) {
+        self.buffer.as_mut()[field::NUM_HVF] = v;
+    }
+
+    /// Sets the reserved bytes 10-11.
+    #[inline]
+    pub fn set_rsv(&mut self, v: [u8; 2]) {
         self.buffer.as_mut()[field::RSV].copy_from_slice(&v);
     }
 
@@ -281,7 +335,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EpicPath<T> {
     }
 }
 
-/// Owned EPIC-Z path. Reserved bits are ignored on parse and emitted as zero.
+/// Owned EPIC-Z path. Reserved bits are ignored on parse and emitted as zero;
+/// `NumHVF` is implied by the embedded path and always emitted.
 #[derive(Clone, Copy, Debug)]
 pub struct EpicPathRepr {
     /// TsRel.
@@ -356,11 +411,9 @@ impl EpicPathRepr {
         EPIC_LEN + self.path.num_hf() * HVF_LEN + self.path.buffer_len()
     }
 
-    /// Writes the path into the start of `p`'s buffer and points the view at it.
-    ///
-    /// Errors with [`Error::Malformed`] when the written bytes would read back
-    /// with a different hop count (see the module docs on ambiguity); the
-    /// bytes are then written but must not be sent.
+    /// Writes the path (with `NumHVF` set) into the start of `p`'s buffer and
+    /// points the view at it. Every path that passes
+    /// [`ScionPathRepr::validate`] emits and reads back unchanged.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut EpicPath<T>) -> Result<()> {
         self.path.validate()?;
         if self.counter > 0x00ff_ffff {
@@ -375,16 +428,12 @@ impl EpicPathRepr {
         p.set_core_id(self.core_id);
         p.set_counter(self.counter);
         p.set_flags(if self.q { FLAG_Q } else { 0 });
-        p.set_rsv([0; 3]);
+        // validate() bounds n to 1..=64.
+        p.set_num_hvf_field(n as u8);
+        p.set_rsv([0; 2]);
         for (i, h) in self.hvfs[..n].iter().enumerate() {
             p.set_hvf(i, *h)?;
         }
-        self.path.emit(&mut p.scion_path_mut())?;
-        // Refuse the rare layout that would read back as a different split.
-        let written = &p.buffer.as_ref()[..self.buffer_len()];
-        match locate(written) {
-            Ok((hops, _)) if hops == n => Ok(()),
-            _ => Err(Error::malformed("EPIC-Z path would parse ambiguously")),
-        }
+        self.path.emit(&mut p.scion_path_mut())
     }
 }

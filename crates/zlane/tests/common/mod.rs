@@ -2,13 +2,14 @@
 //! EPIC-Z packets from a source host.
 #![allow(dead_code)]
 
+use drkey::{Epoch, Protocol, SecretValue};
 use mac::{Cmac, Key};
 use packet::scion::{AddrHdrRepr, RawHostAddr, ScionPathRepr};
 use packet::{HostAddr, Ia};
 use pipeline::Now;
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
-use zlane::keys::{RouterKeys, SvKeys, EPIC_Z_PROTOCOL};
+use zlane::keys::{SvKeys, EPIC_Z_PROTOCOL};
 
 pub const T0: u64 = 1_700_000_000_000_000_000;
 pub const INFO_TS: u32 = 1_700_000_000;
@@ -18,8 +19,19 @@ pub fn now(offset_ns: u64) -> Now {
     Now::from_unix_ns(T0 + offset_ns)
 }
 
+/// The transit AS's router keys: one fixed generic SV over a long window.
 pub fn sv() -> SvKeys {
     SvKeys::new(&Key::from([2; 16]), 1_699_999_000, 1_700_100_000)
+}
+
+/// The same SV through `drkey`'s uncached API (the epoch does not enter the
+/// derivation), the reference for every expected key.
+pub fn drkey_sv() -> SecretValue {
+    SecretValue::from_key(
+        Key::from([2; 16]),
+        Protocol::GENERIC,
+        Epoch::new(1_699_999_000, 1_700_050_000).unwrap(),
+    )
 }
 
 pub fn fwd_key() -> ForwardingKey {
@@ -55,16 +67,28 @@ pub fn hdr(src: Ia, h: RawHostAddr) -> AddrHdrRepr {
     }
 }
 
-/// Host-level AS-host key of the transit AS for (src, h).
-pub fn host_key(sv: &mut SvKeys, src: Ia, h: &RawHostAddr) -> Cmac {
-    let l1 = sv.level1(src, T0 / 1_000_000_000).unwrap();
-    l1.host_cmac(EPIC_Z_PROTOCOL, h.type_len(), h.as_bytes())
+/// Host-level AS-host key of the transit AS for (src, h): `drkey`'s generic
+/// level-2 AS-host derivation with protocol id 64, uncached.
+pub fn host_key(sv: &SecretValue, src: Ia, h: &RawHostAddr) -> Cmac {
+    let host = h.decode().unwrap();
+    Cmac::new(&sv.level1(src).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host))
 }
 
 /// An EPIC-Z packet with host-level HVFs, timestamp `ts_rel` (4 µs units).
 pub fn packet(src: Ia, h: RawHostAddr, ts_rel: u32, counter: u32, payload: usize) -> Vec<u8> {
-    let mut s = sv();
-    let k = host_key(&mut s, src, &h);
+    packet_under(&drkey_sv(), src, h, ts_rel, counter, payload)
+}
+
+/// [`packet`] with the host keys derived from `sv`.
+pub fn packet_under(
+    sv: &SecretValue,
+    src: Ia,
+    h: RawHostAddr,
+    ts_rel: u32,
+    counter: u32,
+    payload: usize,
+) -> Vec<u8> {
+    let k = host_key(sv, src, &h);
     zlane::endhost::epic_packet(
         &hdr(src, h),
         &path(),
@@ -79,7 +103,7 @@ pub fn packet(src: Ia, h: RawHostAddr, ts_rel: u32, counter: u32, payload: usize
 
 /// K_{transit,src} as the source AS's gateway receives it.
 pub fn as_key(src: Ia) -> Key {
-    Key::from(sv().derive_key(src))
+    drkey_sv().level1_key(src)
 }
 
 /// A gateway of `src` knowing the transit AS's key for every hop of [`path`].

@@ -1,0 +1,724 @@
+//! FlowPolice Figs. 5.3/5.4 (thesis §5.2.2): the attackers' share of a
+//! flooded bottleneck under three attack strategies, and the legitimate
+//! senders' throughput.
+//!
+//! Drives the real `flowpolice::FlowPolice` stage (requests with puzzles,
+//! capability MACs, the flow table, Algorithm 1) and its strict-priority
+//! egress (`flowpolice::egress::build`) on the bottleneck port; the end
+//! hosts use the crate's `host::Sender` / `host::Receiver`: every delivered
+//! packet's capability is echoed back to its sender after half an RTT
+//! (through [`Source::on_delivered_packet`]).
+//!
+//! # Set-up (choices where the thesis is silent)
+//! * Topology: case (a) of Fig. 5.2 — the FlowPolice router owns the
+//!   bottleneck link (the thesis plots case (c); the stage and the
+//!   priority rule are the same, only the place of the priority queue
+//!   differs).
+//! * Legitimate senders: long-lived TCP-like AIMD flows (window in packets,
+//!   loss feedback one RTT/2 after the drop), each paced at its desired rate
+//!   `legit_demand · C / legit`.
+//! * Attack volume `attack_volume · C` split evenly over `attackers`:
+//!   - `exact`: the hypothetical attacker that knows its allowed rate: it
+//!     floods, but its receiver reports the packet type, and at the first
+//!     best-effort mark after privileged packets of a period it stops until
+//!     the router's next period (it knows `D_p` and the router's clock) —
+//!     it sends its window `W_R` and (nearly) nothing more;
+//!   - `probing`: TCP-like AIMD (it complies, probing for bandwidth), capped
+//!     at its flood rate;
+//!   - `non_complying`: flat at its flood rate whatever the losses.
+//!
+//!   All attackers echo capabilities (without them every packet would be
+//!   dropped as expired, which is no attack at all).
+//! * Every host re-requests when no capability came back for two periods
+//!   (its latest one would be expired), and when a request got no answer
+//!   within three RTTs.
+//! * Puzzles are solved at `puzzle_level` (cheap: the request channel is not
+//!   what this figure measures); a legitimate host whose request went
+//!   unanswered retries with a harder puzzle (`legit_retry_level_step`), so
+//!   it overtakes the attackers' re-request flood in the request
+//!   sub-queues, as Portcullis intends.
+//! * The victim is a protected server (`FlowKeying`): flows are per source.
+//!
+//! # What is reproduced (default parameters, `flowpolice_fig53.toml`)
+//! | strategy | attack share | of it privileged | legit / desired |
+//! |---|---|---|---|
+//! | exact | 0.40 | 0.20 | 0.80 |
+//! | probing | 0.50 | 0.41 | 1.00 |
+//! | non_complying | 0.84 | 0.20 | 0.32 |
+//!
+//! * Reproduced: complying (probing) attackers leave the legitimate senders
+//!   their whole demand; a flat flood's windows collapse, so ~3/4 of what it
+//!   gets through is demoted best effort.
+//! * **Not reproduced**: the thesis' near-zero share for non-complying
+//!   attackers and near-full legitimate throughput under them. Two effects
+//!   of the real stage + strict priority cause it: (1) strict priority is
+//!   work-conserving, so the demoted flood takes whatever the privileged
+//!   class leaves; (2) a legitimate TCP flow that was cut while the
+//!   attackers' first-period windows (`W_R = P_R`, the whole flood) congested
+//!   the privileged class cannot grow back: capabilities are issued to
+//!   best-effort packets too, their losses in the flooded best-effort queue
+//!   count as the flow's loss (`> L↑`), so `W_R` never gets the +Δ. Whether
+//!   the thesis' ns-3 model issued capabilities only to privileged packets
+//!   (or dropped best effort at a congested bottleneck) is not stated.
+//!
+//! # Scaling
+//! As the thesis (after NetFence) the number of hosts is fixed and the link
+//! capacity scaled down: `capacity_mbps` with `attackers` flows stands for
+//! `attackers × (paper link / capacity)` attack flows on a 10–100 Gbit/s
+//! link. The detection period `D_p` is shortened from 3 s to `period_ms` so
+//! that a run covers many periods in seconds; the RTT shrinks with it so a
+//! period still spans tens of RTTs, and `K_th` is kept at 128.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::rc::Rc;
+
+use ::flowpolice::egress::{self as fp_egress, EgressConfig};
+use ::flowpolice::flowkey::FlowKeying;
+use ::flowpolice::host::{ipv4_packet, Receiver, Sender};
+use ::flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
+use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
+use ::flowpolice::{Capability, Puzzle};
+use packet::flowpolice::{FlowPolice as ShimView, PacketType, REGULAR_LEN, REQUEST_LEN};
+use pipeline::{Frame, PacketBuf, Pipeline};
+use serde::Deserialize;
+
+use super::{positive, RunOpts, ScenarioError};
+use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
+use crate::report::{Plot, Report, Series};
+
+const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
+/// Statistics group of the legitimate senders.
+pub const GROUP_LEGIT: u16 = 0;
+/// Statistics group of the attackers.
+pub const GROUP_ATTACK: u16 = 1;
+const IP_PROTO_UDP: u8 = 17;
+/// The attacked server (declared protected: flows are per source).
+const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+/// How the attackers behave.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Knows its allowed rate: floods, but stops at the first best-effort
+    /// mark of a period and resumes with the next period (sends exactly its
+    /// window of privileged packets).
+    Exact,
+    /// Probes like TCP (AIMD on losses).
+    Probing,
+    /// Floods at a flat rate in spite of losses.
+    NonComplying,
+}
+
+impl Strategy {
+    /// Name used in tables and CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Exact => "exact",
+            Strategy::Probing => "probing",
+            Strategy::NonComplying => "non_complying",
+        }
+    }
+}
+
+/// Parameters of the Figs. 5.3/5.4 scenario (all read from the TOML file).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Fig53Params {
+    /// RNG seed.
+    pub seed: u64,
+    /// When the attack starts (s); the legitimate flows start at 0.
+    pub attack_start_s: f64,
+    /// Legitimate TCP senders also halve their window when the receiver
+    /// reports a best-effort mark after privileged packets of the same
+    /// period (an ECN-like reading of the mark); `false`: plain TCP.
+    pub legit_mark_aware: bool,
+    /// Bottleneck capacity C (Mbit/s, scaled down as in the thesis).
+    pub capacity_mbps: f64,
+    /// Number of attack flows (one per attacker).
+    pub attackers: u32,
+    /// Number of legitimate flows (thesis: ~10 % of the attackers).
+    pub legit: u32,
+    /// Attack volume as a multiple of C (thesis: 2).
+    pub attack_volume: f64,
+    /// Aggregate desired rate of the legitimate senders as a fraction of C (thesis: 0.5).
+    pub legit_demand: f64,
+    /// IP packet size in bytes.
+    pub packet_bytes: usize,
+    /// Round-trip time (ms).
+    pub rtt_ms: f64,
+    /// Detection period D_p (ms).
+    pub period_ms: u32,
+    /// K_th: capabilities per period per flow.
+    pub k_th: u16,
+    /// Puzzle level of requests (and the router's minimum).
+    pub puzzle_level: u8,
+    /// Legitimate senders raise their puzzle level by this much on each
+    /// unanswered request (attackers keep `puzzle_level` and flood).
+    pub legit_retry_level_step: u8,
+    /// Highest level a legitimate sender goes to, above `puzzle_level`.
+    pub legit_max_extra_level: u8,
+    /// Packets per egress queue.
+    pub queue_packets: usize,
+    /// Simulated time per strategy (s).
+    pub duration_s: f64,
+    /// Width of a time bin of the plots (ms).
+    pub bin_ms: f64,
+    /// Simulation tick (µs).
+    pub tick_us: f64,
+    /// Strategies to run.
+    pub strategies: Vec<Strategy>,
+}
+
+impl Default for Fig53Params {
+    fn default() -> Self {
+        Fig53Params {
+            seed: 1,
+            attack_start_s: 2.0,
+            legit_mark_aware: true,
+            capacity_mbps: 10.0,
+            attackers: 50,
+            legit: 5,
+            attack_volume: 2.0,
+            legit_demand: 0.5,
+            packet_bytes: 1000,
+            rtt_ms: 20.0,
+            period_ms: 500,
+            k_th: 128,
+            puzzle_level: 2,
+            legit_retry_level_step: 4,
+            legit_max_extra_level: 12,
+            queue_packets: 100,
+            duration_s: 8.0,
+            bin_ms: 250.0,
+            tick_us: 100.0,
+            strategies: vec![Strategy::Exact, Strategy::Probing, Strategy::NonComplying],
+        }
+    }
+}
+
+impl Fig53Params {
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |m: &str| Err(ScenarioError::Param(m.into()));
+        if !positive(self.capacity_mbps) || self.attackers == 0 || self.legit == 0 {
+            return bad("capacity_mbps, attackers and legit must be positive");
+        }
+        if !positive(self.attack_volume) || !positive(self.legit_demand) {
+            return bad("attack_volume and legit_demand must be positive");
+        }
+        if self.packet_bytes < 20 + REQUEST_LEN + crate::net::TAG_LEN || self.packet_bytes > 1500 {
+            return bad("packet_bytes must lie in [72, 1500]");
+        }
+        if !positive(self.rtt_ms) || !positive(self.bin_ms) || !positive(self.tick_us) {
+            return bad("rtt_ms, bin_ms and tick_us must be positive");
+        }
+        if !positive(self.duration_s * 1e3 - 2.0 * f64::from(self.period_ms)) {
+            return bad("duration_s must cover more than two periods");
+        }
+        if self.attack_start_s.is_nan()
+            || self.attack_start_s < 0.0
+            || self.attack_start_s >= self.duration_s
+        {
+            return bad("attack_start_s must lie in [0, duration_s)");
+        }
+        if self.strategies.is_empty() {
+            return bad("strategies is empty");
+        }
+        Ok(())
+    }
+}
+
+/// One strategy's run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fig53Run {
+    /// The attack strategy.
+    pub strategy: Strategy,
+    /// Per bin: (end of bin in s, attackers' share of C, legit throughput / desired).
+    pub bins: Vec<(f64, f64, f64)>,
+    /// Attackers' share of C after the first period.
+    pub attack_share: f64,
+    /// Attackers' privileged packets' share of C after the first period.
+    pub attack_privileged_share: f64,
+    /// Legitimate throughput / desired after the first period.
+    pub legit_ratio: f64,
+    /// Legitimate share of C after the first period.
+    pub legit_share: f64,
+    /// The per-sender fair share of the attackers, `attackers / (attackers + legit)`.
+    pub attack_fair_share: f64,
+    /// Packets dropped by the FlowPolice stage as expired or bad MAC (should be rare).
+    pub stage_rejects: u64,
+}
+
+enum Mode {
+    /// TCP-like window, paced at a maximum rate.
+    Aimd { max_rate_bps: f64, cwnd: f64, in_flight: u32, last_cut: u64 },
+    /// Flat rate (CBR with ±10 % jitter).
+    Flat { rate_bps: f64 },
+}
+
+/// A FlowPolice end host pair: the sender at the source, the receiver's
+/// echo folded in (capabilities come back half an RTT after delivery).
+struct FpHost {
+    mode: Mode,
+    group: u16,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sender: Sender,
+    receiver: Receiver,
+    echoes: VecDeque<(u64, Capability)>,
+    regular: Vec<u8>,
+    request_len: usize,
+    rtt_ns: u64,
+    period_ns: u64,
+    last_echo: u64,
+    request_sent: Option<u64>,
+    seeds: SeedChain,
+    policy: PuzzlePolicy,
+    level: u8,
+    base_level: u8,
+    level_step: u8,
+    max_level: u8,
+    next: Option<u64>,
+    last_send: u64,
+    stop_ns: u64,
+    seq: u32,
+    /// Delivered privileged bytes, by group (shared with the scenario).
+    privileged: Rc<RefCell<[u64; 2]>>,
+    /// Reacts to best-effort marks reported by the receiver (see [`Fig53Params::legit_mark_aware`]).
+    mark_aware: bool,
+    /// Flat senders only: stop at the first best-effort mark of a period
+    /// and resume when the router's next period begins (the `exact` attacker).
+    window_exact: bool,
+    /// Router period (wire timestamp, ms) in which a privileged packet was seen.
+    priv_ts: Option<u32>,
+    /// `window_exact`: paused until this time.
+    paused_until: u64,
+}
+
+impl FpHost {
+    /// The receiver reported (arriving at `at`) a best-effort mark after
+    /// privileged packets in the router period starting at `ts` (ms).
+    fn on_window_exhausted(&mut self, ts: u32, at: u64) {
+        if self.window_exact {
+            // Router time is the simulation's virtual time (ms): the period
+            // ends D_p after its wire timestamp.
+            let resume = u64::from(ts) * 1_000_000 + self.period_ns + 1_000_000;
+            if resume > self.paused_until {
+                self.paused_until = resume;
+                if self.next.is_some() {
+                    self.next = Some(resume.max(at)).filter(|&t| t < self.stop_ns);
+                }
+            }
+        }
+        if self.mark_aware {
+            let rtt = self.rtt_ns;
+            if let Mode::Aimd { cwnd, last_cut, .. } = &mut self.mode {
+                if at >= *last_cut + rtt {
+                    *cwnd = (*cwnd / 2.0).max(1.0);
+                    *last_cut = at;
+                }
+            }
+        }
+    }
+
+    fn pace_ns(&self) -> u64 {
+        let rate = match self.mode {
+            Mode::Aimd { max_rate_bps, .. } => max_rate_bps,
+            Mode::Flat { rate_bps } => rate_bps,
+        };
+        (self.regular.len() as f64 * 8.0 * 1e9 / rate) as u64
+    }
+
+    fn apply_echoes(&mut self, now: u64) {
+        while self.echoes.front().is_some_and(|e| e.0 <= now) {
+            if let Some((_, c)) = self.echoes.pop_front() {
+                self.sender.on_returned(c);
+                self.last_echo = now;
+                self.request_sent = None;
+            }
+        }
+    }
+
+    /// Plans the next emission after one at `now` (or a wake-up at `now`).
+    fn reschedule(&mut self, now: u64, gap: u64) {
+        let mut t = match self.mode {
+            Mode::Aimd { cwnd, in_flight, .. } => {
+                if f64::from(in_flight) < cwnd.floor().max(1.0) {
+                    Some((self.last_send + self.pace_ns()).max(now))
+                } else {
+                    None
+                }
+            }
+            Mode::Flat { .. } => Some(self.last_send + gap),
+        };
+        if let Some(r) = self.request_sent {
+            // Waiting for the answer to a request: retry after three RTTs,
+            // or wake up when the capability comes back.
+            let retry = r + 3 * self.rtt_ns;
+            let echo = self.echoes.front().map(|e| e.0).unwrap_or(u64::MAX);
+            t = Some(retry.min(echo).max(now));
+        }
+        self.next = t.filter(|&t| t < self.stop_ns);
+    }
+
+    fn request(&mut self, ctx: &mut EmitCtx<'_>) -> Frame {
+        let epoch = self.policy.epoch_at(ctx.now.unix_ms());
+        let nonce = self
+            .seeds
+            .seed(epoch)
+            .and_then(|s| puzzle::solve(s, &self.src.octets(), &self.dst.octets(), self.level, 0))
+            .unwrap_or(0);
+        let mut shim = [0u8; REQUEST_LEN];
+        let puzzle = Puzzle { epoch, level: self.level, nonce };
+        let _ = Sender::write_request(&mut shim, IP_PROTO_UDP, puzzle);
+        let payload = vec![0u8; self.request_len - 20 - REQUEST_LEN];
+        ctx.frame(&ipv4_packet(self.src, self.dst, &shim, &payload))
+    }
+}
+
+impl Source for FpHost {
+    fn next_ns(&self) -> Option<u64> {
+        self.next
+    }
+
+    fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
+        let now = ctx.now_ns;
+        self.apply_echoes(now);
+        if now < self.paused_until && self.sender.has_capability() {
+            self.next = Some(self.paused_until).filter(|&t| t < self.stop_ns);
+            return None;
+        }
+        // No capability back for two periods: the latest one has expired.
+        if self.sender.has_capability() && now > self.last_echo + 2 * self.period_ns {
+            self.sender = Sender::new();
+        }
+        let frame = if self.sender.has_capability() {
+            let mut f = ctx.frame(&self.regular);
+            let shim = &mut f.data_mut()[20..20 + REGULAR_LEN];
+            self.sender.write_regular(shim, IP_PROTO_UDP)?;
+            Some(f)
+        } else if self.request_sent.is_none_or(|r| now >= r + 3 * self.rtt_ns) {
+            if self.request_sent.is_some() {
+                // Unanswered: retry with a harder puzzle (a higher-priority
+                // request sub-queue), as Portcullis senders do.
+                self.level = (self.level + self.level_step).min(self.max_level);
+            } else {
+                self.level = self.base_level;
+            }
+            self.request_sent = Some(now);
+            self.last_echo = now;
+            Some(self.request(ctx))
+        } else {
+            None
+        };
+        let gap = match self.mode {
+            Mode::Flat { rate_bps } => {
+                let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
+                (mean * (0.9 + 0.2 * ctx.rng.unit())) as u64
+            }
+            Mode::Aimd { .. } => 0,
+        };
+        let out = frame.map(|mut f| {
+            Tag { group: self.group, source: ctx.index, seq: self.seq }.write(f.data_mut());
+            self.seq = self.seq.wrapping_add(1);
+            self.last_send = now;
+            if let Mode::Aimd { in_flight, .. } = &mut self.mode {
+                *in_flight += 1;
+            }
+            f
+        });
+        if out.is_none() && matches!(self.mode, Mode::Flat { .. }) {
+            self.last_send = now;
+        }
+        self.reschedule(now, gap.max(1));
+        out
+    }
+
+    fn feedback_delay_ns(&self) -> Option<u64> {
+        matches!(self.mode, Mode::Aimd { .. }).then_some(self.rtt_ns / 2)
+    }
+
+    fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
+        let rtt = self.rtt_ns;
+        if let Mode::Aimd { cwnd, in_flight, last_cut, .. } = &mut self.mode {
+            *in_flight = in_flight.saturating_sub(1);
+            match fb {
+                Feedback::Delivered(_) => *cwnd = (*cwnd + 1.0 / *cwnd).min(1e5),
+                Feedback::Dropped(_) => {
+                    if now_ns >= *last_cut + rtt {
+                        *cwnd = (*cwnd / 2.0).max(1.0);
+                        *last_cut = now_ns;
+                    }
+                }
+            }
+            if self.next.is_none() {
+                self.reschedule(now_ns, 1);
+            }
+        }
+    }
+
+    fn on_delivered_packet(&mut self, pkt: &[u8], now_ns: u64) {
+        if let Some(shim) = pkt.get(20..) {
+            self.receiver.on_packet(shim);
+            if let Ok(v) = ShimView::new_checked(shim) {
+                let ts = v.ts();
+                match v.packet_type() {
+                    Some(PacketType::Privileged) => {
+                        self.privileged.borrow_mut()[usize::from(self.group.min(1))] +=
+                            pkt.len() as u64;
+                        self.priv_ts = Some(ts);
+                    }
+                    // Best effort after privileged packets of the same period:
+                    // the window W_R is used up.
+                    Some(PacketType::BestEffort) if self.priv_ts == Some(ts) => {
+                        self.on_window_exhausted(ts, now_ns + self.rtt_ns / 2);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let due = now_ns + self.rtt_ns / 2;
+        for c in self.receiver.take_echoes() {
+            self.echoes.push_back((due, c));
+        }
+        if self.request_sent.is_some() {
+            // A host waiting for its request's answer wakes up for it.
+            let n = self.next.map_or(due, |n| n.min(due));
+            self.next = (n < self.stop_ns).then_some(n);
+        }
+    }
+}
+
+/// Runs one strategy.
+pub fn fig53_run(
+    p: &Fig53Params,
+    strategy: Strategy,
+    opts: &RunOpts,
+) -> Result<Fig53Run, ScenarioError> {
+    p.validate()?;
+    let cap_bps = p.capacity_mbps * 1e6;
+    let tick_ns = (p.tick_us * 1e3) as u64;
+    let rtt_ns = (p.rtt_ms * 1e6) as u64;
+    let period_ns = u64::from(p.period_ms) * 1_000_000;
+    let stop_ns = (p.duration_s * 1e9) as u64;
+    let bin_ns = (p.bin_ms * 1e6) as u64;
+    let attack_start = (p.attack_start_s * 1e9) as u64;
+
+    let policy = PuzzlePolicy { min_level: p.puzzle_level, ..PuzzlePolicy::default() };
+    let first_epoch = policy.epoch_at(EPOCH_UNIX_NS / 1_000_000);
+    let epochs = (p.duration_s * 1e3 / policy.epoch_ms as f64) as usize + 3;
+    let seeds = SeedChain::generate([0x5e; 32], first_epoch, epochs);
+    let make_cfg = |slots| {
+        let key = [0x9d3c_5a1b_77e2_4f01, 0x2f6b_8e4d_13a7_c959];
+        let mut cfg = Config::new(mac::Key::from([0x42; 16]), key, slots, seeds.clone());
+        cfg.link = LinkLayer::Ip;
+        // The victim is a protected server: its traffic is policed per
+        // source (otherwise every sender would share one per-destination flow).
+        cfg.flow_keying = FlowKeying::new(&[VICTIM], &[], [21, 22]);
+        cfg.puzzle = policy;
+        cfg.params.period_ms = p.period_ms;
+        cfg.params.k_th = p.k_th;
+        cfg
+    };
+    // 4096 table lines: room for every host's flow.
+    let stage = FlowPolice::new(make_cfg(4096))
+        .map_err(|e| ScenarioError::Param(format!("flowpolice configuration: {e}")))?;
+
+    let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
+    let r = sim.add_node(Node::new("flowpolice", Pipeline::new().with(stage)));
+    let ecfg = EgressConfig {
+        link_bytes_per_sec: (cap_bps / 8.0) as u64,
+        queue_packets: p.queue_packets,
+        ..EgressConfig::default()
+    };
+    let egress = fp_egress::build::<Frame>(&ecfg, 0);
+    let bottleneck = sim.connect(
+        r,
+        0,
+        Box::new(egress),
+        Link::new("bottleneck", cap_bps as u64, rtt_ns / 4, Endpoint::Sink),
+    );
+
+    let dst = VICTIM;
+    let n_all = f64::from(p.attackers + p.legit);
+    let privileged = Rc::new(RefCell::new([0u64; 2]));
+    let mut rng = crate::rng::Rng::new(p.seed ^ 0xf10f);
+    let host = |group: u16, i: u32, mode: Mode, start: u64| {
+        let src = Ipv4Addr::new(10, group as u8, (i >> 8) as u8, i as u8);
+        let reg =
+            ipv4_packet(src, dst, &[0; REGULAR_LEN], &vec![0u8; p.packet_bytes - 20 - REGULAR_LEN]);
+        Box::new(FpHost {
+            mode,
+            group,
+            src,
+            dst,
+            sender: Sender::new(),
+            receiver: Receiver::new(),
+            echoes: VecDeque::new(),
+            regular: reg,
+            request_len: p.packet_bytes,
+            rtt_ns,
+            period_ns,
+            last_echo: 0,
+            request_sent: None,
+            seeds: seeds.clone(),
+            policy,
+            level: p.puzzle_level,
+            base_level: p.puzzle_level,
+            level_step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
+            max_level: p.puzzle_level.saturating_add(p.legit_max_extra_level),
+            next: Some(start),
+            last_send: start,
+            stop_ns,
+            seq: 0,
+            privileged: privileged.clone(),
+            mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
+            window_exact: group == GROUP_ATTACK && strategy == Strategy::Exact,
+            priv_ts: None,
+            paused_until: 0,
+        }) as Box<dyn Source>
+    };
+    let aimd =
+        |max_rate_bps: f64| Mode::Aimd { max_rate_bps, cwnd: 2.0, in_flight: 0, last_cut: 0 };
+    let mut hosts = Vec::new();
+    // Starts spread over the first RTTs so that requests do not collide.
+    for i in 0..p.legit {
+        let start = rng.below(rtt_ns * 5);
+        hosts.push(host(
+            GROUP_LEGIT,
+            i,
+            aimd(p.legit_demand * cap_bps / f64::from(p.legit)),
+            start,
+        ));
+    }
+    let flood = p.attack_volume * cap_bps / f64::from(p.attackers);
+    for i in 0..p.attackers {
+        let mode = match strategy {
+            Strategy::Exact => Mode::Flat { rate_bps: flood },
+            Strategy::Probing => aimd(flood),
+            Strategy::NonComplying => Mode::Flat { rate_bps: flood },
+        };
+        let start = attack_start + rng.below(rtt_ns * 5);
+        hosts.push(host(GROUP_ATTACK, i, mode, start));
+    }
+    for h in hosts {
+        sim.add_source(r, 0, h); // forwarded to the ingress port by default
+    }
+    if opts.progress {
+        sim.progress = Some(crate::report::stderr_progress(format!("fig5.3 {}", strategy.name())));
+    }
+
+    let legit_desired = p.legit_demand * cap_bps;
+    let mut bins = Vec::new();
+    let (mut prev_a, mut prev_l, mut prev_pa) = (0u64, 0u64, 0u64);
+    let (mut sum_a, mut sum_l, mut sum_pa, mut span) = (0u64, 0u64, 0u64, 0u64);
+    let mut t = 0;
+    while t < stop_ns {
+        let end = (t + bin_ns).min(stop_ns);
+        sim.run(end);
+        let d = &sim.links[bottleneck].delivered;
+        let (a, l) = (d.get(GROUP_ATTACK).bytes, d.get(GROUP_LEGIT).bytes);
+        let pa = privileged.borrow()[1];
+        let secs = (end - t) as f64 / 1e9;
+        let (da, dl, dpa) = (a - prev_a, l - prev_l, pa - prev_pa);
+        bins.push((
+            end as f64 / 1e9,
+            da as f64 * 8.0 / secs / cap_bps,
+            dl as f64 * 8.0 / secs / legit_desired,
+        ));
+        // After the attackers' first period (all their traffic best effort).
+        if t >= attack_start + period_ns + rtt_ns {
+            sum_a += da;
+            sum_l += dl;
+            sum_pa += dpa;
+            span += end - t;
+        }
+        (prev_a, prev_l, prev_pa) = (a, l, pa);
+        t = end;
+    }
+    let secs = span.max(1) as f64 / 1e9;
+    let node = &sim.nodes[r];
+    let stage_rejects =
+        node.drops(pipeline::DropReason::Expired) + node.drops(pipeline::DropReason::BadMac);
+    Ok(Fig53Run {
+        strategy,
+        bins,
+        attack_share: sum_a as f64 * 8.0 / secs / cap_bps,
+        attack_privileged_share: sum_pa as f64 * 8.0 / secs / cap_bps,
+        legit_ratio: sum_l as f64 * 8.0 / secs / legit_desired,
+        legit_share: sum_l as f64 * 8.0 / secs / cap_bps,
+        attack_fair_share: f64::from(p.attackers) / n_all,
+        stage_rejects,
+    })
+}
+
+/// Runs every strategy of `p`; the report has one row per strategy and
+/// the two figures' plots.
+pub fn fig53(p: &Fig53Params, opts: &RunOpts) -> Result<(Report, Vec<Fig53Run>), ScenarioError> {
+    p.validate()?;
+    let mut rep = Report::new(
+        "flowpolice_fig53",
+        &[
+            "strategy",
+            "attack_share",
+            "attack_privileged_share",
+            "attack_fair_share",
+            "legit_share",
+            "legit_vs_desired",
+            "stage_rejects",
+        ],
+    );
+    let mut runs = Vec::new();
+    for &s in &p.strategies {
+        let run = fig53_run(p, s, opts)?;
+        rep.row(vec![
+            s.name().into(),
+            format!("{:.4}", run.attack_share),
+            format!("{:.4}", run.attack_privileged_share),
+            format!("{:.4}", run.attack_fair_share),
+            format!("{:.4}", run.legit_share),
+            format!("{:.4}", run.legit_ratio),
+            run.stage_rejects.to_string(),
+        ]);
+        runs.push(run);
+    }
+    let series = |f: fn(&(f64, f64, f64)) -> (f64, f64)| -> Vec<Series> {
+        runs.iter()
+            .map(|r| Series {
+                name: r.strategy.name().into(),
+                points: r.bins.iter().map(f).collect(),
+            })
+            .collect()
+    };
+    let mut share = series(|b| (b.0, b.1));
+    share.push(Series {
+        name: "per-sender fair share".into(),
+        points: vec![(0.0, runs[0].attack_fair_share), (p.duration_s, runs[0].attack_fair_share)],
+    });
+    rep.plots.push(Plot {
+        name: "flowpolice_fig53_attack_share".into(),
+        title: "FlowPolice Fig. 5.3: attackers' share of the bottleneck".into(),
+        x_label: "time (s)".into(),
+        y_label: "attack throughput / capacity".into(),
+        log_y: false,
+        series: share,
+    });
+    rep.plots.push(Plot {
+        name: "flowpolice_fig54_legit".into(),
+        title: "FlowPolice Fig. 5.4: legitimate throughput / desired".into(),
+        x_label: "time (s)".into(),
+        y_label: "legit throughput / desired".into(),
+        log_y: false,
+        series: series(|b| (b.0, b.2)),
+    });
+    rep.notes.push(format!(
+        "scale: C = {} Mbit/s for {} attackers and {} legitimate flows (the thesis scales the link, not the hosts: 50-500 Mbit/s stand for 100K-1M attackers on 100 Gbit/s); D_p = {} ms, RTT = {} ms",
+        p.capacity_mbps, p.attackers, p.legit, p.period_ms, p.rtt_ms
+    ));
+    rep.notes.push(format!(
+        "shares are averages after the first period; offered: attack {}xC, legit desired {}xC",
+        p.attack_volume, p.legit_demand
+    ));
+    Ok((rep, runs))
+}
