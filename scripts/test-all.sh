@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's full test command (README "Test"). Runs on a fresh Debian machine:
-# installs what it needs, then runs every test of the workspace.
+# installs what it needs (DPDK's dev packages), then runs every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,10 @@ cargo test --workspace --locked
 
 # Benchmarks run once each in test mode so they cannot rot.
 cargo test --workspace --locked --benches
+
+# DPDK end to end: net_null smoke, net_pcap replay checked packet by packet,
+# net_af_packet on a veth pair in a test-made network namespace (--no-huge --no-pci).
+bash scripts/test-dpdk.sh
 
 # Every cargo-fuzz target builds on stable and survives a bounded random run.
 bash scripts/fuzz-smoke.sh

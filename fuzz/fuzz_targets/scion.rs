@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use fuzz::template_input as input;
 use libfuzzer_sys::fuzz_target;
 use packet::scion::sibra::{FLAG_ACCEPTED, FLAG_REQUEST, FLAG_SETUP};
 use packet::scion::{
@@ -10,27 +11,6 @@ use packet::scion::{
     ScionPathRepr, ScionRepr, SibraPathRepr,
 };
 use packet::{Error, HostAddr, Ia};
-
-/// Builds the input: raw bytes, or (when the first byte says so) a valid
-/// template with the rest of the input applied as (offset, value) overwrites
-/// and an optional cut, so the fuzzer starts deep inside the parser.
-fn input(data: &[u8], templates: &[Vec<u8>]) -> Vec<u8> {
-    let Some((&sel, rest)) = data.split_first() else { return Vec::new() };
-    let pick = usize::from(sel) % (templates.len() + 1);
-    if pick == templates.len() {
-        return rest.to_vec();
-    }
-    let mut b = templates[pick].clone();
-    let mut it = rest.chunks_exact(2);
-    for c in &mut it {
-        let at = usize::from(c[0]) * b.len() / 256;
-        b[at] = c[1];
-    }
-    if let [cut] = it.remainder() {
-        b.truncate(usize::from(*cut) * b.len() / 255);
-    }
-    b
-}
 
 fn templates() -> &'static [Vec<u8>] {
     static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();

@@ -19,7 +19,8 @@ fn key() -> ForwardingKey {
 }
 
 fn template() -> Vec<u8> {
-    let hs = |i: u16, e: u16| HopSpec { key: key(), cons_ingress: i, cons_egress: e, exp_time: 255 };
+    let hs =
+        |i: u16, e: u16| HopSpec { key: key(), cons_ingress: i, cons_egress: e, exp_time: 255 };
     let s0 = build::segment(false, 3, 1_700_000_000, &[hs(0, 1), hs(2, 3)]);
     let s1 = build::segment(true, 5, 1_700_000_000, &[hs(0, 4), hs(5, 0)]);
     let path = build::path(&[s0, s1]).unwrap();

@@ -58,7 +58,8 @@ fuzz_target!(|data: &[u8]| {
         t
     };
     let overuse = if data[0] & 1 == 0 { OverusePolicy::Demote } else { OverusePolicy::Drop };
-    let mut gw = Gateway::new(GatewayConfig { host_capacity: 16, overuse, ..Default::default() }).unwrap();
+    let mut gw =
+        Gateway::new(GatewayConfig { host_capacity: 16, overuse, ..Default::default() }).unwrap();
     for (i, h) in path().hops().iter().enumerate() {
         let ia = Ia::new(1, 20 + i as u64);
         gw.set_as_key(ia, &Key::from([i as u8 + 3; 16]));

@@ -48,7 +48,8 @@ fn template() -> Vec<u8> {
     };
     let s = sv();
     let k = s.derive(SRC).host_cmac(EPIC_Z_PROTOCOL, 0, host.as_bytes());
-    let mut pkt = zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap();
+    let mut pkt =
+        zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap();
     let mut gw = Gateway::new(GatewayConfig { host_capacity: 16, ..Default::default() }).unwrap();
     gw.set_as_key(TRANSIT, &Key::from(s.derive_key(SRC)));
     for h in path.hops() {
@@ -78,7 +79,11 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     };
     let classify = ZlaneClassify::new(Classifier::new(&cfg, sv(), now.mono_ns).unwrap());
-    let fwd = Forwarder::new(fkey(), InterfaceTable::new().with(2, 1).with(3, 2), ForwardConfig::default());
+    let fwd = Forwarder::new(
+        fkey(),
+        InterfaceTable::new().with(2, 1).with(3, 2),
+        ForwardConfig::default(),
+    );
     let mut p: Pipeline<Vec<u8>> = Pipeline::new().with(classify).with(ScionForward::new(fwd));
     let mut batch = Batch::new();
     batch.push(pkt, u16::from(data[0] & 3)).unwrap();

@@ -1,0 +1,362 @@
+//! `router`: runs a data-plane pipeline from a TOML configuration.
+//!
+//! ```text
+//! router check config/default.toml
+//! router run config/default.toml [--duration 2s] [--packets 1000000] [--quiet]
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use runtime::{config, Snapshot};
+
+#[derive(Parser)]
+#[command(name = "router", version, about = "DDoS-resilient data-plane router")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs the router until Ctrl-C, the end of its input, or a limit.
+    Run {
+        /// The router's TOML configuration.
+        config: PathBuf,
+        /// Stop after this long (e.g. `500ms`, `2s`; virtual time on virtual pacing).
+        #[arg(long, value_parser = parse_duration)]
+        duration: Option<Duration>,
+        /// Stop after receiving this many packets.
+        #[arg(long)]
+        packets: Option<u64>,
+        /// Override the number of workers.
+        #[arg(long)]
+        workers: Option<usize>,
+        /// No live status line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Validates a configuration (every stage, egress and backend) and exits.
+    Check {
+        /// The router's TOML configuration.
+        config: PathBuf,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| s.split_at(i));
+    let v: f64 =
+        num.trim().parse().map_err(|_| format!("`{s}` is not a duration like 500ms or 2s"))?;
+    let secs = match unit {
+        "ns" => v * 1e-9,
+        "us" => v * 1e-6,
+        "ms" => v * 1e-3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        _ => return Err(format!("unknown unit `{unit}` (ns, us, ms, s, min)")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err("duration must be non-negative".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { config } => check(&config),
+        Cmd::Run { config, duration, packets, workers, quiet } => {
+            run(&config, duration, packets, workers, quiet)
+        }
+    }
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    let cfg = match config::load_file(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = control_config(&cfg) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    match runtime::check(&cfg) {
+        Ok(r) => {
+            println!(
+                "{}: ok ({:?} backend, {} worker(s); pipeline: {}; egress: {})",
+                path.display(),
+                r.backend,
+                r.workers,
+                if r.stages.is_empty() { "-".into() } else { r.stages.join(" -> ") },
+                r.egress
+                    .iter()
+                    .map(|(p, k)| format!("port {p} {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(
+    path: &std::path::Path,
+    duration: Option<Duration>,
+    packets: Option<u64>,
+    workers: Option<usize>,
+    quiet: bool,
+) -> ExitCode {
+    let mut cfg = match config::load_file(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(d) = duration {
+        cfg.run.duration_ms = Some(d.as_millis() as u64);
+    }
+    if let Some(p) = packets {
+        cfg.run.packets = Some(p);
+    }
+    if let Some(w) = workers {
+        cfg.workers.count = w;
+    }
+    let name = if cfg.router.name.is_empty() {
+        path.display().to_string()
+    } else {
+        cfg.router.name.clone()
+    };
+    let control_cfg = match control_config(&cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let router = match runtime::start(cfg.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The control plane owns the router while it runs; without `[control]` no
+    // server is started and the plane is only a handle.
+    let apply_timeout = control_cfg.as_ref().map(|c| c.apply_timeout());
+    let plane = match apply_timeout {
+        Some(t) => control::Plane::with_timeout(router, cfg, t),
+        None => control::Plane::new(router, cfg),
+    };
+    let server = match &control_cfg {
+        Some(c) => match control::serve(plane.clone(), c) {
+            Ok(s) => {
+                eprintln!("control API on {}", c.listen);
+                Some(s)
+            }
+            Err(e) => {
+                eprintln!("error: control API: {e}");
+                plane.stop();
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let stop = plane.stop_flag();
+    let mut interrupted = false;
+    if let Err(e) =
+        ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))
+    {
+        eprintln!("warning: no Ctrl-C handler: {e}");
+    }
+    eprintln!("router `{name}` running (Ctrl-C to stop)");
+    let started = Instant::now();
+    let mut prev = plane.snapshot();
+    let mut prev_t = started;
+    while !plane.is_finished() {
+        std::thread::sleep(Duration::from_millis(100));
+        if prev_t.elapsed() >= Duration::from_secs(1) {
+            let now = plane.snapshot();
+            if !quiet {
+                eprintln!("{}", status_line(&prev, &now, prev_t.elapsed()));
+            }
+            prev = now;
+            prev_t = Instant::now();
+        }
+        if plane.stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
+            interrupted = true;
+        }
+    }
+    let wall = started.elapsed();
+    plane.stop();
+    if let Some(s) = server {
+        s.shutdown();
+    }
+    let Ok(plane) = std::sync::Arc::try_unwrap(plane) else {
+        eprintln!("error: control plane still referenced at shutdown");
+        return ExitCode::FAILURE;
+    };
+    match plane.into_router().wait() {
+        Ok(s) => {
+            print!("{}", summary(&name, &s, wall, interrupted));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `[control]` section, validated, if the configuration has one.
+fn control_config(
+    cfg: &runtime::config::RouterConfig,
+) -> Result<Option<control::ControlConfig>, String> {
+    cfg.control
+        .as_ref()
+        .map(|t| {
+            control::ControlConfig::from_toml(t)
+                .map_err(|e| format!("{}: key `control`: {e}", cfg.source.display()))
+        })
+        .transpose()
+}
+
+fn rate(n: u64, d: Duration) -> String {
+    let r = n as f64 / d.as_secs_f64().max(1e-9);
+    if r >= 1e6 {
+        format!("{:.2} Mpps", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1} kpps", r / 1e3)
+    } else {
+        format!("{r:.0} pps")
+    }
+}
+
+fn status_line(prev: &Snapshot, now: &Snapshot, dt: Duration) -> String {
+    let drops_now = now.drops();
+    let drops_prev = prev.drops();
+    let mut drops: Vec<String> = drops_now
+        .nonzero()
+        .map(|(r, n)| (r, n - drops_prev.get(r)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{r} {}", rate(n, dt)))
+        .collect();
+    if drops.is_empty() {
+        drops.push("none".into());
+    }
+    let queues: Vec<String> = now
+        .ports
+        .iter()
+        .zip(&prev.ports)
+        .map(|(p, q)| {
+            format!(
+                "p{} tx {} q{}",
+                p.id,
+                rate(p.counters.tx - q.counters.tx, dt),
+                p.counters.queued
+            )
+        })
+        .collect();
+    format!(
+        "rx {} | tx {} | drops: {} | {}",
+        rate(now.rx() - prev.rx(), dt),
+        rate(now.tx() - prev.tx(), dt),
+        drops.join(", "),
+        queues.join(" | ")
+    )
+}
+
+/// The end-of-run summary (rates over the run's own clock: virtual or wall).
+fn summary(name: &str, s: &Snapshot, wall: Duration, interrupted: bool) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let run = Duration::from_nanos(s.elapsed_ns.max(1));
+    let _ = writeln!(
+        o,
+        "== {name}: {} after {:.3} s router time ({:.3} s wall){}",
+        if interrupted { "stopped" } else { "finished" },
+        run.as_secs_f64(),
+        wall.as_secs_f64(),
+        if interrupted { " by Ctrl-C" } else { "" }
+    );
+    let _ = writeln!(
+        o,
+        "packets: rx {} tx {} dropped {} queued {} to-control {}  (processing {} wall)",
+        s.rx(),
+        s.tx(),
+        s.drops().total(),
+        s.queued(),
+        s.to_control,
+        rate(s.rx(), wall)
+    );
+    if !s.groups.is_empty() {
+        let _ = writeln!(o, "traffic groups (rates in router time):");
+        for g in &s.groups {
+            let pct =
+                if g.offered > 0 { 100.0 * g.delivered as f64 / g.offered as f64 } else { 0.0 };
+            let _ = writeln!(
+                o,
+                "  {:<20} offered {:>12} ({:>11})  delivered {:>12} ({:>11})  {:6.2}%",
+                g.name,
+                g.offered,
+                rate(g.offered, run),
+                g.delivered,
+                rate(g.delivered, run),
+                pct
+            );
+        }
+    }
+    let _ = writeln!(o, "ports:");
+    for p in &s.ports {
+        let c = &p.counters;
+        let _ = write!(
+            o,
+            "  port {:<3} rx {:>12} tx {:>12} ({}) queued {}",
+            p.id,
+            c.rx,
+            c.tx,
+            rate(c.tx, run),
+            c.queued
+        );
+        for (r, n) in c.drops.nonzero() {
+            let _ = write!(o, " {r}={n}");
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "stages:");
+    for (n, c) in &s.stages {
+        let _ = write!(o, "  {:<20} in {:>12}", n, c.packets);
+        if c.to_control > 0 {
+            let _ = write!(o, " to-control={}", c.to_control);
+        }
+        for (r, k) in c.drops.nonzero() {
+            let _ = write!(o, " {r}={k}");
+        }
+        let _ = writeln!(o);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("2 weeks").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,474 @@
+//! The router configuration: one TOML file per router.
+//!
+//! ```toml
+//! [router]
+//! name = "edge-1"
+//!
+//! [io]
+//! backend = "synthetic"          # synthetic | pcap | dpdk
+//! [io.synthetic]                 # the section named by `backend`
+//! pacing = "virtual"
+//! [[io.synthetic.traffic]]
+//! name = "legit"
+//! port = 0
+//! rate_pps = 100000
+//! template = "ipv4-udp"
+//! src = "10.1.0.1"
+//! dst = "10.2.0.1"
+//!
+//! [workers]
+//! count = 1
+//!
+//! [[ports]]
+//! id = 0
+//! [[ports]]
+//! id = 1
+//! egress = { kind = "fifo", capacity = 1024 }
+//!
+//! [[pipeline]]                   # stages, in order; `kind` picks the stage
+//! kind = "ipv4-forward"
+//! routes = [{ prefix = "10.2.0.0/16", port = 1 }]
+//!
+//! [run]
+//! duration_ms = 100
+//! ```
+//!
+//! [`load_file`] parses and type-checks the file; [`crate::Runtime::check`]
+//! additionally builds every stage and egress from its parameters, so that a
+//! configuration is validated as a whole before any worker starts. Every error
+//! names the file, the key path (e.g. `pipeline[2].routes[0].port`) and the reason.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+/// A configuration error: which file, which key, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (or `<inline>` for configurations parsed from a string).
+    pub file: PathBuf,
+    /// Dotted key path, e.g. `pipeline[1].routes[0].prefix`; empty for the whole file.
+    pub key: String,
+    /// 1-based line of the offending key, when the parser knows it.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// An error about `key` in the configuration (file filled in by the loader).
+    pub fn at(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError { file: PathBuf::new(), key: key.into(), line: None, reason: reason.into() }
+    }
+
+    /// Prefixes the key path with `prefix` (e.g. `pipeline[2]`).
+    pub fn under(mut self, prefix: &str) -> Self {
+        self.key = if self.key.is_empty() || self.key == "." {
+            prefix.to_string()
+        } else if self.key.starts_with('[') {
+            format!("{prefix}{}", self.key)
+        } else {
+            format!("{prefix}.{}", self.key)
+        };
+        self
+    }
+
+    /// Sets the file name if none is set yet.
+    pub fn in_file(mut self, file: &Path) -> Self {
+        if self.file.as_os_str().is_empty() {
+            self.file = file.to_path_buf();
+        }
+        self
+    }
+}
+
+/// Deserializes a stage/egress/template parameter table into its typed config,
+/// reporting the key path inside the table on error.
+pub fn typed<C: DeserializeOwned>(params: &toml::Table) -> Result<C, ConfigError> {
+    let value = toml::Value::Table(params.clone());
+    serde_path_to_error::deserialize::<_, C>(value).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { String::new() } else { key };
+        ConfigError::at(key, e.into_inner().message().to_string())
+    })
+}
+
+/// The whole router configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Identity of the router.
+    #[serde(default)]
+    pub router: RouterSection,
+    /// The I/O backend and its parameters.
+    pub io: IoConfig,
+    /// Worker threads.
+    #[serde(default)]
+    pub workers: WorkersConfig,
+    /// Ports, each with its egress discipline.
+    pub ports: Vec<PortConfig>,
+    /// Stages, in processing order.
+    #[serde(default)]
+    pub pipeline: Vec<StageConfig>,
+    /// Limits for scripted runs and the status interval.
+    #[serde(default)]
+    pub run: RunConfig,
+    /// `[control]`: the control API (gRPC + metrics), validated and served by the
+    /// `control` crate; `router run` embeds the server when this table is present.
+    #[serde(default)]
+    pub control: Option<toml::Table>,
+    /// Directory relative paths in the file are resolved against (set by [`load_file`]).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    /// The file this configuration came from (set by [`load_file`]).
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+/// `[router]`: identity.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSection {
+    /// A name for logs and the status line.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// Which I/O backend drives the ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// In-process traffic generator (the default; no NIC, no root).
+    Synthetic,
+    /// Replay a capture, write one capture per egress port.
+    Pcap,
+    /// DPDK poll-mode drivers (cargo feature `dpdk`).
+    Dpdk,
+}
+
+/// `[io]`: the backend and the section for it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoConfig {
+    /// The backend to run.
+    pub backend: BackendKind,
+    /// Parameters of the synthetic backend.
+    pub synthetic: Option<crate::synthetic::SyntheticConfig>,
+    /// Parameters of the pcap backend.
+    pub pcap: Option<crate::pcap::PcapConfig>,
+    /// Parameters of the DPDK backend.
+    pub dpdk: Option<DpdkConfig>,
+}
+
+/// `[io.dpdk]`: EAL arguments and queue sizes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkConfig {
+    /// EAL arguments, e.g. `["--no-huge", "--no-pci", "--vdev", "net_null0"]`.
+    /// The program name and `-l`/`--lcores` are added by the runtime.
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    /// Mbufs per worker pool.
+    #[serde(default = "default_mbufs")]
+    pub mbufs: u32,
+    /// Per-lcore mempool cache size.
+    #[serde(default = "default_mbuf_cache")]
+    pub mbuf_cache: u32,
+    /// RX descriptors per queue.
+    #[serde(default = "default_desc")]
+    pub rx_desc: u16,
+    /// TX descriptors per queue.
+    #[serde(default = "default_desc")]
+    pub tx_desc: u16,
+    /// Put ports into promiscuous mode.
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+    /// Compute the software flow hash for packets the NIC gave no RSS hash.
+    #[serde(default)]
+    pub software_hash: bool,
+}
+
+fn default_mbufs() -> u32 {
+    8191
+}
+fn default_mbuf_cache() -> u32 {
+    256
+}
+fn default_desc() -> u16 {
+    1024
+}
+fn yes() -> bool {
+    true
+}
+
+/// `[workers]`: how many run-to-completion workers, and where.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// Number of workers (one per core).
+    #[serde(default = "one")]
+    pub count: usize,
+    /// Cores to pin workers to (worker i on `cores[i]`); empty = cores 0.., in order.
+    #[serde(default)]
+    pub cores: Vec<usize>,
+    /// Pin workers to their cores.
+    #[serde(default = "yes")]
+    pub pin: bool,
+    /// Capacity of each worker's command queue.
+    #[serde(default = "default_cmdq")]
+    pub command_queue: usize,
+    /// Bursts between two publications of a worker's counters.
+    #[serde(default = "default_publish")]
+    pub publish_every: u32,
+}
+
+fn one() -> usize {
+    1
+}
+fn default_cmdq() -> usize {
+    64
+}
+fn default_publish() -> u32 {
+    64
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        WorkersConfig {
+            count: 1,
+            cores: Vec::new(),
+            pin: true,
+            command_queue: default_cmdq(),
+            publish_every: default_publish(),
+        }
+    }
+}
+
+/// `[[ports]]`: a port and its egress discipline.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Port number as used in verdicts (`Forward { port }`).
+    pub id: u16,
+    /// A name for logs.
+    #[serde(default)]
+    pub name: String,
+    /// The egress queueing discipline of this port.
+    #[serde(default)]
+    pub egress: EgressConfig,
+}
+
+/// An egress discipline: `kind` plus its parameters.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EgressConfig {
+    /// Registered egress kind (`fifo`, `priority`, ...).
+    pub kind: String,
+    /// The remaining keys, handed to the egress constructor.
+    #[serde(flatten)]
+    pub params: toml::Table,
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig { kind: "fifo".into(), params: toml::Table::new() }
+    }
+}
+
+/// `[[pipeline]]`: one stage: `kind` plus its parameters.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StageConfig {
+    /// Registered stage kind (`ipv4-forward`, `sibra-transit`, ...).
+    pub kind: String,
+    /// The remaining keys, handed to the stage constructor.
+    #[serde(flatten)]
+    pub params: toml::Table,
+}
+
+/// `[run]`: limits for scripted runs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Stop after this long (virtual time for virtual pacing, wall time otherwise).
+    pub duration_ms: Option<u64>,
+    /// Stop after this many received packets (split evenly across workers).
+    pub packets: Option<u64>,
+}
+
+/// Parses a configuration from TOML text; `file` is used in error messages and
+/// as the base for relative paths.
+pub fn parse(text: &str, file: &Path) -> Result<RouterConfig, ConfigError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(&e, text, file, ""))?;
+    let mut cfg: RouterConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        toml_error(e.inner(), text, file, if key == "." { "" } else { &key })
+    })?;
+    cfg.source = file.to_path_buf();
+    cfg.base_dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    cfg.validate_shape().map_err(|e| e.in_file(file))?;
+    Ok(cfg)
+}
+
+/// Reads and parses a configuration file (see [`parse`]).
+pub fn load_file(path: &Path) -> Result<RouterConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.to_path_buf(),
+        key: String::new(),
+        line: None,
+        reason: format!("cannot read: {e}"),
+    })?;
+    parse(&text, path)
+}
+
+fn toml_error(e: &toml::de::Error, text: &str, file: &Path, key: &str) -> ConfigError {
+    let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    ConfigError {
+        file: file.to_path_buf(),
+        key: key.to_string(),
+        line,
+        reason: e.message().trim().to_string(),
+    }
+}
+
+impl RouterConfig {
+    /// Structural checks that need no registry: ports unique, backend section present.
+    fn validate_shape(&self) -> Result<(), ConfigError> {
+        if self.ports.is_empty() {
+            return Err(ConfigError::at("ports", "at least one port is required"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if self.ports[..i].iter().any(|q| q.id == p.id) {
+                return Err(ConfigError::at(format!("ports[{i}].id"), "duplicate port id"));
+            }
+        }
+        if self.workers.count == 0 {
+            return Err(ConfigError::at("workers.count", "must be at least 1"));
+        }
+        if !self.workers.cores.is_empty() && self.workers.cores.len() < self.workers.count {
+            return Err(ConfigError::at(
+                "workers.cores",
+                format!(
+                    "lists {} cores for {} workers",
+                    self.workers.cores.len(),
+                    self.workers.count
+                ),
+            ));
+        }
+        let present = match self.io.backend {
+            BackendKind::Synthetic => self.io.synthetic.is_some(),
+            BackendKind::Pcap => self.io.pcap.is_some(),
+            BackendKind::Dpdk => self.io.dpdk.is_some(),
+        };
+        if !present {
+            let name = match self.io.backend {
+                BackendKind::Synthetic => "synthetic",
+                BackendKind::Pcap => "pcap",
+                BackendKind::Dpdk => "dpdk",
+            };
+            return Err(ConfigError::at(
+                format!("io.{name}"),
+                format!("backend = \"{name}\" needs an [io.{name}] section"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The index of port `id` in [`ports`](Self::ports).
+    pub fn port_index(&self, id: u16) -> Option<usize> {
+        self.ports.iter().position(|p| p.id == id)
+    }
+
+    /// Resolves a path from the file against the file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[io]
+backend = "synthetic"
+[io.synthetic]
+[[io.synthetic.traffic]]
+name = "a"
+port = 0
+rate_pps = 1000
+template = "ipv4-udp"
+[[ports]]
+id = 0
+[[pipeline]]
+kind = "nop"
+"#;
+
+    #[test]
+    fn minimal_parses_with_defaults() {
+        let c = parse(MINIMAL, Path::new("x/min.toml")).unwrap();
+        assert_eq!(c.workers.count, 1);
+        assert_eq!(c.ports[0].egress.kind, "fifo");
+        assert_eq!(c.pipeline[0].kind, "nop");
+        assert_eq!(c.base_dir, Path::new("x"));
+    }
+
+    #[test]
+    fn errors_name_file_key_and_line() {
+        let bad = MINIMAL.replace("id = 0", "id = \"zero\"");
+        let e = parse(&bad, Path::new("r.toml")).unwrap_err();
+        assert_eq!(e.file, Path::new("r.toml"));
+        assert_eq!(e.key, "ports[0].id");
+        assert_eq!(e.line, Some(11));
+        assert!(e.to_string().starts_with("r.toml:11: key `ports[0].id`: "), "{e}");
+
+        let bad = MINIMAL.replace("[io]", "[io]\nbogus = 1");
+        let e = parse(&bad, Path::new("r.toml")).unwrap_err();
+        assert_eq!(e.key, "io.bogus");
+        assert!(e.reason.contains("unknown field `bogus`"), "{}", e.reason);
+
+        let bad = MINIMAL.replace("backend = \"synthetic\"", "backend = \"pcap\"");
+        let e = parse(&bad, Path::new("r.toml")).unwrap_err();
+        assert_eq!(e.key, "io.pcap");
+
+        let bad = format!("{MINIMAL}\n[[ports]]\nid = 0\n");
+        assert_eq!(parse(&bad, Path::new("r.toml")).unwrap_err().key, "ports[1].id");
+    }
+
+    #[test]
+    fn typed_params_report_inner_path() {
+        #[derive(Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct P {
+            routes: Vec<R>,
+        }
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct R {
+            port: u16,
+        }
+        let t: toml::Table = toml::from_str("routes = [{ port = 1 }, { port = -1 }]").unwrap();
+        let e = typed::<P>(&t).unwrap_err().under("pipeline[2]");
+        assert_eq!(e.key, "pipeline[2].routes[1].port");
+    }
+}

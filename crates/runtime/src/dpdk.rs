@@ -1,0 +1,462 @@
+//! The DPDK backend (cargo feature `dpdk`): poll-mode drivers, zero-copy mbufs.
+//!
+//! * The EAL is initialised once per process from `[io.dpdk] eal_args`
+//!   (`--no-huge --no-pci --vdev net_null0` and friends work); the runtime adds
+//!   a per-process `--file-prefix` unless one (or `--in-memory`) is given, so that
+//!   several routers (or tests) can run side by side, and `-l 0` unless an
+//!   lcore option is given. Workers are the runtime's own pinned threads,
+//!   registered with the EAL (`rte_thread_register`) so that they get an lcore
+//!   id and mempool caches.
+//! * Port `id`s in `[[ports]]` are DPDK port ids (the order of `--vdev`s / PCI
+//!   devices). Every port gets one RX and one TX queue per worker; with more
+//!   than one worker, RSS (IP/UDP/TCP as far as the device supports it)
+//!   spreads flows over the RX queues, and the NIC's RSS hash becomes
+//!   `Meta::hash`. Devices without RSS (e.g. `net_null`) leave it 0 unless
+//!   `software_hash = true`, which computes [`flow_hash`] per packet (it reads
+//!   the headers, which costs a cache miss per packet on a cold buffer).
+//! * Each worker has its own mbuf pool; [`Mbuf`] implements
+//!   [`PacketBuf`] directly over the mbuf, so a `Batch<Mbuf>` is built without
+//!   copying. Only single-segment mbufs are accepted (others are freed on RX).
+
+use std::ffi::{CStr, CString};
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use dpdk_sys as sys;
+use pipeline::{Batch, NoRoom, Now, PacketBuf, BURST};
+
+use crate::config::{ConfigError, DpdkConfig, RouterConfig};
+use crate::io::{WallClock, WorkerIo};
+use crate::rss::flow_hash;
+use crate::RuntimeError;
+
+const _: () = assert!(
+    sys::AVAILABLE,
+    "dpdk-sys was built without libdpdk (install libdpdk-dev and pkg-config)"
+);
+
+/// `RTE_MBUF_F_RX_RSS_HASH`: the driver filled `hash.rss`.
+const RX_RSS_HASH: u64 = 1 << 1;
+
+/// A single-segment DPDK mbuf owned by the holder; freed on drop.
+pub struct Mbuf(NonNull<sys::rte_mbuf>);
+
+// SAFETY: an `Mbuf` is the unique owner of its mbuf (it was received or
+// allocated into this handle and is handed over, never shared), and DPDK mbufs
+// may be freed or transmitted from any thread.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of a raw mbuf.
+    ///
+    /// # Safety
+    /// `m` must be a valid, single-segment mbuf that nothing else owns.
+    pub unsafe fn from_raw(m: NonNull<sys::rte_mbuf>) -> Self {
+        Mbuf(m)
+    }
+
+    /// Gives up ownership (for transmission).
+    pub fn into_raw(self) -> *mut sys::rte_mbuf {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    fn m(&self) -> &sys::rte_mbuf {
+        // SAFETY: self.0 is a valid mbuf we own for our lifetime.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf; after this it is never used again.
+        unsafe { sys::shim_pktmbuf_free(self.0.as_ptr()) }
+    }
+}
+
+impl PacketBuf for Mbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        let m = self.m();
+        // SAFETY: for a single-segment mbuf, buf_addr + data_off points at
+        // data_len initialised bytes inside the mbuf's buffer, which we own.
+        unsafe {
+            std::slice::from_raw_parts(
+                (m.buf_addr as *const u8).add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
+        }
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        let m = self.m();
+        let (addr, off, len) =
+            (m.buf_addr as *mut u8, usize::from(m.data_off), usize::from(m.data_len));
+        // SAFETY: as in `data`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(addr.add(off), len) }
+    }
+
+    fn headroom(&self) -> usize {
+        usize::from(self.m().data_off)
+    }
+
+    fn tailroom(&self) -> usize {
+        let m = self.m();
+        usize::from(m.buf_len) - usize::from(m.data_off) - usize::from(m.data_len)
+    }
+
+    fn prepend(&mut self, n: usize) -> Result<(), NoRoom> {
+        let n = u16::try_from(n).map_err(|_| NoRoom)?;
+        // SAFETY: valid owned mbuf; the function checks the headroom and
+        // returns NULL without changing anything if it is too small.
+        let p = unsafe { sys::shim_pktmbuf_prepend(self.0.as_ptr(), n) };
+        if p.is_null() {
+            Err(NoRoom)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn adj(&mut self, n: usize) -> Result<(), NoRoom> {
+        let n = u16::try_from(n).map_err(|_| NoRoom)?;
+        // SAFETY: valid owned mbuf; NULL (no change) if n exceeds the data.
+        let p = unsafe { sys::shim_pktmbuf_adj(self.0.as_ptr(), n) };
+        if p.is_null() {
+            Err(NoRoom)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn append(&mut self, n: usize) -> Result<(), NoRoom> {
+        let n = u16::try_from(n).map_err(|_| NoRoom)?;
+        // SAFETY: valid owned mbuf; NULL (no change) if the tailroom is too small.
+        let p = unsafe { sys::shim_pktmbuf_append(self.0.as_ptr(), n) };
+        if p.is_null() {
+            Err(NoRoom)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn trim(&mut self, n: usize) -> Result<(), NoRoom> {
+        let n = u16::try_from(n).map_err(|_| NoRoom)?;
+        // SAFETY: valid owned mbuf; returns -1 (no change) if n exceeds the data.
+        let r = unsafe { sys::shim_pktmbuf_trim(self.0.as_ptr(), n) };
+        if r != 0 {
+            Err(NoRoom)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn dpdk_err(what: &str, rc: i32) -> RuntimeError {
+    let code = if rc < 0 {
+        -rc
+    } else {
+        // SAFETY: reads the calling thread's rte_errno.
+        unsafe { sys::shim_errno() }
+    };
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local string.
+    let msg = unsafe { CStr::from_ptr(sys::rte_strerror(code)) }.to_string_lossy().into_owned();
+    RuntimeError::Dpdk(format!("{what}: {msg} ({code})"))
+}
+
+static EAL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+
+fn eal_args(c: &DpdkConfig) -> Vec<String> {
+    let mut args = vec!["router".to_string()];
+    let has = |opts: &[&str]| {
+        c.eal_args.iter().any(|a| opts.iter().any(|o| a == o || a.starts_with(&format!("{o}="))))
+    };
+    if !has(&["-l", "--lcores", "-c"]) {
+        args.extend(["-l".into(), "0".into()]);
+    }
+    if !has(&["--file-prefix", "--in-memory"]) {
+        // A per-process prefix keeps runtime files of concurrent routers
+        // apart (`--in-memory` would do too, but not with `--no-huge`).
+        args.push(format!("--file-prefix=rt{}", std::process::id()));
+    }
+    args.extend(c.eal_args.iter().cloned());
+    args
+}
+
+/// Initialises the EAL once per process; later calls must use the same arguments.
+fn init_eal(c: &DpdkConfig) -> Result<(), RuntimeError> {
+    let args = eal_args(c);
+    let res = EAL.get_or_init(|| {
+        let cargs: Vec<CString> = match args.iter().map(|a| CString::new(a.as_str())).collect() {
+            Ok(v) => v,
+            Err(_) => return Err("EAL argument contains a NUL byte".into()),
+        };
+        let mut argv: Vec<*mut std::os::raw::c_char> =
+            cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
+        // SAFETY: argv holds argc valid NUL-terminated strings that outlive the
+        // call; the EAL may permute argv but does not keep the pointers.
+        let rc = unsafe { sys::rte_eal_init(argv.len() as i32, argv.as_mut_ptr()) };
+        if rc < 0 {
+            return Err(format!("{}", dpdk_err("rte_eal_init", rc)));
+        }
+        Ok(args.clone())
+    });
+    match res {
+        Ok(prev) if *prev == args => Ok(()),
+        Ok(prev) => Err(RuntimeError::Dpdk(format!(
+            "the EAL is already initialised with {prev:?}; it cannot be re-initialised in one process"
+        ))),
+        Err(e) => Err(RuntimeError::Dpdk(e.clone())),
+    }
+}
+
+/// Validates `[io.dpdk]` without touching DPDK.
+pub fn check(cfg: &RouterConfig) -> Result<(), ConfigError> {
+    let c = cfg.io.dpdk.as_ref().ok_or_else(|| ConfigError::at("io.dpdk", "missing"))?;
+    if c.mbufs < 2 * BURST as u32 + u32::from(c.rx_desc) + u32::from(c.tx_desc) {
+        return Err(ConfigError::at("io.dpdk.mbufs", "too few for the RX and TX rings"));
+    }
+    for (key, d) in [("rx_desc", c.rx_desc), ("tx_desc", c.tx_desc)] {
+        if d == 0 || !d.is_power_of_two() {
+            return Err(ConfigError::at(format!("io.dpdk.{key}"), "must be a power of two"));
+        }
+    }
+    Ok(())
+}
+
+/// One worker's queues on every port, and its mbuf pool.
+pub struct DpdkIo {
+    queue: u16,
+    ports: Vec<u16>,
+    clock: WallClock,
+    rx_raw: [*mut sys::rte_mbuf; BURST],
+    tx_raw: [*mut sys::rte_mbuf; BURST],
+    registered: bool,
+    software_hash: bool,
+}
+
+// SAFETY: the raw pointer arrays are scratch space only (never hold owned
+// mbufs between calls); the queue is used by exactly one worker thread.
+unsafe impl Send for DpdkIo {}
+
+/// Stops and closes the ports and frees the pools, after the workers have stopped.
+pub type Teardown = Box<dyn FnOnce() + Send>;
+
+/// Initialises the EAL, configures and starts the ports; returns one I/O
+/// handle per worker and a teardown that stops the ports.
+pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError> {
+    let c = cfg.io.dpdk.as_ref().ok_or(ConfigError::at("io.dpdk", "missing"))?;
+    check(cfg)?;
+    init_eal(c)?;
+    let workers = cfg.workers.count as u16;
+    let ports: Vec<u16> = cfg.ports.iter().map(|p| p.id).collect();
+    let mut pools = Vec::new();
+    for w in 0..workers {
+        // Names are global in the EAL: number every pool of the process.
+        static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = POOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = CString::new(format!("rt_pool_{n}_w{w}")).expect("no NUL");
+        // SAFETY: EAL initialised; the name is a valid C string.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                name.as_ptr(),
+                c.mbufs,
+                c.mbuf_cache,
+                0,
+                sys::shim_mbuf_default_buf_size(),
+                sys::rte_socket_id() as i32,
+            )
+        };
+        if pool.is_null() {
+            return Err(dpdk_err("rte_pktmbuf_pool_create", 0));
+        }
+        pools.push(pool);
+    }
+    for &port in &ports {
+        let mut info = sys::rte_eth_dev_info::default();
+        // SAFETY: a valid out pointer; an unknown port id yields -ENODEV.
+        let rc = unsafe { sys::rte_eth_dev_info_get(port, &mut info) };
+        if rc != 0 {
+            let i = cfg.port_index(port).unwrap_or(0);
+            return Err(ConfigError::at(
+                format!("ports[{i}].id"),
+                format!(
+                    "{} (port ids are DPDK port ids, in --vdev/PCI order)",
+                    dpdk_err("no such DPDK port", rc)
+                ),
+            )
+            .in_file(&cfg.source)
+            .into());
+        }
+        if info.max_rx_queues < workers || info.max_tx_queues < workers {
+            return Err(RuntimeError::Dpdk(format!(
+                "port {port} supports {} RX / {} TX queues, {workers} workers need one each",
+                info.max_rx_queues, info.max_tx_queues
+            )));
+        }
+        let mut conf = sys::rte_eth_conf::default();
+        if workers > 1 {
+            // SAFETY: pure functions returning constants.
+            let hf = unsafe { sys::shim_rss_hf_ip_udp_tcp() } & info.flow_type_rss_offloads;
+            if hf != 0 {
+                conf.rxmode.mq_mode = unsafe { sys::shim_mq_rx_rss() };
+                conf.rx_adv_conf.rss_conf.rss_hf = hf;
+            }
+        }
+        // SAFETY: valid port, valid config pointer; the port is stopped.
+        let rc = unsafe { sys::rte_eth_dev_configure(port, workers, workers, &conf) };
+        if rc != 0 {
+            return Err(dpdk_err("rte_eth_dev_configure", rc));
+        }
+        // SAFETY: valid port id.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(port) } as u32;
+        for q in 0..workers {
+            // SAFETY: configured port, queue < configured count, live mempool;
+            // NULL confs select the driver defaults.
+            let rc = unsafe {
+                sys::rte_eth_rx_queue_setup(
+                    port,
+                    q,
+                    c.rx_desc,
+                    socket,
+                    std::ptr::null(),
+                    pools[usize::from(q)],
+                )
+            };
+            if rc != 0 {
+                return Err(dpdk_err("rte_eth_rx_queue_setup", rc));
+            }
+            // SAFETY: as above.
+            let rc = unsafe {
+                sys::rte_eth_tx_queue_setup(port, q, c.tx_desc, socket, std::ptr::null())
+            };
+            if rc != 0 {
+                return Err(dpdk_err("rte_eth_tx_queue_setup", rc));
+            }
+        }
+        // SAFETY: all queues are set up.
+        let rc = unsafe { sys::rte_eth_dev_start(port) };
+        if rc != 0 {
+            return Err(dpdk_err("rte_eth_dev_start", rc));
+        }
+        if c.promiscuous {
+            // SAFETY: started port. Virtual devices may not support it; ignore.
+            let _ = unsafe { sys::rte_eth_promiscuous_enable(port) };
+        }
+    }
+    let ios = (0..workers)
+        .map(|q| DpdkIo {
+            queue: q,
+            ports: ports.clone(),
+            clock: WallClock::new(),
+            rx_raw: [std::ptr::null_mut(); BURST],
+            tx_raw: [std::ptr::null_mut(); BURST],
+            registered: false,
+            software_hash: c.software_hash,
+        })
+        .collect();
+    let teardown_ports = ports.clone();
+    // Raw pointers are not Send; the pools are only touched again here.
+    let pool_addrs: Vec<usize> = pools.iter().map(|p| *p as usize).collect();
+    let teardown = Box::new(move || {
+        for p in teardown_ports {
+            // SAFETY: workers have stopped (teardown runs after join); stopping
+            // and closing a started port is allowed from the main thread.
+            unsafe {
+                sys::rte_eth_dev_stop(p);
+                sys::rte_eth_dev_close(p);
+            }
+        }
+        for p in pool_addrs {
+            // SAFETY: the ports using the pool are closed and every mbuf has
+            // been returned (workers dropped their batches and queues).
+            unsafe { sys::rte_mempool_free(p as *mut sys::rte_mempool) };
+        }
+    });
+    Ok((ios, teardown))
+}
+
+impl WorkerIo for DpdkIo {
+    type Buf = Mbuf;
+
+    fn attach(&mut self) -> Result<(), RuntimeError> {
+        // SAFETY: called once on the worker's own thread after EAL init.
+        let rc = unsafe { sys::rte_thread_register() };
+        if rc != 0 {
+            return Err(dpdk_err("rte_thread_register", rc));
+        }
+        self.registered = true;
+        Ok(())
+    }
+
+    fn rx_ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    #[inline]
+    fn rx_burst(&mut self, port: u16, batch: &mut Batch<Mbuf>) -> usize {
+        let room = (BURST - batch.len()) as u16;
+        // SAFETY: started port, this worker's own queue, room for `room` pointers.
+        let n = unsafe { sys::shim_rx_burst(port, self.queue, self.rx_raw.as_mut_ptr(), room) };
+        let mut got = 0;
+        for &raw in &self.rx_raw[..usize::from(n)] {
+            let Some(nn) = NonNull::new(raw) else { continue };
+            // SAFETY: the driver hands us ownership of each received mbuf.
+            let m = unsafe { Mbuf::from_raw(nn) };
+            if m.m().nb_segs != 1 {
+                continue; // dropped (freed) here: multi-segment frames are unsupported
+            }
+            let hash = if m.m().ol_flags & RX_RSS_HASH != 0 {
+                // SAFETY: valid mbuf we own; the flag says the hash field is set.
+                unsafe { sys::shim_mbuf_rss_hash(nn.as_ptr()) }
+            } else if self.software_hash {
+                flow_hash(m.data())
+            } else {
+                0
+            };
+            if let Ok(i) = batch.push(m, port) {
+                batch.meta_mut(i).hash = hash;
+                got += 1;
+            }
+        }
+        got
+    }
+
+    #[inline]
+    fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Mbuf>, _now: Now) -> usize {
+        let n = pkts.len().min(BURST);
+        for (slot, m) in self.tx_raw.iter_mut().zip(pkts.drain(..n)) {
+            *slot = m.into_raw();
+        }
+        // Anything beyond a burst (never produced by the worker) is freed.
+        pkts.clear();
+        // SAFETY: started port, this worker's own TX queue, n owned mbufs; the
+        // driver takes ownership of the first `sent` of them.
+        let sent =
+            unsafe { sys::shim_tx_burst(port, self.queue, self.tx_raw.as_mut_ptr(), n as u16) };
+        for &raw in &self.tx_raw[usize::from(sent)..n] {
+            // SAFETY: not accepted by the driver, so still ours to free.
+            unsafe { sys::shim_pktmbuf_free(raw) };
+        }
+        usize::from(sent)
+    }
+
+    fn free(&mut self, buf: Mbuf) {
+        drop(buf);
+    }
+
+    #[inline]
+    fn now(&mut self) -> Now {
+        self.clock.now()
+    }
+}
+
+impl Drop for DpdkIo {
+    fn drop(&mut self) {
+        if self.registered {
+            // SAFETY: dropped on the worker thread that registered itself.
+            unsafe { sys::rte_thread_unregister() };
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! Generic egress disciplines: `fifo`, `priority` and `priority-caps`, all
+//! optionally shaped to a line rate.
+//!
+//! `priority` and `priority-caps` are `pipeline::StrictPriority` (the
+//! contract crate's scheduler, which protocol crates such as FlowPolice build
+//! on too): `priority` with one queue per listed class, `priority-caps` with
+//! explicit queues and byte caps (token buckets) shared between queues.
+//!
+//! A `fifo` without a rate is a pass-through: the worker sends forwarded
+//! packets straight to TX at the end of each burst (its `capacity` is then
+//! unused), saving a queue round trip per packet.
+//!
+//! Shaping ([`Shaped`], wrapping any discipline) models the port's line rate
+//! (`rate_pps` and/or `rate_mbps`), so that the synthetic backend can show what
+//! happens when an attack exceeds the capacity of a link: without a rate, a
+//! port sends everything at once.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use pipeline::{Class, DropReason, Egress, Fifo, Now, PacketBuf, StrictPriority};
+
+use crate::config::{typed, ConfigError};
+use crate::registry::Registry;
+
+/// Wraps `inner` in a shaper if `shaper` is set.
+pub fn shaped<B: PacketBuf + Send + 'static>(
+    inner: Box<dyn Egress<B>>,
+    shaper: Option<Shaper>,
+) -> Box<dyn Egress<B>> {
+    match shaper {
+        None => inner,
+        Some(s) => Box::new(Shaped { inner, shaper: s }),
+    }
+}
+
+/// Registers the generic egress disciplines.
+pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
+    r.egress("fifo", |_, p| {
+        let c: FifoConfig = typed(p)?;
+        if c.capacity == 0 {
+            return Err(ConfigError::at("capacity", "must be at least 1"));
+        }
+        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
+        Ok(shaped(Box::new(Fifo::new(c.capacity)), shaper))
+    });
+    r.egress("priority", |_, p| {
+        let c: PriorityConfig = typed(p)?;
+        if c.capacity == 0 {
+            return Err(ConfigError::at("capacity", "must be at least 1"));
+        }
+        if c.order.is_empty() {
+            return Err(ConfigError::at("order", "lists no class"));
+        }
+        let mut s = StrictPriority::new("priority");
+        let mut seen = [false; 256];
+        for (i, class) in c.order.iter().enumerate() {
+            if std::mem::replace(&mut seen[usize::from(*class)], true) {
+                return Err(ConfigError::at(format!("order[{i}]"), "class listed twice"));
+            }
+            s.add_queue(c.capacity, None, [Class(*class)]);
+        }
+        // Unlisted classes share the lowest queue.
+        s.add_queue(c.capacity, None, []);
+        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
+        Ok(shaped(Box::new(s), shaper))
+    });
+    r.egress("priority-caps", |_, p| {
+        let c: PriorityCapsConfig = typed(p)?;
+        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
+        Ok(shaped(Box::new(c.build()?), shaper))
+    });
+}
+
+fn default_capacity() -> usize {
+    1024
+}
+fn default_burst() -> u32 {
+    32
+}
+
+/// `fifo` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FifoConfig {
+    /// Queue length in packets.
+    #[serde(default = "default_capacity")]
+    pub capacity: usize,
+    /// Line rate in packets per second.
+    pub rate_pps: Option<f64>,
+    /// Line rate in megabits per second (frame bytes).
+    pub rate_mbps: Option<f64>,
+    /// Shaper burst in packets.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+}
+
+/// `priority` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityConfig {
+    /// Classes from highest to lowest priority; unlisted classes share one
+    /// lowest level below them.
+    pub order: Vec<u8>,
+    /// Queue length of each level, in packets.
+    #[serde(default = "default_capacity")]
+    pub capacity: usize,
+    /// Line rate in packets per second.
+    pub rate_pps: Option<f64>,
+    /// Line rate in megabits per second (frame bytes).
+    pub rate_mbps: Option<f64>,
+    /// Shaper burst in packets.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+}
+
+/// `priority-caps` parameters: strict priority over `queues` (highest
+/// first; classes no queue lists go to the last one), where a queue may be
+/// limited by a named byte cap that several queues can share.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityCapsConfig {
+    /// Named byte caps.
+    #[serde(default)]
+    pub caps: BTreeMap<String, CapConfig>,
+    /// Queues, highest priority first.
+    pub queues: Vec<QueueConfig>,
+    /// Line rate of the port in packets per second.
+    pub rate_pps: Option<f64>,
+    /// Line rate of the port in megabits per second (frame bytes).
+    pub rate_mbps: Option<f64>,
+    /// Shaper burst in packets.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+}
+
+/// One byte cap (token bucket).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapConfig {
+    /// Rate in megabits per second.
+    pub rate_mbps: f64,
+    /// Bucket depth in bytes (default 10 ms at the rate, at least 2 × 1518).
+    pub burst_bytes: Option<u64>,
+}
+
+/// One strict-priority queue.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Classes served by this queue.
+    #[serde(default)]
+    pub classes: Vec<u8>,
+    /// An inclusive class range `[first, last]` served by this queue too.
+    pub class_range: Option<[u8; 2]>,
+    /// Name of the cap limiting it.
+    pub cap: Option<String>,
+    /// Queue length in packets.
+    #[serde(default = "default_capacity")]
+    pub capacity: usize,
+}
+
+impl PriorityCapsConfig {
+    /// Builds the scheduler (caps start full at time 0).
+    pub fn build<B>(&self) -> Result<StrictPriority<B>, ConfigError> {
+        let mut s = StrictPriority::new("priority-caps");
+        let mut ids = BTreeMap::new();
+        for (name, c) in &self.caps {
+            if !(c.rate_mbps.is_finite() && c.rate_mbps > 0.0) {
+                return Err(ConfigError::at(
+                    format!("caps.{name}.rate_mbps"),
+                    "must be a positive number",
+                ));
+            }
+            let rate = (c.rate_mbps * 1e6 / 8.0) as u64;
+            let burst = c.burst_bytes.unwrap_or((rate / 100).max(2 * 1518));
+            if burst < 1518 {
+                return Err(ConfigError::at(
+                    format!("caps.{name}.burst_bytes"),
+                    "must hold a full frame (1518)",
+                ));
+            }
+            ids.insert(name.as_str(), s.add_cap(rate, burst, 0));
+        }
+        if self.queues.is_empty() || self.queues.len() > 255 {
+            return Err(ConfigError::at("queues", "needs 1..=255 queues"));
+        }
+        let mut seen = [false; 256];
+        for (i, q) in self.queues.iter().enumerate() {
+            if q.capacity == 0 {
+                return Err(ConfigError::at(format!("queues[{i}].capacity"), "must be at least 1"));
+            }
+            let range = match q.class_range {
+                Some([a, b]) if a > b => {
+                    return Err(ConfigError::at(format!("queues[{i}].class_range"), "first > last"))
+                }
+                Some([a, b]) => a..=b,
+                #[allow(clippy::reversed_empty_ranges)]
+                None => 1..=0,
+            };
+            let classes: Vec<u8> = q.classes.iter().copied().chain(range).collect();
+            for c in &classes {
+                if std::mem::replace(&mut seen[usize::from(*c)], true) {
+                    return Err(ConfigError::at(
+                        format!("queues[{i}]"),
+                        format!("class {c} is served by two queues"),
+                    ));
+                }
+            }
+            let cap = match &q.cap {
+                None => None,
+                Some(n) => Some(*ids.get(n.as_str()).ok_or_else(|| {
+                    ConfigError::at(format!("queues[{i}].cap"), format!("no cap named `{n}`"))
+                })?),
+            };
+            s.add_queue(q.capacity, cap, classes.into_iter().map(Class));
+        }
+        Ok(s)
+    }
+}
+
+/// A token bucket over packets and/or bytes: the port's line rate.
+///
+/// **Decision:** a packet may leave while the byte bucket is positive and
+/// leaves it in debt by up to one frame (the wrapped discipline does not
+/// expose its head's length); the long-run rate is exact.
+#[derive(Debug, Clone)]
+pub struct Shaper {
+    pps: Option<f64>,
+    bytes_per_s: Option<f64>,
+    burst: f64,
+    pkt_tokens: f64,
+    byte_tokens: f64,
+    last_ns: Option<u64>,
+}
+
+impl Shaper {
+    /// A shaper at `pps` packets/s and/or `mbps` Mbit/s with a burst of
+    /// `burst` packets (of 1514 bytes); `None` if neither rate is set.
+    pub fn new(
+        pps: Option<f64>,
+        mbps: Option<f64>,
+        burst: u32,
+    ) -> Result<Option<Shaper>, ConfigError> {
+        for (key, v) in [("rate_pps", pps), ("rate_mbps", mbps)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(ConfigError::at(key, "must be a positive number"));
+                }
+            }
+        }
+        if burst == 0 {
+            return Err(ConfigError::at("burst", "must be at least 1"));
+        }
+        if pps.is_none() && mbps.is_none() {
+            return Ok(None);
+        }
+        let burst = f64::from(burst);
+        Ok(Some(Shaper {
+            pps,
+            bytes_per_s: mbps.map(|m| m * 1e6 / 8.0),
+            burst,
+            pkt_tokens: burst,
+            byte_tokens: burst * 1514.0,
+            last_ns: None,
+        }))
+    }
+
+    fn refill(&mut self, now: Now) {
+        let dt = match self.last_ns {
+            Some(l) => now.mono_ns.saturating_sub(l) as f64 * 1e-9,
+            None => 0.0,
+        };
+        self.last_ns = Some(now.mono_ns);
+        if let Some(pps) = self.pps {
+            self.pkt_tokens = (self.pkt_tokens + pps * dt).min(self.burst);
+        }
+        if let Some(bps) = self.bytes_per_s {
+            self.byte_tokens = (self.byte_tokens + bps * dt).min(self.burst * 1514.0);
+        }
+    }
+
+    fn admits(&self) -> bool {
+        (self.pps.is_none() || self.pkt_tokens >= 1.0)
+            && (self.bytes_per_s.is_none() || self.byte_tokens > 0.0)
+    }
+
+    fn take(&mut self, len: usize) {
+        self.pkt_tokens -= 1.0;
+        self.byte_tokens -= len as f64;
+    }
+}
+
+/// Any egress discipline behind a line-rate [`Shaper`].
+pub struct Shaped<B> {
+    inner: Box<dyn Egress<B>>,
+    shaper: Shaper,
+}
+
+impl<B: PacketBuf + Send> Egress<B> for Shaped<B> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)> {
+        self.inner.enqueue(buf, class, now)
+    }
+
+    fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<B>) -> usize {
+        self.shaper.refill(now);
+        let mut n = 0;
+        // One packet at a time: the shaper decides after each.
+        while n < max && self.shaper.admits() {
+            if self.inner.dequeue(now, 1, out) == 0 {
+                break;
+            }
+            let len = out.last().map_or(0, |b| b.len());
+            self.shaper.take(len);
+            n += 1;
+        }
+        n
+    }
+
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::BuildContext;
+
+    fn build(kind: &str, params: &str) -> Box<dyn Egress<Vec<u8>>> {
+        let t: toml::Table = toml::from_str(params).unwrap();
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
+        Registry::<Vec<u8>>::builtin().build_egress(kind, &ctx, &t).unwrap()
+    }
+
+    #[test]
+    fn priority_serves_high_first_and_shapes() {
+        let mut e = build("priority", "order = [2]\ncapacity = 4\nrate_pps = 1000\nburst = 2");
+        let t0 = Now::default();
+        e.enqueue(vec![0], Class(0), t0).unwrap();
+        e.enqueue(vec![1], Class(0), t0).unwrap();
+        e.enqueue(vec![2], Class(2), t0).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(e.dequeue(t0, 8, &mut out), 2, "burst of 2 tokens");
+        assert_eq!(out, vec![vec![2], vec![0]]);
+        out.clear();
+        assert_eq!(e.dequeue(t0.plus_ns(500_000), 8, &mut out), 0, "half a token");
+        assert_eq!(e.dequeue(t0.plus_ns(1_000_000), 8, &mut out), 1);
+        assert_eq!(e.queued(), 0);
+        for i in 0..4 {
+            e.enqueue(vec![i], Class(5), t0).unwrap();
+        }
+        assert_eq!(e.enqueue(vec![9], Class(5), t0).unwrap_err().1, DropReason::QueueFull);
+        e.enqueue(vec![9], Class(2), t0).unwrap();
+    }
+
+    #[test]
+    fn priority_caps_share_caps_and_validate() {
+        // 0.008 Mbit/s = 1000 B/s shared by classes 16..=19 and 5, burst 2000 B.
+        let mut e = build(
+            "priority-caps",
+            "caps = { req = { rate_mbps = 0.008, burst_bytes = 2000 } }\nqueues = [\n\
+             { class_range = [16, 19], cap = \"req\" },\n{ classes = [5], cap = \"req\" },\n\
+             { classes = [2] },\n{ classes = [0] },\n]",
+        );
+        let t0 = Now::default();
+        for (c, len) in [(0u8, 10), (2, 10), (5, 1000), (17, 1000), (19, 1000), (200, 10)] {
+            e.enqueue(vec![c; len], Class(c), t0).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(e.dequeue(t0, 16, &mut out), 5);
+        let order: Vec<u8> = out.iter().map(|b| b[0]).collect();
+        // Two capped packets fit the burst; class 5 waits; 200 is unmapped (last queue).
+        assert_eq!(order, [17, 19, 2, 0, 200]);
+        out.clear();
+        assert_eq!(e.dequeue(t0.plus_ns(500_000_000), 16, &mut out), 0);
+        assert_eq!(e.dequeue(t0.plus_ns(1_000_000_000), 16, &mut out), 1);
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
+        let r = Registry::<Vec<u8>>::builtin();
+        let err = |s: &str| {
+            let t: toml::Table = toml::from_str(s).unwrap();
+            r.build_egress("priority-caps", &ctx, &t).err().unwrap().key
+        };
+        assert_eq!(err("queues = [{ classes = [1], cap = \"x\" }]"), "queues[0].cap");
+        assert_eq!(err("queues = [{ classes = [1] }, { class_range = [0, 3] }]"), "queues[1]");
+        assert_eq!(err("queues = [{ class_range = [3, 0] }]"), "queues[0].class_range");
+        assert_eq!(
+            err("caps = { a = { rate_mbps = -1 } }\nqueues = [{ classes = [1] }]"),
+            "caps.a.rate_mbps"
+        );
+        assert_eq!(err("queues = []"), "queues");
+    }
+
+    #[test]
+    fn byte_shaping() {
+        let mut e = build("fifo", "rate_mbps = 8\nburst = 1");
+        // 8 Mbit/s = 1 byte/us; burst 1 packet = 1514 bytes of tokens.
+        let t0 = Now::default();
+        e.enqueue(vec![0; 1000], Class(0), t0).unwrap();
+        e.enqueue(vec![0; 1000], Class(0), t0).unwrap();
+        e.enqueue(vec![0; 1000], Class(0), t0).unwrap();
+        let mut out = Vec::new();
+        // 1514 tokens: the second packet leaves 486 bytes in debt.
+        assert_eq!(e.dequeue(t0, 8, &mut out), 2);
+        assert_eq!(e.dequeue(t0.plus_ns(400_000), 8, &mut out), 0, "still 86 in debt");
+        assert_eq!(e.dequeue(t0.plus_ns(1_000_000), 8, &mut out), 1);
+    }
+
+    #[test]
+    fn bad_params() {
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
+        let r = Registry::<Vec<u8>>::builtin();
+        let t: toml::Table = toml::from_str("order = [1, 1]").unwrap();
+        assert_eq!(r.build_egress("priority", &ctx, &t).err().unwrap().key, "order[1]");
+        let t: toml::Table = toml::from_str("rate_pps = -1").unwrap();
+        assert_eq!(r.build_egress("fifo", &ctx, &t).err().unwrap().key, "rate_pps");
+    }
+}

@@ -1,0 +1,335 @@
+//! The router runtime: pipelines built from a TOML configuration, run by
+//! poll-mode, run-to-completion workers over pluggable I/O backends.
+//!
+//! * [`config`]: the configuration file, validated as a whole ([`check`])
+//!   before any worker starts; errors name file, key path and reason.
+//! * [`registry`]: stage and egress kinds → constructors from TOML tables;
+//!   protocol stages plug in through [`protocols`].
+//! * [`worker`]: one worker per core (pinned), rx burst → pipeline → egress
+//!   → tx burst, a command queue polled between bursts, one clock read per burst.
+//! * Backends ([`io::WorkerIo`]): [`synthetic`] (the default: an in-process
+//!   traffic generator, no NIC, no root), [`pcap`] (capture replay), and
+//!   `dpdk` (cargo feature `dpdk`, zero-copy over mbufs).
+//! * [`rss`]: software RSS so that a flow's packets and state stay on one worker.
+//! * [`stats`]: per-worker counters, published lock-free and summed on read.
+//!
+//! ```
+//! let cfg = runtime::config::parse(r#"
+//!     [io]
+//!     backend = "synthetic"
+//!     [io.synthetic]
+//!     traffic = [{ name = "web", port = 0, rate_pps = 100000, template = "ipv4-udp" }]
+//!     [workers]
+//!     pin = false
+//!     [[ports]]
+//!     id = 0
+//!     [[ports]]
+//!     id = 1
+//!     [[pipeline]]
+//!     kind = "port-forward"
+//!     port = 1
+//!     [run]
+//!     duration_ms = 10
+//! "#, "inline.toml".as_ref()).unwrap();
+//! let summary = runtime::start(cfg).unwrap().wait().unwrap();
+//! assert_eq!(summary.groups[0].offered, 1000);
+//! assert_eq!(summary.ports[1].counters.tx, 1000);
+//! ```
+
+pub mod config;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+pub mod egress;
+pub mod io;
+pub mod pcap;
+pub mod protocols;
+pub mod registry;
+pub mod rss;
+pub mod stages;
+pub mod stats;
+pub mod synthetic;
+pub mod templates;
+pub mod worker;
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use pipeline::{Frame, PacketBuf, Pipeline};
+
+pub use config::{BackendKind, ConfigError, RouterConfig};
+pub use registry::{BuildContext, Registry};
+pub use stats::Snapshot;
+pub use worker::{Command, Limits};
+
+use io::WorkerIo;
+use stats::WorkerStats;
+use worker::Worker;
+
+/// Errors while starting or running the router.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// A file or socket operation failed.
+    #[error("I/O error: {0}")]
+    Io(String),
+    /// DPDK refused something.
+    #[error("DPDK: {0}")]
+    Dpdk(String),
+    /// A worker thread panicked.
+    #[error("worker {0} panicked")]
+    WorkerPanic(usize),
+}
+
+/// What [`check`] validated.
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Number of workers.
+    pub workers: usize,
+    /// Stage names in pipeline order.
+    pub stages: Vec<String>,
+    /// Port ids with their egress kinds.
+    pub egress: Vec<(u16, String)>,
+}
+
+fn ctx_for(cfg: &RouterConfig, worker: usize) -> BuildContext {
+    BuildContext {
+        worker,
+        workers: cfg.workers.count,
+        ports: cfg.ports.iter().map(|p| p.id).collect(),
+    }
+}
+
+/// A worker's pipeline and its egress disciplines (one per port).
+type Built<B> = (Pipeline<B>, Vec<Box<dyn pipeline::Egress<B>>>);
+
+fn build_pipeline<B: PacketBuf + Send + 'static>(
+    cfg: &RouterConfig,
+    reg: &Registry<B>,
+    worker: usize,
+) -> Result<Built<B>, ConfigError> {
+    let ctx = ctx_for(cfg, worker);
+    let mut p = Pipeline::new();
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        let stage = reg
+            .build_stage(&s.kind, &ctx, &s.params)
+            .map_err(|e| e.under(&format!("pipeline[{i}]")).in_file(&cfg.source))?;
+        p.push(stage);
+    }
+    let mut egress = Vec::with_capacity(cfg.ports.len());
+    for (i, port) in cfg.ports.iter().enumerate() {
+        let e = reg
+            .build_egress(&port.egress.kind, &ctx, &port.egress.params)
+            .map_err(|e| e.under(&format!("ports[{i}].egress")).in_file(&cfg.source))?;
+        egress.push(e);
+    }
+    Ok((p, egress))
+}
+
+/// Validates a configuration as a whole: builds every stage and egress from
+/// its parameters and checks the backend section, without starting anything.
+pub fn check(cfg: &RouterConfig) -> Result<CheckReport, ConfigError> {
+    let reg = Registry::<Frame>::builtin();
+    let (p, _) = build_pipeline(cfg, &reg, 0)?;
+    let backend = match cfg.io.backend {
+        BackendKind::Synthetic => synthetic::check(cfg),
+        BackendKind::Pcap => pcap::check(cfg),
+        BackendKind::Dpdk => check_dpdk(cfg),
+    };
+    backend.map_err(|e| e.in_file(&cfg.source))?;
+    Ok(CheckReport {
+        backend: cfg.io.backend,
+        workers: cfg.workers.count,
+        stages: p.counters().map(|(n, _)| n.to_string()).collect(),
+        egress: cfg.ports.iter().map(|p| (p.id, p.egress.kind.clone())).collect(),
+    })
+}
+
+#[cfg(feature = "dpdk")]
+fn check_dpdk(cfg: &RouterConfig) -> Result<(), ConfigError> {
+    dpdk::check(cfg)
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn check_dpdk(_cfg: &RouterConfig) -> Result<(), ConfigError> {
+    Err(ConfigError::at(
+        "io.backend",
+        "this build has no DPDK support (build with `--features dpdk`)",
+    ))
+}
+
+/// A running router: its workers, their counters and command queues.
+pub struct Router {
+    stats: Vec<Arc<WorkerStats>>,
+    stage_names: Vec<String>,
+    port_ids: Vec<u16>,
+    group_names: Vec<String>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Result<(), RuntimeError>>>,
+    commands: Box<dyn Any + Send>,
+    teardown: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// Validates `cfg` and starts its workers.
+pub fn start(cfg: RouterConfig) -> Result<Router, RuntimeError> {
+    check(&cfg)?;
+    match cfg.io.backend {
+        BackendKind::Synthetic => {
+            let ios = synthetic::SyntheticIo::open(&cfg)?;
+            spawn(&cfg, ios, None)
+        }
+        BackendKind::Pcap => {
+            let ios = pcap::PcapIo::open(&cfg)?;
+            spawn(&cfg, ios, None)
+        }
+        BackendKind::Dpdk => start_dpdk(&cfg),
+    }
+}
+
+#[cfg(feature = "dpdk")]
+fn start_dpdk(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
+    let (ios, teardown) = dpdk::open(cfg)?;
+    spawn(cfg, ios, Some(teardown))
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn start_dpdk(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
+    Err(check_dpdk(cfg).unwrap_err().into())
+}
+
+/// Starts one worker thread per backend queue set.
+pub fn spawn<I: WorkerIo + 'static>(
+    cfg: &RouterConfig,
+    ios: Vec<I>,
+    teardown: Option<Box<dyn FnOnce() + Send>>,
+) -> Result<Router, RuntimeError> {
+    let reg = Registry::<I::Buf>::builtin();
+    let stop = Arc::new(AtomicBool::new(false));
+    let group_names = synthetic::group_names(cfg);
+    let port_ids: Vec<u16> = cfg.ports.iter().map(|p| p.id).collect();
+    let workers = ios.len();
+    let limits = Limits {
+        duration_ns: cfg.run.duration_ms.map(|ms| ms.saturating_mul(1_000_000)),
+        packets: cfg.run.packets.map(|p| p.div_ceil(workers as u64)),
+    };
+    let mut built = Vec::with_capacity(workers);
+    for w in 0..workers {
+        built.push(build_pipeline(cfg, &reg, w)?);
+    }
+    let stage_names: Vec<String> = built
+        .first()
+        .map(|(p, _)| p.counters().map(|(n, _)| n.to_string()).collect())
+        .unwrap_or_default();
+    let mut stats = Vec::with_capacity(workers);
+    let mut senders: Vec<Sender<Command<I::Buf>>> = Vec::with_capacity(workers);
+    let mut threads = Vec::with_capacity(workers);
+    for (w, (io, (pipeline, egress))) in ios.into_iter().zip(built).enumerate() {
+        let st = Arc::new(WorkerStats::new(stage_names.len(), port_ids.len(), group_names.len()));
+        let (tx, rx) = crossbeam_channel::bounded(cfg.workers.command_queue.max(1));
+        let core = cfg.workers.pin.then(|| cfg.workers.cores.get(w).copied().unwrap_or(w));
+        let worker = Worker {
+            index: w,
+            io,
+            pipeline,
+            egress,
+            port_ids: port_ids.clone(),
+            stats: st.clone(),
+            commands: rx,
+            stop: stop.clone(),
+            limits,
+            publish_every: cfg.workers.publish_every,
+            core,
+            direct: cfg
+                .ports
+                .iter()
+                .map(|p| {
+                    p.egress.kind == "fifo"
+                        && !p.egress.params.contains_key("rate_pps")
+                        && !p.egress.params.contains_key("rate_mbps")
+                })
+                .collect(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("worker-{w}"))
+            .spawn(move || worker.run())
+            .map_err(|e| RuntimeError::Io(format!("spawning worker {w}: {e}")))?;
+        stats.push(st);
+        senders.push(tx);
+        threads.push(handle);
+    }
+    Ok(Router {
+        stats,
+        stage_names,
+        port_ids,
+        group_names,
+        stop,
+        threads,
+        commands: Box::new(senders),
+        teardown,
+    })
+}
+
+impl Router {
+    /// The counters of all workers, summed (as last published).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::collect(&self.stats, &self.stage_names, &self.port_ids, &self.group_names)
+    }
+
+    /// Asks every worker to stop after its current burst.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// A flag that stops the router when set (for signal handlers).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Whether every worker has finished.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// The command queues of the workers, if their buffer type is `B`
+    /// (`pipeline::Frame` for the software backends, `dpdk::Mbuf` for DPDK).
+    pub fn commands<B: 'static>(&self) -> Option<&[Sender<Command<B>>]> {
+        self.commands.downcast_ref::<Vec<Sender<Command<B>>>>().map(Vec::as_slice)
+    }
+
+    /// Waits for every worker to finish and returns the final counters.
+    pub fn wait(mut self) -> Result<Snapshot, RuntimeError> {
+        let mut first_err = None;
+        for (w, t) in std::mem::take(&mut self.threads).into_iter().enumerate() {
+            let r = t.join().unwrap_or(Err(RuntimeError::WorkerPanic(w)));
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        let snap = self.snapshot();
+        if let Some(t) = self.teardown.take() {
+            t();
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(snap),
+        }
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.stop();
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.teardown.take() {
+            t();
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The pcap backend: replays captures into ports, writes one capture per egress port.
+//!
+//! Inputs (`[[io.pcap.inputs]]`, one capture per ingress port, Ethernet link
+//! type) are read completely when the backend opens — this is a replay and
+//! test tool, not a fast path — merged by timestamp, and dealt to workers by
+//! the software RSS hash, as a NIC would. Packets are copied into pooled
+//! frames on receive, so no allocation happens per packet while running.
+//!
+//! Time (`pacing`): `capture` (default) runs the pipeline at the capture's
+//! timestamps, so a replay is deterministic; `wall` uses the wall clock.
+//! Outputs (`[[io.pcap.outputs]]`) are written with the burst's Unix time.
+//! Workers share an output file behind a mutex taken once per TX burst.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use pcap_file::DataLink;
+use serde::Deserialize;
+
+use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
+
+use crate::config::{ConfigError, RouterConfig};
+use crate::io::{FramePool, WallClock, WorkerIo};
+use crate::rss::{flow_hash, shard};
+use crate::RuntimeError;
+
+/// Time source of the pcap backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PcapPacing {
+    /// The capture's timestamps.
+    #[default]
+    Capture,
+    /// The wall clock.
+    Wall,
+}
+
+/// `[io.pcap]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapConfig {
+    /// Captures to replay.
+    #[serde(default)]
+    pub inputs: Vec<PcapFile>,
+    /// Captures to write.
+    #[serde(default)]
+    pub outputs: Vec<PcapFile>,
+    /// Time source.
+    #[serde(default)]
+    pub pacing: PcapPacing,
+    /// Frames per worker pool.
+    #[serde(default = "default_pool")]
+    pub pool: usize,
+}
+
+fn default_pool() -> usize {
+    4096
+}
+
+/// A capture file bound to a port (relative paths: against the config file's directory).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapFile {
+    /// The port.
+    pub port: u16,
+    /// The capture.
+    pub file: PathBuf,
+}
+
+/// One packet read from a capture.
+struct Recorded {
+    port: u16,
+    ts_ns: u64,
+    hash: u32,
+    data: Vec<u8>,
+}
+
+type Writer = PcapWriter<BufWriter<File>>;
+type Output = Option<Arc<Mutex<Option<Writer>>>>;
+
+/// One worker's share of the capture and its handles to the outputs.
+pub struct PcapIo {
+    packets: std::vec::IntoIter<Recorded>,
+    peeked: Option<Recorded>,
+    outputs: Arc<Vec<(u16, Output)>>,
+    /// Workers still running; the last one to finish flushes the outputs.
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    rx_ports: Vec<u16>,
+    pool: FramePool,
+    pacing: PcapPacing,
+    clock: WallClock,
+    last: Now,
+}
+
+fn check_ports(cfg: &RouterConfig, pc: &PcapConfig) -> Result<(), ConfigError> {
+    for (name, list) in [("inputs", &pc.inputs), ("outputs", &pc.outputs)] {
+        for (i, f) in list.iter().enumerate() {
+            if cfg.port_index(f.port).is_none() {
+                return Err(ConfigError::at(
+                    format!("io.pcap.{name}[{i}].port"),
+                    format!("port {} is not in [[ports]]", f.port),
+                ));
+            }
+            if list[..i].iter().any(|g| g.port == f.port) {
+                return Err(ConfigError::at(
+                    format!("io.pcap.{name}[{i}].port"),
+                    "one capture per port",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validates the pcap section (ports exist, inputs readable).
+pub fn check(cfg: &RouterConfig) -> Result<(), ConfigError> {
+    let pc = cfg.io.pcap.as_ref().ok_or_else(|| ConfigError::at("io.pcap", "missing"))?;
+    check_ports(cfg, pc)?;
+    for (i, f) in pc.inputs.iter().enumerate() {
+        let path = cfg.resolve(&f.file);
+        File::open(&path).map_err(|e| {
+            ConfigError::at(format!("io.pcap.inputs[{i}].file"), format!("{}: {e}", path.display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn read_capture(
+    path: &std::path::Path,
+    port: u16,
+    out: &mut Vec<Recorded>,
+) -> Result<(), RuntimeError> {
+    let err = |what: String| RuntimeError::Io(format!("{}: {what}", path.display()));
+    let file = File::open(path).map_err(|e| err(e.to_string()))?;
+    let mut reader =
+        PcapReader::new(std::io::BufReader::new(file)).map_err(|e| err(e.to_string()))?;
+    if reader.header().datalink != DataLink::ETHERNET {
+        return Err(err(format!("link type {:?} is not Ethernet", reader.header().datalink)));
+    }
+    while let Some(p) = reader.next_packet() {
+        let p = p.map_err(|e| err(e.to_string()))?;
+        let data = p.data.into_owned();
+        out.push(Recorded {
+            port,
+            ts_ns: p.timestamp.as_nanos() as u64,
+            hash: flow_hash(&data),
+            data,
+        });
+    }
+    Ok(())
+}
+
+impl PcapIo {
+    /// Reads the inputs, creates the outputs and deals packets to workers.
+    pub fn open(cfg: &RouterConfig) -> Result<Vec<PcapIo>, RuntimeError> {
+        let pc = cfg.io.pcap.as_ref().ok_or(ConfigError::at("io.pcap", "missing"))?;
+        check_ports(cfg, pc)?;
+        let mut all = Vec::new();
+        for f in &pc.inputs {
+            read_capture(&cfg.resolve(&f.file), f.port, &mut all)?;
+        }
+        // Stable sort keeps each capture's order among equal timestamps.
+        all.sort_by_key(|r| r.ts_ns);
+        let mut outputs = Vec::new();
+        for p in &cfg.ports {
+            let out = match pc.outputs.iter().find(|o| o.port == p.id) {
+                Some(o) => {
+                    let path = cfg.resolve(&o.file);
+                    let err = |e: String| RuntimeError::Io(format!("{}: {e}", path.display()));
+                    let file = File::create(&path).map_err(|e| err(e.to_string()))?;
+                    let w =
+                        PcapWriter::new(BufWriter::new(file)).map_err(|e| err(e.to_string()))?;
+                    Some(Arc::new(Mutex::new(Some(w))))
+                }
+                None => None,
+            };
+            outputs.push((p.id, out));
+        }
+        let outputs = Arc::new(outputs);
+        let workers = cfg.workers.count;
+        let mut shares: Vec<Vec<Recorded>> = (0..workers).map(|_| Vec::new()).collect();
+        for r in all {
+            shares[shard(r.hash, workers)].push(r);
+        }
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(workers));
+        let mut rx_ports: Vec<u16> = pc.inputs.iter().map(|f| f.port).collect();
+        rx_ports.sort_unstable();
+        Ok(shares
+            .into_iter()
+            .map(|packets| PcapIo {
+                packets: packets.into_iter(),
+                peeked: None,
+                outputs: outputs.clone(),
+                running: running.clone(),
+                rx_ports: rx_ports.clone(),
+                pool: FramePool::new(pc.pool),
+                pacing: pc.pacing,
+                clock: WallClock::new(),
+                last: Now::default(),
+            })
+            .collect())
+    }
+
+    fn peek(&mut self) -> Option<&Recorded> {
+        if self.peeked.is_none() {
+            self.peeked = self.packets.next();
+        }
+        self.peeked.as_ref()
+    }
+}
+
+impl WorkerIo for PcapIo {
+    type Buf = Frame;
+
+    fn rx_ports(&self) -> &[u16] {
+        &self.rx_ports
+    }
+
+    fn rx_burst(&mut self, port: u16, batch: &mut Batch<Frame>) -> usize {
+        let start = batch.len();
+        // Consecutive packets of this port only, so that capture order is kept.
+        while batch.len() < BURST {
+            match self.peek() {
+                Some(r) if r.port == port => {}
+                _ => break,
+            }
+            let Some(r) = self.peeked.take() else { break };
+            let mut f = self.pool.get();
+            if f.set(&r.data).is_err() {
+                // Larger than a frame: cannot be received (a NIC would drop it too).
+                self.pool.put(f);
+                continue;
+            }
+            if let Ok(i) = batch.push(f, port) {
+                batch.meta_mut(i).hash = r.hash;
+            }
+        }
+        batch.len() - start
+    }
+
+    fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Frame>, now: Now) -> usize {
+        let n = pkts.len();
+        let out = self.outputs.iter().find(|(id, _)| *id == port).and_then(|(_, o)| o.as_ref());
+        if let Some(out) = out {
+            let ts = Duration::from_nanos(now.unix_ns);
+            // A poisoned lock only means another worker panicked mid-write;
+            // keep writing our packets.
+            let mut w = out.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = w.as_mut() {
+                for f in pkts.iter() {
+                    let d = f.data();
+                    let _ = w.write_packet(&PcapPacket::new(ts, d.len() as u32, d));
+                }
+            }
+        }
+        for f in pkts.drain(..) {
+            self.pool.put(f);
+        }
+        n
+    }
+
+    fn free(&mut self, buf: Frame) {
+        self.pool.put(buf);
+    }
+
+    fn now(&mut self) -> Now {
+        match self.pacing {
+            PcapPacing::Wall => self.clock.now(),
+            PcapPacing::Capture => {
+                if let Some(ts) = self.peek().map(|r| r.ts_ns) {
+                    // Never let time run backwards, even in a badly ordered capture.
+                    let t = ts.max(self.last.unix_ns);
+                    let mono = if self.last == Now::default() {
+                        0
+                    } else {
+                        self.last.mono_ns + (t - self.last.unix_ns)
+                    };
+                    self.last = Now { mono_ns: mono, unix_ns: t };
+                }
+                self.last
+            }
+        }
+    }
+
+    fn exhausted(&self) -> bool {
+        self.peeked.is_none() && self.packets.len() == 0
+    }
+
+    fn idle(&mut self) {
+        std::thread::yield_now();
+    }
+
+    fn finish(&mut self) -> Result<(), RuntimeError> {
+        use std::io::Write;
+        if self.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) != 1 {
+            return Ok(());
+        }
+        for (_, out) in self.outputs.iter() {
+            if let Some(out) = out {
+                let w = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(w) = w {
+                    w.into_writer().flush().map_err(|e| RuntimeError::Io(e.to_string()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

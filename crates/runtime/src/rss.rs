@@ -1,0 +1,129 @@
+//! Software RSS: a flow hash over the 5-tuple and the worker it maps to.
+//!
+//! NICs (and DPDK) compute a Toeplitz hash and spread flows over queues; the
+//! software backends do the same job with this hash so that all packets of a
+//! flow (same addresses, protocol and ports) reach the same worker and its
+//! state shard. The hash is not Toeplitz-compatible: it only needs to be
+//! stable and well mixed. Non-IP frames hash over their first 64 bytes.
+
+use packet::field::be16;
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+const ETH_VLAN: u16 = 0x8100;
+const ETH_QINQ: u16 = 0x88a8;
+
+#[inline]
+fn mix(h: u64, v: u64) -> u64 {
+    // One round of a multiply-xorshift mixer (as in splitmix64).
+    let mut x = (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 29;
+    x.wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+#[inline]
+fn finish(h: u64) -> u32 {
+    let x = h ^ (h >> 31);
+    (x ^ (x >> 32)) as u32
+}
+
+fn bytes_hash(h: u64, b: &[u8]) -> u64 {
+    let mut h = h;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        h = mix(h, u64::from_le_bytes(a));
+    }
+    let rest = chunks.remainder();
+    let mut a = [0u8; 8];
+    a[..rest.len()].copy_from_slice(rest);
+    mix(h, u64::from_le_bytes(a) ^ ((rest.len() as u64) << 56))
+}
+
+/// The flow hash of an Ethernet frame (never panics, on any input).
+pub fn flow_hash(frame: &[u8]) -> u32 {
+    if frame.len() < 14 {
+        return finish(bytes_hash(1, frame));
+    }
+    let mut off = 12;
+    let mut ethertype = be16(frame, off);
+    while (ethertype == ETH_VLAN || ethertype == ETH_QINQ) && frame.len() >= off + 6 {
+        off += 4;
+        ethertype = be16(frame, off);
+    }
+    let l3 = off + 2;
+    match ethertype {
+        ETH_IPV4 if frame.len() >= l3 + 20 => {
+            let ip = &frame[l3..];
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let proto = ip[9];
+            let fragmented = be16(ip, 6) & 0x3fff != 0;
+            let mut h = mix(2, u64::from(proto));
+            h = bytes_hash(h, &ip[12..20]);
+            if !fragmented && (proto == 6 || proto == 17) && ip.len() >= ihl + 4 && ihl >= 20 {
+                h = bytes_hash(h, &ip[ihl..ihl + 4]);
+            }
+            finish(h)
+        }
+        ETH_IPV6 if frame.len() >= l3 + 40 => {
+            let ip = &frame[l3..];
+            let next = ip[6];
+            let mut h = mix(3, u64::from(next));
+            h = bytes_hash(h, &ip[8..40]);
+            if (next == 6 || next == 17) && ip.len() >= 44 {
+                h = bytes_hash(h, &ip[40..44]);
+            }
+            finish(h)
+        }
+        _ => finish(bytes_hash(4, &frame[..frame.len().min(64)])),
+    }
+}
+
+/// The worker (of `workers`) that owns flows with hash `hash`.
+#[inline]
+pub fn shard(hash: u32, workers: usize) -> usize {
+    ((u64::from(hash) * workers as u64) >> 32) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn udp4(src: [u8; 4], sport: u16, ttl: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&ETH_IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f[14 + 8] = ttl;
+        f[14 + 9] = 17;
+        f[14 + 12..14 + 16].copy_from_slice(&src);
+        f[14 + 16..14 + 20].copy_from_slice(&[10, 0, 0, 2]);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn same_flow_same_hash_other_fields_ignored() {
+        assert_eq!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 1], 5, 3)));
+        assert_ne!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 1], 6, 64)));
+        assert_ne!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 9], 5, 64)));
+    }
+
+    #[test]
+    fn shards_spread_flows() {
+        let mut count = [0usize; 4];
+        for p in 0..4000u16 {
+            count[shard(flow_hash(&udp4([10, 0, 0, 1], p, 64)), 4)] += 1;
+        }
+        assert!(count.iter().all(|&c| (800..1200).contains(&c)), "{count:?}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn never_panics_and_shard_in_range(b in proptest::collection::vec(any::<u8>(), 0..128), w in 1usize..16) {
+            prop_assert!(shard(flow_hash(&b), w) < w);
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! Generic stages that need no protocol crate.
+//!
+//! | kind | job |
+//! |---|---|
+//! | `nop` | nothing (measures pipeline overhead) |
+//! | `port-forward` | sends everything from a port to a fixed port (testpmd's io forwarding) |
+//! | `ipv4-forward` | validates Ethernet/IPv4, decrements TTL, longest-prefix-match routing |
+//! | `classify` | sets the traffic class from the IPv4 source prefix |
+
+use std::net::Ipv4Addr;
+
+use serde::Deserialize;
+
+use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
+
+use crate::config::{typed, ConfigError};
+use crate::registry::{BuildContext, Registry};
+
+/// Registers the generic stages.
+pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
+    r.stage("nop", |_, p| {
+        let _: Empty = typed(p)?;
+        Ok(Box::new(Nop))
+    });
+    r.stage("port-forward", |ctx, p| Ok(Box::new(PortForward::new(ctx, typed(p)?)?)));
+    r.stage("ipv4-forward", |ctx, p| Ok(Box::new(Ipv4Forward::new(ctx, typed(p)?)?)));
+    r.stage("classify", |_, p| Ok(Box::new(Classify::new(typed(p)?)?)));
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Does nothing.
+pub struct Nop;
+
+impl<B: PacketBuf> Stage<B> for Nop {
+    fn name(&self) -> &str {
+        "nop"
+    }
+    fn process(&mut self, _batch: &mut Batch<B>, _now: Now) {}
+}
+
+/// `port-forward` parameters: `map = [[in, out], ...]` or `port = out` for all.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortForwardConfig {
+    /// Egress port for every packet not matched by `map`.
+    pub port: Option<u16>,
+    /// Pairs `[ingress, egress]`.
+    #[serde(default)]
+    pub map: Vec<[u16; 2]>,
+}
+
+/// Forwards by ingress port, keeping the class.
+pub struct PortForward {
+    table: Vec<Option<u16>>,
+    default: Option<u16>,
+}
+
+impl PortForward {
+    /// Checks the ports and builds the table.
+    pub fn new(ctx: &BuildContext, c: PortForwardConfig) -> Result<Self, ConfigError> {
+        if let Some(p) = c.port {
+            ctx.check_port("port", p)?;
+        }
+        let max = c.map.iter().map(|m| m[0]).max().map_or(0, |m| usize::from(m) + 1);
+        let mut table = vec![None; max];
+        for (i, [from, to]) in c.map.iter().enumerate() {
+            ctx.check_port(&format!("map[{i}][1]"), *to)?;
+            table[usize::from(*from)] = Some(*to);
+        }
+        if c.port.is_none() && c.map.is_empty() {
+            return Err(ConfigError::at("port", "needs `port` or `map`"));
+        }
+        Ok(PortForward { table, default: c.port })
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for PortForward {
+    fn name(&self) -> &str {
+        "port-forward"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        for i in batch.live() {
+            let m = batch.meta(i);
+            let out = self.table.get(usize::from(m.port)).copied().flatten().or(self.default);
+            match (out, m.class()) {
+                (Some(p), Some(c)) => batch.forward(i, p, c),
+                (None, _) => batch.drop_packet(i, DropReason::NoRoute),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An IPv4 prefix `a.b.c.d/len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Network address (host bits cleared).
+    pub addr: u32,
+    /// Prefix length.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// Parses `a.b.c.d/len`.
+    pub fn parse(s: &str) -> Option<Prefix> {
+        let (a, l) = s.split_once('/')?;
+        let addr: Ipv4Addr = a.parse().ok()?;
+        let len: u8 = l.parse().ok()?;
+        if len > 32 {
+            return None;
+        }
+        Some(Prefix { addr: u32::from(addr) & Self::mask(len), len })
+    }
+
+    fn mask(len: u8) -> u32 {
+        if len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(len))
+        }
+    }
+
+    /// Whether `a` lies in the prefix.
+    #[inline]
+    pub fn contains(&self, a: u32) -> bool {
+        a & Self::mask(self.len) == self.addr
+    }
+}
+
+fn prefix(key: &str, s: &str) -> Result<Prefix, ConfigError> {
+    Prefix::parse(s)
+        .ok_or_else(|| ConfigError::at(key, format!("`{s}` is not an IPv4 prefix a.b.c.d/len")))
+}
+
+/// A route of `ipv4-forward`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Destination prefix.
+    pub prefix: String,
+    /// Egress port.
+    pub port: u16,
+    /// Rewrite the destination MAC to this next hop (`aa:bb:...`).
+    pub next_hop_mac: Option<String>,
+}
+
+/// `ipv4-forward` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ipv4ForwardConfig {
+    /// Routes (longest prefix wins).
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// Verify the IPv4 header checksum.
+    #[serde(default = "yes")]
+    pub verify_checksum: bool,
+    /// Decrement the TTL (dropping packets whose TTL would reach 0).
+    #[serde(default = "yes")]
+    pub decrement_ttl: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+struct Route {
+    prefix: Prefix,
+    port: u16,
+    mac: Option<[u8; 6]>,
+}
+
+/// A minimal IPv4 router: header validation, TTL, longest-prefix match.
+///
+/// Drops with `Truncated`, `Malformed` (version, IHL, total length, fragments
+/// are fine), `BadChecksum`, `HopLimit`, `NoRoute`, `WrongProtocol` (non-IPv4).
+/// The route list is scanned linearly, longest prefix first: meant for the
+/// handful of routes of a border router's example, not for a full table.
+pub struct Ipv4Forward {
+    routes: Vec<Route>,
+    verify_checksum: bool,
+    decrement_ttl: bool,
+}
+
+impl Ipv4Forward {
+    /// Checks routes and ports.
+    pub fn new(ctx: &BuildContext, c: Ipv4ForwardConfig) -> Result<Self, ConfigError> {
+        let mut routes = Vec::with_capacity(c.routes.len());
+        for (i, r) in c.routes.iter().enumerate() {
+            let key = format!("routes[{i}]");
+            ctx.check_port(&format!("{key}.port"), r.port)?;
+            let mac = match &r.next_hop_mac {
+                Some(m) => Some(crate::templates::parse_mac(m).ok_or_else(|| {
+                    ConfigError::at(format!("{key}.next_hop_mac"), "not a MAC address")
+                })?),
+                None => None,
+            };
+            routes.push(Route {
+                prefix: prefix(&format!("{key}.prefix"), &r.prefix)?,
+                port: r.port,
+                mac,
+            });
+        }
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len));
+        Ok(Ipv4Forward {
+            routes,
+            verify_checksum: c.verify_checksum,
+            decrement_ttl: c.decrement_ttl,
+        })
+    }
+
+    fn check(&self, d: &[u8]) -> Result<(usize, u32), DropReason> {
+        if d.len() < 14 {
+            return Err(DropReason::Truncated);
+        }
+        if d[12..14] != [0x08, 0x00] {
+            return Err(DropReason::WrongProtocol);
+        }
+        let ip = &d[14..];
+        if ip.len() < 20 {
+            return Err(DropReason::Truncated);
+        }
+        if ip[0] >> 4 != 4 {
+            return Err(DropReason::Malformed);
+        }
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        if ihl < 20 || total < ihl {
+            return Err(DropReason::Malformed);
+        }
+        if ip.len() < total || ip.len() < ihl {
+            return Err(DropReason::Truncated);
+        }
+        if self.verify_checksum && crate::templates::checksum(0, &ip[..ihl]) != 0 {
+            return Err(DropReason::BadChecksum);
+        }
+        if self.decrement_ttl && ip[8] <= 1 {
+            return Err(DropReason::HopLimit);
+        }
+        Ok((ihl, u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])))
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Ipv4Forward {
+    fn name(&self) -> &str {
+        "ipv4-forward"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        for i in batch.live() {
+            let dst = match self.check(batch.data(i)) {
+                Ok((_, dst)) => dst,
+                Err(r) => {
+                    batch.drop_packet(i, r);
+                    continue;
+                }
+            };
+            let Some(route) = self.routes.iter().find(|r| r.prefix.contains(dst)) else {
+                batch.drop_packet(i, DropReason::NoRoute);
+                continue;
+            };
+            let (buf, meta) = batch.get_mut(i);
+            let d = buf.data_mut();
+            if self.decrement_ttl {
+                // RFC 1624 incremental update: TTL is the high byte of its word.
+                d[14 + 8] -= 1;
+                let old = u16::from_be_bytes([d[24], d[25]]);
+                let mut sum = u32::from(!old) + u32::from(!0x0100u16);
+                sum = (sum & 0xffff) + (sum >> 16);
+                sum = (sum & 0xffff) + (sum >> 16);
+                d[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            }
+            if let Some(mac) = route.mac {
+                d[0..6].copy_from_slice(&mac);
+            }
+            let class = meta.class().unwrap_or(Class::BEST_EFFORT);
+            batch.forward(i, route.port, class);
+        }
+    }
+}
+
+/// A rule of `classify`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassRule {
+    /// IPv4 source prefix.
+    pub src: String,
+    /// Class for matching packets.
+    pub class: u8,
+}
+
+/// `classify` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifyConfig {
+    /// Rules, first match wins.
+    pub rules: Vec<ClassRule>,
+    /// Class of packets no rule matches.
+    #[serde(default)]
+    pub default: u8,
+}
+
+/// Sets the class of IPv4 packets from their source prefix (first match wins).
+/// Non-IPv4 packets get the default class; this stage never drops.
+pub struct Classify {
+    rules: Vec<(Prefix, Class)>,
+    default: Class,
+}
+
+impl Classify {
+    /// Parses the rules.
+    pub fn new(c: ClassifyConfig) -> Result<Self, ConfigError> {
+        let mut rules = Vec::with_capacity(c.rules.len());
+        for (i, r) in c.rules.iter().enumerate() {
+            rules.push((prefix(&format!("rules[{i}].src"), &r.src)?, Class(r.class)));
+        }
+        Ok(Classify { rules, default: Class(c.default) })
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Classify {
+    fn name(&self) -> &str {
+        "classify"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        for i in batch.live() {
+            let d = batch.data(i);
+            let class = if d.len() >= 34 && d[12..14] == [0x08, 0x00] {
+                let src = u32::from_be_bytes([d[26], d[27], d[28], d[29]]);
+                self.rules.iter().find(|(p, _)| p.contains(src)).map_or(self.default, |r| r.1)
+            } else {
+                self.default
+            };
+            batch.set_class(i, class);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline::{Pipeline, Verdict};
+
+    fn ctx() -> BuildContext {
+        BuildContext { worker: 0, workers: 1, ports: vec![0, 1, 2] }
+    }
+
+    fn frame(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+        let mut t = toml::Table::new();
+        t.insert("src".into(), toml::Value::String(Ipv4Addr::from(src).to_string()));
+        t.insert("dst".into(), toml::Value::String(Ipv4Addr::from(dst).to_string()));
+        t.insert("ttl".into(), toml::Value::Integer(i64::from(ttl)));
+        let ctx = crate::templates::TemplateCtx::new(1, [0; 4]);
+        crate::templates::Templates::builtin().build("ipv4-udp", &t, &ctx).unwrap().remove(0)
+    }
+
+    fn registry() -> Registry<Vec<u8>> {
+        Registry::builtin()
+    }
+
+    #[test]
+    fn ipv4_forward_routes_and_fixes_checksum() {
+        let params: toml::Table = toml::from_str(
+            r#"routes = [{ prefix = "10.0.0.0/8", port = 1 }, { prefix = "10.2.0.0/16", port = 2, next_hop_mac = "02:aa:bb:cc:dd:ee" }]"#,
+        )
+        .unwrap();
+        let mut p = Pipeline::new();
+        p.push(registry().build_stage("ipv4-forward", &ctx(), &params).unwrap());
+        let mut b = Batch::new();
+        b.push(frame([10, 1, 0, 1], [10, 2, 0, 9], 64), 0).unwrap();
+        b.push(frame([10, 1, 0, 1], [10, 3, 0, 9], 64), 0).unwrap();
+        b.push(frame([10, 1, 0, 1], [192, 0, 2, 1], 64), 0).unwrap();
+        b.push(frame([10, 1, 0, 1], [10, 3, 0, 9], 1), 0).unwrap();
+        let mut bad = frame([10, 1, 0, 1], [10, 3, 0, 9], 64);
+        bad[24] ^= 1;
+        b.push(bad, 0).unwrap();
+        b.push(vec![0; 20], 0).unwrap();
+        p.run(&mut b, Now::default());
+        assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 2, class: Class(0) });
+        assert_eq!(&b.data(0)[0..6], &[2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]);
+        assert_eq!(b.data(0)[22], 63);
+        assert_eq!(crate::templates::checksum(0, &b.data(0)[14..34]), 0);
+        assert_eq!(b.meta(1).verdict, Verdict::Forward { port: 1, class: Class(0) });
+        assert_eq!(b.meta(2).verdict, Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(b.meta(3).verdict, Verdict::Drop(DropReason::HopLimit));
+        assert_eq!(b.meta(4).verdict, Verdict::Drop(DropReason::BadChecksum));
+        assert_eq!(b.meta(5).verdict, Verdict::Drop(DropReason::WrongProtocol));
+    }
+
+    #[test]
+    fn classify_and_port_forward() {
+        let r = registry();
+        let mut p = Pipeline::new();
+        let c: toml::Table = toml::from_str(
+            r#"rules = [{ src = "10.1.0.0/16", class = 3 }]
+default = 1"#,
+        )
+        .unwrap();
+        p.push(r.build_stage("classify", &ctx(), &c).unwrap());
+        let f: toml::Table = toml::from_str("map = [[0, 2]]\nport = 1").unwrap();
+        p.push(r.build_stage("port-forward", &ctx(), &f).unwrap());
+        let mut b = Batch::new();
+        b.push(frame([10, 1, 0, 1], [1, 1, 1, 1], 9), 0).unwrap();
+        b.push(frame([10, 9, 0, 1], [1, 1, 1, 1], 9), 1).unwrap();
+        p.run(&mut b, Now::default());
+        assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 2, class: Class(3) });
+        assert_eq!(b.meta(1).verdict, Verdict::Forward { port: 1, class: Class(1) });
+    }
+
+    #[test]
+    fn bad_params_are_config_errors() {
+        let r = registry();
+        let t: toml::Table =
+            toml::from_str(r#"routes = [{ prefix = "10.0.0.0/33", port = 1 }]"#).unwrap();
+        assert_eq!(
+            r.build_stage("ipv4-forward", &ctx(), &t).err().unwrap().key,
+            "routes[0].prefix"
+        );
+        let t: toml::Table =
+            toml::from_str(r#"routes = [{ prefix = "10.0.0.0/8", port = 7 }]"#).unwrap();
+        assert_eq!(r.build_stage("ipv4-forward", &ctx(), &t).err().unwrap().key, "routes[0].port");
+        let e = r.build_stage("no-such", &ctx(), &toml::Table::new()).err().unwrap();
+        assert!(e.reason.contains("unknown stage kind"), "{e}");
+        let t: toml::Table = toml::from_str("x = 1").unwrap();
+        assert!(r.build_stage("nop", &ctx(), &t).is_err());
+    }
+}

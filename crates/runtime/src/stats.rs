@@ -1,0 +1,267 @@
+//! Per-worker counters, published lock-free and summed on read.
+//!
+//! Each worker counts in plain local integers on the fast path and, every
+//! `workers.publish_every` bursts (and when it stops), stores them into its
+//! own [`WorkerStats`] block with relaxed atomic stores. Only that worker ever
+//! writes its block, so there is no contention and no read-modify-write; a
+//! reader sums the blocks of all workers into a [`Snapshot`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+use pipeline::{DropCounters, DropReason, StageCounters};
+
+/// Counters of one stage, as atomics.
+struct AtomicStage {
+    packets: AtomicU64,
+    to_control: AtomicU64,
+    drops: Vec<AtomicU64>,
+}
+
+impl AtomicStage {
+    fn new() -> Self {
+        AtomicStage {
+            packets: AtomicU64::new(0),
+            to_control: AtomicU64::new(0),
+            drops: (0..DropReason::COUNT).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn store(&self, c: &StageCounters) {
+        self.packets.store(c.packets, Relaxed);
+        self.to_control.store(c.to_control, Relaxed);
+        for r in DropReason::ALL {
+            self.drops[r.index()].store(c.drops.get(*r), Relaxed);
+        }
+    }
+
+    fn load_into(&self, c: &mut StageCounters) {
+        c.packets += self.packets.load(Relaxed);
+        c.to_control += self.to_control.load(Relaxed);
+        for r in DropReason::ALL {
+            c.drops.add(*r, self.drops[r.index()].load(Relaxed));
+        }
+    }
+}
+
+/// Counters of one port as seen by one worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Packets received on the port.
+    pub rx: u64,
+    /// Packets transmitted on the port.
+    pub tx: u64,
+    /// Bytes transmitted on the port.
+    pub tx_bytes: u64,
+    /// Packets queued in the port's egress discipline right now.
+    pub queued: u64,
+    /// Packets dropped by the runtime for this port (egress queue full, TX failure,
+    /// forward to an unknown port).
+    pub drops: DropCounters,
+}
+
+/// What a worker counts locally between two publications.
+#[derive(Clone, Debug, Default)]
+pub struct LocalCounters {
+    /// Bursts processed (including empty polls that received nothing).
+    pub bursts: u64,
+    /// Per port, in `[[ports]]` order.
+    pub ports: Vec<PortCounters>,
+    /// Packets offered per synthetic traffic group (by the generator).
+    pub group_rx: Vec<u64>,
+    /// Packets delivered per synthetic traffic group (seen by the TX sink).
+    pub group_tx: Vec<u64>,
+    /// Packets handed to control that the runtime had no consumer for.
+    pub to_control: u64,
+    /// Time the worker has run, on its own clock (virtual or wall), in ns.
+    pub elapsed_ns: u64,
+}
+
+/// One worker's published counters (written only by that worker).
+pub struct WorkerStats {
+    bursts: AtomicU64,
+    to_control: AtomicU64,
+    elapsed_ns: AtomicU64,
+    done: AtomicBool,
+    stages: Vec<AtomicStage>,
+    port_rx: Vec<AtomicU64>,
+    port_tx: Vec<AtomicU64>,
+    port_tx_bytes: Vec<AtomicU64>,
+    port_queued: Vec<AtomicU64>,
+    port_drops: Vec<AtomicStage>,
+    group_rx: Vec<AtomicU64>,
+    group_tx: Vec<AtomicU64>,
+}
+
+fn zeros(n: usize) -> Vec<AtomicU64> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+impl WorkerStats {
+    /// A zeroed block for `stages` stages, `ports` ports and `groups` traffic groups.
+    pub fn new(stages: usize, ports: usize, groups: usize) -> Self {
+        WorkerStats {
+            bursts: AtomicU64::new(0),
+            to_control: AtomicU64::new(0),
+            elapsed_ns: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            stages: (0..stages).map(|_| AtomicStage::new()).collect(),
+            port_rx: zeros(ports),
+            port_tx: zeros(ports),
+            port_tx_bytes: zeros(ports),
+            port_queued: zeros(ports),
+            port_drops: (0..ports).map(|_| AtomicStage::new()).collect(),
+            group_rx: zeros(groups),
+            group_tx: zeros(groups),
+        }
+    }
+
+    /// Publishes the worker's counters (called by the owning worker only).
+    pub fn publish<'a>(
+        &self,
+        local: &LocalCounters,
+        stages: impl Iterator<Item = &'a StageCounters>,
+    ) {
+        self.bursts.store(local.bursts, Relaxed);
+        self.to_control.store(local.to_control, Relaxed);
+        self.elapsed_ns.store(local.elapsed_ns, Relaxed);
+        for (a, c) in self.stages.iter().zip(stages) {
+            a.store(c);
+        }
+        for (i, p) in local.ports.iter().enumerate() {
+            self.port_rx[i].store(p.rx, Relaxed);
+            self.port_tx[i].store(p.tx, Relaxed);
+            self.port_tx_bytes[i].store(p.tx_bytes, Relaxed);
+            self.port_queued[i].store(p.queued, Relaxed);
+            self.port_drops[i].store(&StageCounters { packets: 0, to_control: 0, drops: p.drops });
+        }
+        for (a, v) in self.group_rx.iter().zip(&local.group_rx) {
+            a.store(*v, Relaxed);
+        }
+        for (a, v) in self.group_tx.iter().zip(&local.group_tx) {
+            a.store(*v, Relaxed);
+        }
+    }
+
+    /// Marks the worker as finished (after its last publication).
+    pub fn set_done(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the worker has finished.
+    pub fn is_done(&self) -> bool {
+        self.done.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Counters of one port, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSnapshot {
+    /// The port id.
+    pub id: u16,
+    /// Counters.
+    pub counters: PortCounters,
+}
+
+/// Offered and delivered packets of one synthetic traffic group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    /// The group's name from the configuration.
+    pub name: String,
+    /// Packets generated.
+    pub offered: u64,
+    /// Packets transmitted on some port.
+    pub delivered: u64,
+}
+
+/// Counters of all workers, summed.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Bursts processed by all workers.
+    pub bursts: u64,
+    /// Longest time any worker has run (virtual or wall), ns.
+    pub elapsed_ns: u64,
+    /// Stage names with counters, in pipeline order.
+    pub stages: Vec<(String, StageCounters)>,
+    /// Ports in `[[ports]]` order.
+    pub ports: Vec<PortSnapshot>,
+    /// Synthetic traffic groups (empty for other backends).
+    pub groups: Vec<GroupSnapshot>,
+    /// Packets handed to control.
+    pub to_control: u64,
+    /// Whether every worker has stopped.
+    pub all_done: bool,
+}
+
+impl Snapshot {
+    /// Sums the published blocks of all workers.
+    pub fn collect(
+        workers: &[std::sync::Arc<WorkerStats>],
+        stage_names: &[String],
+        port_ids: &[u16],
+        group_names: &[String],
+    ) -> Snapshot {
+        let mut s = Snapshot {
+            stages: stage_names.iter().map(|n| (n.clone(), StageCounters::default())).collect(),
+            ports: port_ids
+                .iter()
+                .map(|&id| PortSnapshot { id, counters: PortCounters::default() })
+                .collect(),
+            groups: group_names
+                .iter()
+                .map(|n| GroupSnapshot { name: n.clone(), ..Default::default() })
+                .collect(),
+            all_done: true,
+            ..Default::default()
+        };
+        for w in workers {
+            s.all_done &= w.is_done();
+            s.bursts += w.bursts.load(Relaxed);
+            s.to_control += w.to_control.load(Relaxed);
+            s.elapsed_ns = s.elapsed_ns.max(w.elapsed_ns.load(Relaxed));
+            for (a, (_, c)) in w.stages.iter().zip(s.stages.iter_mut()) {
+                a.load_into(c);
+            }
+            for (i, p) in s.ports.iter_mut().enumerate() {
+                p.counters.rx += w.port_rx[i].load(Relaxed);
+                p.counters.tx += w.port_tx[i].load(Relaxed);
+                p.counters.tx_bytes += w.port_tx_bytes[i].load(Relaxed);
+                p.counters.queued += w.port_queued[i].load(Relaxed);
+                let mut d = StageCounters::default();
+                w.port_drops[i].load_into(&mut d);
+                p.counters.drops.merge(&d.drops);
+            }
+            for (i, g) in s.groups.iter_mut().enumerate() {
+                g.offered += w.group_rx[i].load(Relaxed);
+                g.delivered += w.group_tx[i].load(Relaxed);
+            }
+        }
+        s
+    }
+
+    /// Packets received on all ports.
+    pub fn rx(&self) -> u64 {
+        self.ports.iter().map(|p| p.counters.rx).sum()
+    }
+
+    /// Packets transmitted on all ports.
+    pub fn tx(&self) -> u64 {
+        self.ports.iter().map(|p| p.counters.tx).sum()
+    }
+
+    /// All drops (stages and runtime), by reason.
+    pub fn drops(&self) -> DropCounters {
+        let mut d = DropCounters::default();
+        for (_, c) in &self.stages {
+            d.merge(&c.drops);
+        }
+        for p in &self.ports {
+            d.merge(&p.counters.drops);
+        }
+        d
+    }
+
+    /// Packets still queued in egress disciplines.
+    pub fn queued(&self) -> u64 {
+        self.ports.iter().map(|p| p.counters.queued).sum()
+    }
+}
