@@ -15,10 +15,10 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 fn vectors() -> Vec<Value> {
-    let path =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/scion-packets-sample.json");
-    let text = std::fs::read_to_string(path).expect("shared/vectors/scion-packets-sample.json");
-    serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().clone()
+    // A verbatim copy of shared/vectors/scion-packets-sample.json (packets
+    // serialized by SCION's reference implementation), kept in the repo.
+    let text = include_str!("data/scion-packets-sample.json");
+    serde_json::from_str::<Value>(text).unwrap().as_array().unwrap().clone()
 }
 
 fn host(s: &str) -> HostAddr {

@@ -1,5 +1,5 @@
 //! Known answers from SCION's reference implementation
-//! (`shared/vectors/scion-packets-sample.json`): per hop in traversal order,
+//! (`shared/vectors/scion-packets-sample.json`, copied to `crates/packet/tests/data/`): per hop in traversal order,
 //! the hop-field MAC under the AS key and the SegID before and after.
 
 use mac::Key;
@@ -34,12 +34,9 @@ struct Sample {
 }
 
 fn samples() -> Vec<Sample> {
-    let path =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/scion-packets-sample.json");
-    let text = std::fs::read_to_string(path)
-        .or_else(|_| std::fs::read_to_string("/work/shared/vectors/scion-packets-sample.json"))
-        .expect("vector file");
-    serde_json::from_str(&text).expect("json")
+    // The packet crate keeps a verbatim copy of shared/vectors/scion-packets-sample.json.
+    let text = include_str!("../../packet/tests/data/scion-packets-sample.json");
+    serde_json::from_str(text).expect("json")
 }
 
 #[test]
