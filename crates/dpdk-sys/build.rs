@@ -34,6 +34,11 @@ fn main() {
 
     let mut build = cc::Build::new();
     build.file("src/shim.c").opt_level(3).warnings(false);
+    // The shim is linked into the executable, and DPDK's per-lcore TLS
+    // (`rte_lcore_id()`, used by every mempool put/get) lives in librte_eal,
+    // which is loaded at startup: initial-exec avoids a `__tls_get_addr` call
+    // per access that the default -fPIC model would make.
+    build.flag_if_supported("-ftls-model=initial-exec");
     for p in &lib.include_paths {
         build.include(p);
     }

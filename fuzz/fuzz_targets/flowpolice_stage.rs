@@ -38,12 +38,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (ctl, pkt) = data.split_at(4);
-    let mut cfg = Config::new(mac::Key::from(KEY), [1, 2], 3, SeedChain::generate([0; 32], 0, 4));
+    // One chunk of four slots (the table's granule), so table-full paths run too.
+    let mut cfg = Config::new(mac::Key::from(KEY), [1, 2], 4, SeedChain::generate([0; 32], 0, 4));
     cfg.link = if ctl[0] & 1 == 0 { LinkLayer::Ethernet } else { LinkLayer::Ip };
     cfg.probe_window = 4;
     cfg.puzzle.min_level = 0;
     cfg.puzzle.epoch_ms = 1_000;
     cfg.check_flow_binding = ctl[0] & 8 == 0;
+    cfg.params.over_window = match ctl[0] >> 6 {
+        0 => flowpolice::OverWindow::DropWhenMisbehaving,
+        1 => flowpolice::OverWindow::Demote,
+        _ => flowpolice::OverWindow::Drop,
+    };
     let Ok(mut st) = FlowPolice::new(cfg) else { return };
     let now = Now::from_unix_ns(1_000_000_000);
     let mut pkt = pkt.to_vec();

@@ -159,9 +159,15 @@ struct AdmitArgs {
     ingress: u32,
     #[arg(long)]
     egress: u32,
-    /// Expiry in SIBRA ticks (4 s units of Unix time).
+    /// Expiry in SIBRA ticks (4 s units of Unix time); default: 10 ticks from now.
     #[arg(long)]
-    expiry_tick: u32,
+    expiry_tick: Option<u32>,
+    /// Reservation index (0..=15).
+    #[arg(long, default_value_t = 0)]
+    index: u32,
+    /// Reverse bandwidth class (default: as --bw-class).
+    #[arg(long)]
+    bw_class_rev: Option<u32>,
 }
 
 impl AdmitArgs {
@@ -172,7 +178,14 @@ impl AdmitArgs {
             bw_class: self.bw_class,
             ingress: self.ingress,
             egress: self.egress,
-            expiry_tick: self.expiry_tick,
+            expiry_tick: self.expiry_tick.unwrap_or_else(|| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                (now / 4 + 10) as u32
+            }),
+            index: self.index,
+            bw_class_rev: self.bw_class_rev.unwrap_or(0),
         }
     }
 }
@@ -209,16 +222,42 @@ enum Sibra {
 enum FlowPolice {
     /// Show the parameters.
     Params,
-    /// Set the parameters.
+    /// Set Algorithm-1 parameters in place (flow tables are kept); options
+    /// left out keep their current value.
     SetParams {
+        /// Detection period D_p, ms.
         #[arg(long)]
-        interval_ms: u64,
+        period_ms: Option<u32>,
+        /// Capabilities per period per flow (K_th).
         #[arg(long)]
-        overuse_factor: f64,
+        k_th: Option<u32>,
+        /// Multiplicative decrease.
         #[arg(long)]
-        table_entries: u64,
+        beta: Option<f64>,
+        /// Additive increase per period, packets.
         #[arg(long)]
-        capability_lifetime_s: u64,
+        delta: Option<u32>,
+        /// Loss above which the window is cut.
+        #[arg(long)]
+        l_down: Option<f64>,
+        /// Loss below which the window grows.
+        #[arg(long)]
+        l_up: Option<f64>,
+        /// Weight of the loss history.
+        #[arg(long)]
+        lambda: Option<f64>,
+        /// Low-loss periods after which policing stops (S_Th).
+        #[arg(long)]
+        s_th: Option<u32>,
+        /// Smallest window, packets.
+        #[arg(long)]
+        w_min: Option<u32>,
+        /// Accept previous-period capabilities as tickets.
+        #[arg(long)]
+        accept_previous_period: Option<bool>,
+        /// Idle periods before an entry may be reclaimed.
+        #[arg(long)]
+        idle_periods: Option<u32>,
     },
     /// Flow-table statistics.
     Table,
@@ -228,32 +267,74 @@ enum FlowPolice {
 enum Fair {
     /// List keys.
     Keys,
-    /// Install a new key epoch.
+    /// Install the data key of the epoch after the newest one.
     RotateKey {
+        /// Epoch number (newest installed + 1).
         #[arg(long)]
-        epoch: u32,
+        epoch: u64,
         /// 16-byte key, hex.
         #[arg(long)]
         key_hex: String,
-        #[arg(long, default_value_t = 5)]
-        grace_s: u32,
     },
     /// List channels.
     Channels,
-    /// Set a policy for a source prefix.
+    /// Apply a sending policy (CIR, CBS) to the channel of a prefix.
     SetPolicy {
+        /// The channel's destination prefix, as configured.
         #[arg(long)]
         prefix: String,
-        /// mark, police or drop.
+        /// Committed rate, bit/s.
         #[arg(long)]
-        action: String,
-        #[arg(long, default_value_t = 0)]
-        rate_bps: u64,
+        cir_bps: u64,
+        /// Committed burst, bytes.
+        #[arg(long)]
+        cbs_bytes: u64,
     },
-    /// Submit a protest (hex).
-    Protest { protest_hex: String },
-    /// List protest verdicts.
-    Verdicts,
+    /// Submit a protest for verification by this router's AS.
+    ///
+    /// The file holds the protest in the binary encoding of
+    /// `fair::protest::ProtestRequest::encode` (u32 policy length, the signed
+    /// SETUP_RESPONSE policy, u32 record count, 64-byte evidence records,
+    /// window start/end and protest time as u64, the 32-byte protest id,
+    /// u16 signature length and the destination's Ed25519 signature; all
+    /// big-endian), either raw or as hex text (whitespace ignored).
+    #[command(alias = "protest")]
+    SubmitProtest {
+        /// Protest file (raw binary or hex text); `-` reads standard input.
+        #[arg(long, conflicts_with = "hex", required_unless_present = "hex")]
+        file: Option<PathBuf>,
+        /// The protest as hex on the command line (small protests).
+        #[arg(long)]
+        hex: Option<String>,
+    },
+    /// List the signed verdicts on protests, newest first.
+    Verdicts {
+        /// Show at most this many (0: all kept).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+    },
+}
+
+/// The protest bytes of a file: hex text if it is all hex digits and
+/// whitespace (an even number of digits), raw bytes otherwise.
+fn protest_bytes(file: &std::path::Path) -> Result<Vec<u8>, String> {
+    let b = if file.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
+            .map_err(|e| format!("stdin: {e}"))?;
+        v
+    } else {
+        std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?
+    };
+    let digits: Vec<u8> = b.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+    if !digits.is_empty()
+        && digits.len().is_multiple_of(2)
+        && digits.iter().all(u8::is_ascii_hexdigit)
+    {
+        let nib = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+        return Ok(digits.chunks(2).map(|p| nib(p[0]) << 4 | nib(p[1])).collect());
+    }
+    Ok(b)
 }
 
 #[derive(Subcommand)]
@@ -361,6 +442,17 @@ impl Show for pb::Counters {
                 g.name, g.offered, g.delivered
             ));
         }
+        let mut scope = "";
+        for n in &self.named {
+            if n.scope != scope {
+                scope = &n.scope;
+                s.push_str(&format!("{scope}:"));
+            }
+            s.push_str(&format!(" {}={}", n.name, n.value));
+            if self.named.iter().rfind(|m| m.scope == n.scope).is_some_and(|m| std::ptr::eq(m, n)) {
+                s.push('\n');
+            }
+        }
         s
     }
 }
@@ -402,16 +494,191 @@ impl Show for pb::Bounds {
     }
 }
 
-impl Show for pb::ReservationList {}
-impl Show for pb::AdmitReply {}
-impl Show for pb::LinkSplit {}
-impl Show for pb::FlowPoliceParams {}
-impl Show for pb::TableStats {}
-impl Show for pb::KeyList {}
-impl Show for pb::ChannelList {}
-impl Show for pb::ProtestReceipt {}
-impl Show for pb::VerdictList {}
-impl Show for pb::EpochList {}
+impl Show for pb::ReservationList {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        for r in &self.reservations {
+            s.push_str(&format!(
+                "{} {:<18} index {:<2} classes {}/{} interfaces {}->{} expires tick {}{}{}\n",
+                r.kind,
+                r.id,
+                r.index,
+                r.bw_class,
+                r.bw_class_rev,
+                r.ingress,
+                r.egress,
+                r.expiry_tick,
+                if r.pending { " (pending)" } else { "" },
+                if r.contract_bps > 0 {
+                    format!(" contract {} bit/s", r.contract_bps)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if s.is_empty() {
+            s.push_str("no reservations\n");
+        }
+        s
+    }
+}
+impl Show for pb::AdmitReply {
+    fn human(&self) -> String {
+        format!(
+            "{} on {} workers (generation {}): {}",
+            if self.admitted { "admitted" } else { "denied" },
+            self.workers,
+            self.generation,
+            self.detail
+        )
+    }
+}
+impl Show for pb::LinkSplit {
+    fn human(&self) -> String {
+        format!(
+            "steady {}% ephemeral {}% best effort {}%",
+            self.steady_percent, self.ephemeral_percent, self.best_effort_percent
+        )
+    }
+}
+impl Show for pb::FlowPoliceParams {
+    fn human(&self) -> String {
+        let o = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        format!(
+            "period {} ms, K_th {}, beta {}, delta {}, L_down {}, L_up {}, lambda {}, S_Th {}, \
+             w_min {}, accept previous period {}, idle periods {}",
+            o(self.period_ms.map(|v| v.to_string())),
+            o(self.k_th.map(|v| v.to_string())),
+            o(self.beta.map(|v| v.to_string())),
+            o(self.delta.map(|v| v.to_string())),
+            o(self.l_down.map(|v| v.to_string())),
+            o(self.l_up.map(|v| v.to_string())),
+            o(self.lambda.map(|v| v.to_string())),
+            o(self.s_th.map(|v| v.to_string())),
+            o(self.w_min.map(|v| v.to_string())),
+            o(self.accept_previous_period.map(|v| v.to_string())),
+            o(self.idle_periods.map(|v| v.to_string())),
+        )
+    }
+}
+impl Show for pb::TableStats {
+    fn human(&self) -> String {
+        format!(
+            "flows {} of {} lines (per worker {:?}), created {}, reclaimed {}, table full {}, \
+             probe window {}, memory {} bytes",
+            self.entries,
+            self.capacity,
+            self.entries_per_worker,
+            self.inserts,
+            self.evictions,
+            self.table_full,
+            self.probe_window,
+            self.memory_bytes
+        )
+    }
+}
+impl Show for pb::KeyList {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        for k in &self.keys {
+            s.push_str(&format!(
+                "epoch {} [{}, {}){}\n",
+                k.epoch,
+                k.not_before_unix,
+                k.not_after_unix,
+                if k.active { " active" } else { "" }
+            ));
+        }
+        if s.is_empty() {
+            s.push_str("no keys\n");
+        }
+        s
+    }
+}
+impl Show for pb::ChannelList {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        for c in &self.channels {
+            s.push_str(&format!(
+                "channel {} {:<20} to AS {} m {} CIR {} bit/s CBS {} bytes\n",
+                c.index, c.prefix, c.dst_asn, c.m, c.cir_bps, c.cbs_bytes
+            ));
+        }
+        if s.is_empty() {
+            s.push_str("no channels\n");
+        }
+        s
+    }
+}
+fn verdict_line(v: &pb::Verdict) -> String {
+    let what = if v.verdict == "ACK" {
+        format!(
+            "ACK: violation from {} (max excess {} bytes)",
+            v.first_violation_unix, v.max_excess_bytes
+        )
+    } else {
+        format!("{} {}", v.verdict, v.reason)
+    };
+    format!(
+        "#{} {what}\n  protest {} AS {} -> AS {} verified by AS {} at {}\n  records {} \
+         considered {} failed {} old {} out-of-validity {} duplicate-groups {} replay-prefix {}\n",
+        v.id,
+        v.protest_id_hex,
+        v.source_asn,
+        v.complainant_asn,
+        v.verifier_asn,
+        v.verdict_time_unix,
+        v.records,
+        v.considered,
+        v.failed,
+        v.excluded_old,
+        v.out_of_validity,
+        v.duplicate_groups,
+        v.replay_prefix
+    )
+}
+
+impl Show for pb::ProtestReceipt {
+    fn human(&self) -> String {
+        match &self.detail {
+            Some(v) => verdict_line(v),
+            None => format!("#{} {}", self.id, self.verdict),
+        }
+    }
+}
+
+impl Show for pb::VerdictList {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "verifier key {} (protests admitted {}, rate-limited {})\n",
+            self.verifier_public_key_hex, self.admitted, self.refused
+        );
+        if self.verdicts.is_empty() {
+            s.push_str("no verdicts\n");
+        }
+        for v in &self.verdicts {
+            s.push_str(&verdict_line(v));
+        }
+        s
+    }
+}
+impl Show for pb::EpochList {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        for e in &self.epochs {
+            s.push_str(&format!(
+                "[{}, {}){}\n",
+                e.not_before_unix,
+                e.not_after_unix,
+                if e.current { " current" } else { "" }
+            ));
+        }
+        if s.is_empty() {
+            s.push_str("no epochs installed\n");
+        }
+        s
+    }
+}
 
 fn print<T: Show>(json: bool, r: Result<tonic::Response<T>, tonic::Status>) -> ExitCode {
     match r {
@@ -539,17 +806,31 @@ async fn main() -> ExitCode {
                     print(j, f_c.get_params(pb::GetFlowPoliceParamsRequest {}).await)
                 }
                 FlowPolice::SetParams {
-                    interval_ms,
-                    overuse_factor,
-                    table_entries,
-                    capability_lifetime_s,
+                    period_ms,
+                    k_th,
+                    beta,
+                    delta,
+                    l_down,
+                    l_up,
+                    lambda,
+                    s_th,
+                    w_min,
+                    accept_previous_period,
+                    idle_periods,
                 } => print(
                     j,
                     f_c.set_params(pb::FlowPoliceParams {
-                        interval_ms,
-                        overuse_factor,
-                        table_entries,
-                        capability_lifetime_s,
+                        period_ms,
+                        k_th,
+                        beta,
+                        delta,
+                        l_down,
+                        l_up,
+                        lambda,
+                        s_th,
+                        w_min,
+                        accept_previous_period,
+                        idle_periods,
                     })
                     .await,
                 ),
@@ -562,18 +843,35 @@ async fn main() -> ExitCode {
             let mut f_c = c.fair();
             match f {
                 Fair::Keys => print(j, f_c.list_keys(pb::ListKeysRequest {}).await),
-                Fair::RotateKey { epoch, key_hex, grace_s } => {
-                    print(j, f_c.rotate_key(pb::RotateKeyRequest { epoch, key_hex, grace_s }).await)
+                Fair::RotateKey { epoch, key_hex } => {
+                    print(j, f_c.rotate_key(pb::RotateKeyRequest { epoch, key_hex }).await)
                 }
                 Fair::Channels => print(j, f_c.list_channels(pb::ListChannelsRequest {}).await),
-                Fair::SetPolicy { prefix, action, rate_bps } => print(
+                Fair::SetPolicy { prefix, cir_bps, cbs_bytes } => print(
                     j,
-                    f_c.set_policy(pb::SetPolicyRequest { prefix, action, rate_bps }).await,
+                    f_c.set_policy(pb::SetPolicyRequest { prefix, cir_bps, cbs_bytes }).await,
                 ),
-                Fair::Protest { protest_hex } => {
-                    print(j, f_c.submit_protest(pb::SubmitProtestRequest { protest_hex }).await)
+                Fair::SubmitProtest { file, hex } => {
+                    let req = match (file, hex) {
+                        (Some(f), _) => match protest_bytes(&f) {
+                            Ok(protest) => {
+                                pb::SubmitProtestRequest { protest, ..Default::default() }
+                            }
+                            Err(e) => {
+                                eprintln!("error: {e}");
+                                return ExitCode::from(1);
+                            }
+                        },
+                        (None, Some(protest_hex)) => {
+                            pb::SubmitProtestRequest { protest_hex, ..Default::default() }
+                        }
+                        (None, None) => pb::SubmitProtestRequest::default(),
+                    };
+                    print(j, f_c.submit_protest(req).await)
                 }
-                Fair::Verdicts => print(j, f_c.list_verdicts(pb::ListVerdictsRequest {}).await),
+                Fair::Verdicts { limit } => {
+                    print(j, f_c.list_verdicts(pb::ListVerdictsRequest { limit }).await)
+                }
             }
         }
         Cmd::Drkey(d) => {
@@ -626,5 +924,23 @@ mod tests {
             "1"
         ])
         .is_err());
+    }
+
+    #[test]
+    fn submit_protest_takes_a_file_or_hex_and_reads_both_encodings() {
+        let p = |a: &[&str]| Cli::try_parse_from(a).map(|_| ());
+        assert!(p(&["ctl", "fair", "submit-protest", "--file", "x"]).is_ok());
+        assert!(p(&["ctl", "fair", "protest", "--hex", "00"]).is_ok());
+        assert!(p(&["ctl", "fair", "submit-protest"]).is_err());
+        assert!(p(&["ctl", "fair", "submit-protest", "--file", "x", "--hex", "00"]).is_err());
+        assert!(p(&["ctl", "fair", "verdicts", "--limit", "3"]).is_ok());
+        let dir = std::env::temp_dir().join(format!("ctl-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (h, r) = (dir.join("h"), dir.join("r"));
+        std::fs::write(&h, "00ff 10\n20\n").unwrap();
+        std::fs::write(&r, [0u8, 0xff, 0x10]).unwrap();
+        assert_eq!(protest_bytes(&h).unwrap(), vec![0, 0xff, 0x10, 0x20]);
+        assert_eq!(protest_bytes(&r).unwrap(), vec![0, 0xff, 0x10]);
+        assert!(protest_bytes(&dir.join("missing")).unwrap_err().contains("missing"));
     }
 }

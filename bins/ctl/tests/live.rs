@@ -2,16 +2,15 @@
 //! control server in-process, and changes made through the `ctl` binary and
 //! the client library.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
+use common::{ctl, ctl_with_token, scratch_dir, start_in, total_drops, Env, TOKEN};
 use control::client::Client;
 use control::pb;
 use tonic::Code;
 
-const TOKEN: &str = "test-token-0123456789abcdef";
 /// 128-byte frames: 1024 bit each.
 const FRAME_BITS: u64 = 1024;
 
@@ -42,36 +41,10 @@ fn router_config() -> runtime::RouterConfig {
     .expect("test configuration")
 }
 
-struct Env {
-    _server: control::ServerHandle,
-    plane: Arc<control::Plane>,
-    addr: String,
-    token_file: PathBuf,
-    metrics: std::net::SocketAddr,
-}
-
 fn start() -> Env {
-    let dir = std::env::temp_dir().join(format!("ctl-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let cfg = router_config();
-    let router = runtime::start(cfg.clone()).expect("router starts");
-    let plane = control::Plane::new(router, cfg);
-    let ccfg = control::ControlConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        token_file: Some(token_file.clone()),
-        ..Default::default()
-    };
-    let server = control::serve(plane.clone(), &ccfg).expect("control server starts");
-    Env {
-        addr: server.grpc_addr.to_string(),
-        metrics: server.metrics_addr.unwrap(),
-        _server: server,
-        plane,
-        token_file,
-    }
+    start_in(scratch_dir("live"), router_config(), |c| {
+        c.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
 }
 
 /// Transmitted packets per second on port 1 over `window`.
@@ -82,32 +55,6 @@ async fn tx_rate(c: &Client, window: Duration) -> f64 {
     tokio::time::sleep(window).await;
     let b = tx(c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner());
     (b - a) as f64 / t.elapsed().as_secs_f64()
-}
-
-fn ctl(env: &Env, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ctl"))
-        .arg("--addr")
-        .arg(&env.addr)
-        .arg("--token-file")
-        .arg(&env.token_file)
-        .args(args)
-        .output()
-        .expect("ctl runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn total_drops(c: &pb::Counters) -> u64 {
-    c.stages
-        .iter()
-        .chain(std::iter::empty())
-        .flat_map(|s| s.drops.iter())
-        .map(|d| d.packets)
-        .sum::<u64>()
-        + c.ports.iter().flat_map(|p| p.drops.iter()).map(|d| d.packets).sum::<u64>()
 }
 
 fn metrics_text(addr: std::net::SocketAddr) -> String {
@@ -252,11 +199,7 @@ async fn live_reconfiguration_auth_validation_and_flood() {
             u.zlane().set_bounds(pb::SetBoundsRequest { port: 1, bounds: None }).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
     }
-    let (ok, _, err) = Command::new(env!("CARGO_BIN_EXE_ctl"))
-        .args(["--addr", &env.addr, "counters"])
-        .output()
-        .map(|o| (o.status.success(), (), String::from_utf8_lossy(&o.stderr).to_string()))
-        .unwrap();
+    let (ok, _, err) = ctl_with_token(&env.addr, None, &["counters"]);
     assert!(!ok && err.contains("Unauthenticated"), "{err}");
 
     // Health stays open to unauthenticated probes (load balancers, systemd).
@@ -312,7 +255,9 @@ async fn live_reconfiguration_auth_validation_and_flood() {
         t.await.unwrap();
     }
     for _ in 0..50 {
-        assert!(metrics_text(env.metrics).contains("router_port_tx_packets_total{port=\"1\"}"));
+        assert!(
+            metrics_text(env.metrics.unwrap()).contains("router_port_tx_packets_total{port=\"1\"}")
+        );
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let c1 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
@@ -325,10 +270,12 @@ async fn live_reconfiguration_auth_validation_and_flood() {
     assert!(delivered + 256 >= offered, "offered {offered}, delivered {delivered}");
 
     // 5. The metrics endpoint serves the same counters.
-    let m = metrics_text(env.metrics);
+    let m = metrics_text(env.metrics.unwrap());
     assert!(m.starts_with("HTTP/1.1 200"), "{m}");
     assert!(m.contains("# TYPE router_port_tx_packets_total counter"));
     assert!(m.contains("router_config_generation 2"));
+    // The Z-Lane scheduler's per-queue counters.
+    assert!(m.contains("router_egress_counter{port=\"1\",name=\"queue_"), "{m}");
 
     env.plane.stop();
 }
@@ -338,11 +285,8 @@ async fn live_reconfiguration_auth_validation_and_flood() {
 /// the stage keeps processing (its counters survive the swap).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlane_as_rates_are_changed_live() {
-    let dir = std::env::temp_dir().join(format!("ctl-zlane-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    let cfg = runtime::config::parse(
+    let env = common::start(
+        "zlane-live",
         r#"
         [io]
         backend = "synthetic"
@@ -370,24 +314,7 @@ async fn zlane_as_rates_are_changed_live() {
         kind = "port-forward"
         port = 1
         "#,
-        "zlane-test.toml".as_ref(),
-    )
-    .unwrap();
-    let plane = control::Plane::new(runtime::start(cfg.clone()).unwrap(), cfg);
-    let ccfg = control::ControlConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        token_file: Some(token_file.clone()),
-        ..Default::default()
-    };
-    let server = control::serve(plane.clone(), &ccfg).unwrap();
-    let env = Env {
-        addr: server.grpc_addr.to_string(),
-        metrics: "127.0.0.1:9".parse().unwrap(),
-        _server: server,
-        plane,
-        token_file,
-    };
+    );
     let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let stage_packets = |c: &pb::Counters| c.stages[1].packets;

@@ -16,6 +16,7 @@ use clap::Parser;
 use plotters::prelude::*;
 use serde::de::DeserializeOwned;
 use sim::report::{Plot, Report};
+use sim::scenarios::fair::{self as fair_sc, FairParams};
 use sim::scenarios::flowpolice::{self as fp, Fig53Params};
 use sim::scenarios::sibra::{self as sibra_sc, Fig7Params, Fig8bParams};
 use sim::scenarios::zlane::{self, Fig4Params, Table4Params};
@@ -40,6 +41,10 @@ const SCENARIOS: &[(&str, &str)] = &[
         "SIBRA Figs. 7 and 8(a): legit request success and reservable bandwidth vs attackers",
     ),
     ("sibra_fig8b", "SIBRA Fig. 8(b): reserved-bandwidth waste vs request/reply loss"),
+    (
+        "fair_protest",
+        "FAIR: violation proven to every honest AS, replayer localized, header overhead",
+    ),
 ];
 
 #[derive(Parser, Debug)]
@@ -102,6 +107,10 @@ fn main() -> Result<()> {
         "sibra_fig8b" => {
             let p: Fig8bParams = load(&config)?;
             sibra_sc::fig8b(&p, &opts)?.0
+        }
+        "fair_protest" => {
+            let p: FairParams = load(&config)?;
+            fair_sc::fair(&p, &opts)?.report
         }
         other => bail!(
             "unknown scenario {other:?}; known: {}",

@@ -9,6 +9,9 @@
 //! reflection = true
 //! apply_timeout_ms = 2000
 //! concurrency_limit = 32
+//! [control.fair]                      # optional: FAIR protest verifier
+//! asn = 101                           # (see `crate::protest` for every key)
+//! signing_key_file = "/etc/router/fair.ed25519"
 //! ```
 
 use std::net::SocketAddr;
@@ -43,6 +46,10 @@ pub struct ControlConfig {
     /// Concurrent requests per connection (bounds what a flood can queue).
     #[serde(default = "default_concurrency")]
     pub concurrency_limit: usize,
+    /// `[control.fair]`: this AS's FAIR protest verifier (see [`crate::protest`]);
+    /// without it `SubmitProtest` answers `FAILED_PRECONDITION`.
+    #[serde(default)]
+    pub fair: Option<crate::protest::FairProtestConfig>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -79,6 +86,7 @@ impl Default for ControlConfig {
             reflection: true,
             apply_timeout_ms: default_apply_timeout(),
             concurrency_limit: default_concurrency(),
+            fair: None,
         }
     }
 }
@@ -126,6 +134,9 @@ impl ControlConfig {
         }
         if self.concurrency_limit == 0 {
             return Err(err("concurrency_limit", "must be at least 1"));
+        }
+        if let Some(f) = &self.fair {
+            f.load()?;
         }
         Ok(())
     }

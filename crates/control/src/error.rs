@@ -23,6 +23,9 @@ pub enum CtlError {
     /// The workers did not confirm the change in time.
     #[error("{0}")]
     DeadlineExceeded(String),
+    /// A rate limit refused the request (e.g. too many FAIR protests).
+    #[error("{0}")]
+    ResourceExhausted(String),
 }
 
 impl CtlError {
@@ -46,6 +49,7 @@ impl CtlError {
             CtlError::Unimplemented(_) => Code::Unimplemented,
             CtlError::Unavailable(_) => Code::Unavailable,
             CtlError::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            CtlError::ResourceExhausted(_) => Code::ResourceExhausted,
         }
     }
 }

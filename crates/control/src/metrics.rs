@@ -133,6 +133,45 @@ pub fn render(s: &runtime::Snapshot, generation: u64) -> String {
             );
         }
     }
+    let stages = s.named.iter().filter(|n| matches!(n.scope, runtime::stats::Scope::Stage(_)));
+    if stages.clone().next().is_some() {
+        family(
+            &mut o,
+            "router_stage_counter",
+            "untyped",
+            "A stage's own counters (per traffic class, table entries...).",
+        );
+        for n in stages {
+            let runtime::stats::Scope::Stage(i) = n.scope else { continue };
+            let stage = s.stages.get(i).map_or("?", |(n, _)| n.as_str());
+            let _ = writeln!(
+                o,
+                "router_stage_counter{{index=\"{i}\",stage=\"{}\",name=\"{}\"}} {}",
+                esc(stage),
+                esc(n.name),
+                n.value
+            );
+        }
+    }
+    let egress = s.named.iter().filter(|n| matches!(n.scope, runtime::stats::Scope::Egress(_)));
+    if egress.clone().next().is_some() {
+        family(
+            &mut o,
+            "router_egress_counter",
+            "untyped",
+            "An egress discipline's own counters (per queue).",
+        );
+        for n in egress {
+            let runtime::stats::Scope::Egress(i) = n.scope else { continue };
+            let port = s.ports.get(i).map_or(0, |p| p.id);
+            let _ = writeln!(
+                o,
+                "router_egress_counter{{port=\"{port}\",name=\"{}\"}} {}",
+                esc(n.name),
+                n.value
+            );
+        }
+    }
     o
 }
 

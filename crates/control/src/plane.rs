@@ -308,6 +308,102 @@ impl Plane {
     }
 }
 
+/// What a per-worker operation sees: the worker index, its pipeline, its
+/// egress disciplines and its clock.
+pub type WorkerOp<T> = Arc<
+    dyn Fn(usize, &mut Pipeline<Frame>, &mut [Box<dyn Egress<Frame>>], pipeline::Now) -> T
+        + Send
+        + Sync,
+>;
+
+impl Plane {
+    /// Runs `op` on every worker between two bursts and returns the results
+    /// in worker order. The stages keep their state: this is how protocol
+    /// tables are read and changed in place. A mutating caller should hold
+    /// [`Plane::serialize`] so that changes reach the workers in one order.
+    pub fn on_workers<T: Send + 'static>(&self, op: WorkerOp<T>) -> Result<Vec<T>, CtlError> {
+        let Some(queues) = self.queues.as_deref() else {
+            return Err(CtlError::FailedPrecondition(
+                "live control needs a software backend (synthetic or pcap) in this build".into(),
+            ));
+        };
+        if self.is_finished() {
+            return Err(CtlError::FailedPrecondition("the router has stopped".into()));
+        }
+        let workers = queues.len();
+        let (tx, rx) = crossbeam_channel::bounded::<(usize, T)>(workers);
+        let deadline = Instant::now() + self.apply_timeout;
+        for (w, q) in queues.iter().enumerate() {
+            let (tx, op) = (tx.clone(), op.clone());
+            let cmd = Command::ApplyNow(Box::new(
+                move |p: &mut Pipeline<Frame>, e: &mut [Box<dyn Egress<Frame>>], now| {
+                    let _ = tx.try_send((w, op(w, p, e, now)));
+                },
+            ));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if q.send_timeout(cmd, left).is_err() {
+                return Err(CtlError::Unavailable(format!(
+                    "worker {w} did not accept the operation (command queue full or router \
+                     stopping); {w} of {workers} workers have it queued"
+                )));
+            }
+        }
+        drop(tx);
+        let mut out: Vec<Option<T>> = (0..workers).map(|_| None).collect();
+        for n in 0..workers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((w, v)) => out[w] = Some(v),
+                Err(_) => {
+                    return Err(CtlError::DeadlineExceeded(format!(
+                        "{n} of {workers} workers answered within {} ms; the others run the \
+                         operation after their current burst",
+                        self.apply_timeout.as_millis()
+                    )))
+                }
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Records an in-place change in the stored parameters of stage `index`
+    /// (what status replies show), without rebuilding anything.
+    pub fn record_params(&self, index: usize, edit: impl FnOnce(&mut toml::Table)) {
+        let mut st = self.lock();
+        if let Some(s) = st.cfg.pipeline.get_mut(index) {
+            edit(&mut s.params);
+        }
+    }
+
+    /// Runs a mutating `op` on every worker (see [`on_workers`](Self::on_workers)),
+    /// serialized with every other change; counts one configuration
+    /// generation if every worker answered `Ok`. Returns the per-worker
+    /// results and the generation.
+    pub fn mutate<T: Send + 'static>(
+        &self,
+        op: WorkerOp<Result<T, CtlError>>,
+    ) -> Result<(Vec<T>, u64), CtlError> {
+        let mut st = self.lock();
+        let res = self.on_workers(op)?;
+        let mut out = Vec::with_capacity(res.len());
+        let mut err = None;
+        for r in res {
+            match r {
+                Ok(v) => out.push(v),
+                Err(e) => err = Some(e),
+            }
+        }
+        if !out.is_empty() {
+            // Some workers changed: the configuration moved on.
+            st.generation += 1;
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok((out, st.generation)),
+        }
+    }
+}
+
 fn commit(st: &mut State, change: &Change) {
     for (i, p) in &change.stages {
         st.cfg.pipeline[*i].params = p.clone();

@@ -82,6 +82,10 @@ fn bind(key: &'static str, addr: SocketAddr) -> Result<std::net::TcpListener, Se
 /// handle knows the real ports; serving happens on a thread named `control`.
 pub fn serve(plane: Arc<Plane>, cfg: &ControlConfig) -> Result<ServerHandle, ServeError> {
     cfg.validate()?;
+    let desk = match &cfg.fair {
+        Some(f) => Some(Arc::new(std::sync::Mutex::new(crate::protest::Desk::new(f.load()?)))),
+        None => None,
+    };
     let auth = match &cfg.token_file {
         Some(f) => Auth::from_file(f)?,
         None => Auth::disabled(),
@@ -142,7 +146,11 @@ pub fn serve(plane: Arc<Plane>, cfg: &ControlConfig) -> Result<ServerHandle, Ser
                         a.clone(),
                     ))
                     .add_service(InterceptedService::new(
-                        pb::fair_control_server::FairControlServer::new(FairSvc(plane.clone())),
+                        pb::fair_control_server::FairControlServer::new(FairSvc(
+                            plane.clone(),
+                            desk.clone(),
+                        ))
+                        .max_decoding_message_size(crate::protest::MAX_PROTEST_BYTES * 2 + 1024),
                         a.clone(),
                     ))
                     .add_service(InterceptedService::new(

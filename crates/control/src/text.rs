@@ -204,6 +204,10 @@ pub fn hex_bytes(field: &str, s: &str, n: usize) -> Result<Vec<u8>, CtlError> {
 
 /// Decodes hex of any even length.
 pub fn hex_any(field: &str, s: &str) -> Result<Vec<u8>, CtlError> {
+    // Byte slicing below needs ASCII (a multi-byte character would split).
+    if let Some(i) = s.bytes().position(|b| !b.is_ascii()) {
+        return Err(CtlError::invalid(format!("{field}: not hex at position {i}")));
+    }
     if !s.len().is_multiple_of(2) {
         return Err(CtlError::invalid(format!("{field}: odd number of hex digits")));
     }
@@ -276,5 +280,12 @@ mod tests {
         assert!(hex_bytes("k", "0g", 1).is_err());
         assert!(toml_table("t", "").is_err());
         assert!(toml_table("t", "a = ").unwrap_err().to_string().starts_with("t: "));
+    }
+
+    #[test]
+    fn hex_with_multibyte_characters_is_an_error_not_a_panic() {
+        // "aéb" has an even byte length and a character across bytes 1..3.
+        assert!(hex_any("h", "a\u{e9}b").unwrap_err().to_string().contains("position 1"));
+        assert_eq!(hex_any("h", "00ff").unwrap(), vec![0, 0xff]);
     }
 }

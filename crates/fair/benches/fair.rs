@@ -1,5 +1,7 @@
 //! FAIR per-packet benchmarks (BM-1, BM-7): transit marking, source stamping,
-//! destination check + police + capture, protest verification, store appends.
+//! destination check + police + capture, protest verification, store appends;
+//! BM-2 (single-block AES MAC, expanded key vs expansion per packet) and BM-3
+//! (source stamping to random destinations over an 18k-prefix IPv6 FIB).
 
 use std::hint::black_box;
 use std::net::IpAddr;
@@ -139,6 +141,21 @@ fn bench_transit(c: &mut Criterion) {
         7,
     );
     let mut b = batch_of(&pkt);
+    // Metadata as the parse stage leaves it (FAIR header found), as in a router pipeline.
+    let mut parsed = Meta::new(0);
+    let p =
+        fair::common::locate_meta(&pkt, &parsed, Framing::Ip, Default::default()).unwrap().unwrap();
+    fair::common::set_meta(&mut parsed, &p);
+    g.bench_function("dest_check_police_capture_burst32_parsed_incl_reset", |bch| {
+        bch.iter(|| {
+            for i in 0..BURST {
+                b.buf_mut(i).set(&pkt).unwrap();
+                *b.meta_mut(i) = parsed;
+            }
+            d.process(&mut b, now);
+            black_box(b.data(0).len());
+        })
+    });
     g.bench_function("dest_check_police_capture_burst32_incl_reset", |bch| {
         bch.iter(|| {
             reset(&mut b, &pkt);
@@ -264,5 +281,118 @@ fn bench_protest(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_transit, bench_protest);
+/// BM-2: the single-block AES-128 mark MAC with the expanded key kept in the
+/// channel/key table vs expanding the key for every packet.
+fn bench_aes(c: &mut Criterion) {
+    use fair::crypto::{icv, icv_block};
+    use mac::Aes;
+    let key = Key::from([9; 16]);
+    let aes = Aes::new(&key);
+    let mut g = c.benchmark_group("fair_aes");
+    g.throughput(Throughput::Elements(1));
+    let mut seq = 0u32;
+    g.bench_function("mac_1block_expanded_key", |bch| {
+        bch.iter(|| {
+            seq = seq.wrapping_add(1);
+            black_box(icv(black_box(&aes), 74, 7, seq))
+        })
+    });
+    g.bench_function("mac_1block_key_expansion_per_packet", |bch| {
+        bch.iter(|| {
+            seq = seq.wrapping_add(1);
+            let a = Aes::new(black_box(&key));
+            black_box(icv(&a, 74, 7, seq))
+        })
+    });
+    g.throughput(Throughput::Elements(BURST as u64));
+    let mut blocks = [[0u8; 16]; BURST];
+    g.bench_function("mac_burst32_expanded_key_pipelined", |bch| {
+        bch.iter(|| {
+            seq = seq.wrapping_add(1);
+            for (i, b) in blocks.iter_mut().enumerate() {
+                *b = icv_block(74, 7, seq.wrapping_add(i as u32));
+            }
+            aes.encrypt_blocks(black_box(&mut blocks));
+            black_box(blocks[BURST - 1][0])
+        })
+    });
+    g.finish();
+}
+
+/// BM-3: source stamping to random destinations over an 18k-prefix IPv6 FIB,
+/// one channel (own K_SD, counter, bucket) per prefix: no locality.
+fn bench_fib(c: &mut Criterion) {
+    use fair::rng::Xoshiro;
+    const PREFIXES: usize = 18_000;
+    const PKTS: usize = 8192;
+    let mut rng = Xoshiro::new(42);
+    let mut s = FairSource::new(SourceConfig { framing: Framing::Ip, ..Default::default() });
+    let big = u64::MAX / 4_000_000_000;
+    let mut seen = std::collections::HashSet::new();
+    let mut dests: Vec<[u8; 16]> = Vec::with_capacity(PREFIXES);
+    while dests.len() < PREFIXES {
+        let len = 24 + (rng.next_u64() % 25) as u32; // /24 … /48
+        let hi = (rng.next_u64() >> 3) | (1 << 61); // inside 2000::/3
+        let net = hi & !(u64::MAX >> len);
+        if !seen.insert((net, len)) {
+            continue;
+        }
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+        k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+        let ch = SourceChannel::new(
+            dests.len() as u32,
+            2,
+            &Key::from(k),
+            1,
+            big,
+            big,
+            0,
+            Arc::new(AtomicU32::new(0)),
+        );
+        let idx = s.add_channel(ch);
+        let mut p = [0u8; 16];
+        p[..8].copy_from_slice(&net.to_be_bytes());
+        s.route(IpAddr::from(p), len as u8, idx);
+        // A host inside the prefix (random host bits).
+        let host = net | (rng.next_u64() & (u64::MAX >> len));
+        p[..8].copy_from_slice(&host.to_be_bytes());
+        p[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
+        dests.push(p);
+    }
+    let pkt_to = |d: &[u8; 16]| {
+        let mut p = plain_v6();
+        p[24..40].copy_from_slice(d);
+        p
+    };
+    let random: Vec<Vec<u8>> =
+        (0..PKTS).map(|_| pkt_to(&dests[(rng.next_u64() % PREFIXES as u64) as usize])).collect();
+    let single: Vec<Vec<u8>> = (0..PKTS).map(|_| pkt_to(&dests[0])).collect();
+    let now = Now::from_unix_ns(T0 * 1_000_000_000);
+    let mut g = c.benchmark_group("fair_fib");
+    g.throughput(Throughput::Elements(BURST as u64));
+    for (name, pkts) in [
+        ("source_stamp_18k_prefixes_random_dst_burst32_incl_reset", &random),
+        ("source_stamp_18k_prefixes_single_dst_burst32_incl_reset", &single),
+    ] {
+        let mut b = batch_of(&pkts[0]);
+        let mut at = 0usize;
+        let before = s.stats.stamped;
+        g.bench_function(name, |bch| {
+            bch.iter(|| {
+                for i in 0..BURST {
+                    b.buf_mut(i).set(&pkts[(at + i) % PKTS]).unwrap();
+                    *b.meta_mut(i) = Meta::new(0);
+                }
+                at = (at + BURST) % PKTS;
+                s.process(&mut b, now);
+                black_box(b.data(0)[47]);
+            })
+        });
+        assert!(s.stats.stamped > before && s.stats.no_channel == 0);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_transit, bench_protest, bench_aes, bench_fib);
 criterion_main!(benches);

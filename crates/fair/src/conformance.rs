@@ -120,23 +120,106 @@ pub fn brute_force(
     out
 }
 
+/// Per-second duplicate filter of the streaming monitor (§5.4: the monitor
+/// SHOULD drop duplicate `(ts, seqno)` pairs so that the destination's own
+/// detection agrees with what verifiers compute after deduplication, §5.9).
+///
+/// **Decision.** One bitmap per ring second covering `bits` consecutive
+/// sequence numbers from the first one seen in that second (wrap-aware,
+/// mod 2^24). A conforming source's sequence numbers within one second are a
+/// contiguous range (one shared counter), so a window of 2^17 by default
+/// covers 131 072 packets per second per channel (≈ 1.4 Gbit/s at 1400 B)
+/// for 128 KiB per channel. Sequence numbers outside the window are counted
+/// unfiltered (`unchecked`): the destination may then over-count, never
+/// under-count, so its own alarm can only fire early, and the protest's
+/// deduplication stays authoritative. Memory is allocated once; finalizing a
+/// second clears only the words that were touched.
+#[derive(Clone, Debug)]
+pub struct DupFilter {
+    bits: u32,
+    words: Vec<u64>,
+    /// Per ring slot: (base seqno, lowest touched word, highest touched word + 1).
+    meta: [(u32, u32, u32); 8],
+    /// Duplicates suppressed.
+    pub duplicates: u64,
+    /// Packets whose seqno fell outside the window (counted unfiltered).
+    pub unchecked: u64,
+}
+
+/// Default window of the duplicate filter (sequence numbers per second).
+pub const DEFAULT_DUP_WINDOW: u32 = 1 << 17;
+
+impl DupFilter {
+    /// A filter covering `bits` sequence numbers per second (rounded up to 64, at least 64).
+    pub fn new(bits: u32) -> Self {
+        let bits = bits.clamp(64, 1 << 24).div_ceil(64) * 64;
+        DupFilter {
+            bits,
+            words: vec![0; 8 * (bits / 64) as usize],
+            meta: [(u32::MAX, u32::MAX, 0); 8],
+            duplicates: 0,
+            unchecked: 0,
+        }
+    }
+
+    /// Whether `seqno` was already seen in ring slot `slot` (and records it if not).
+    #[inline]
+    fn seen(&mut self, slot: usize, seqno: u32) -> bool {
+        let wps = self.bits / 64;
+        let m = &mut self.meta[slot];
+        if m.0 == u32::MAX {
+            // First packet of this second: the window starts a little below it,
+            // so that slightly reordered earlier numbers are still covered.
+            m.0 = seqno.wrapping_sub(self.bits / 8) & 0x00FF_FFFF;
+        }
+        let off = seqno.wrapping_sub(m.0) & 0x00FF_FFFF;
+        if off >= self.bits {
+            self.unchecked += 1;
+            return false;
+        }
+        let w = off / 64;
+        m.1 = m.1.min(w);
+        m.2 = m.2.max(w + 1);
+        let word = &mut self.words[(slot as u32 * wps + w) as usize];
+        let bit = 1u64 << (off % 64);
+        if *word & bit != 0 {
+            self.duplicates += 1;
+            return true;
+        }
+        *word |= bit;
+        false
+    }
+
+    fn clear(&mut self, slot: usize) {
+        let wps = (self.bits / 64) as usize;
+        let (_, lo, hi) = self.meta[slot];
+        if lo < hi {
+            self.words[slot * wps + lo as usize..slot * wps + hi as usize].fill(0);
+        }
+        self.meta[slot] = (u32::MAX, u32::MAX, 0);
+    }
+}
+
 /// Streaming monitor of one channel at the destination (§5.7.3): an 8-second
 /// ring of byte counters keyed by the unwrapped *source* timestamp; second t
-/// is finalized when `now ≥ t + 4` and fed to the recursion.
+/// is finalized when `now ≥ t + 4` and fed to the recursion. With a
+/// [`DupFilter`] ([`Monitor::with_dup_filter`]) duplicate `(ts, seqno)` pairs
+/// are counted once ([`Monitor::account_seqno`]).
 #[derive(Clone, Debug)]
 pub struct Monitor {
     lindley: Lindley,
-    ring: [u128; 8],
+    ring: [u64; 8],
     /// Next second to finalize (`None` before the first packet).
     next: Option<u64>,
     /// Violations emitted so far.
     pub violations: u64,
     /// Most recent violation.
     pub last: Option<Violation>,
+    dups: Option<Box<DupFilter>>,
 }
 
 impl Monitor {
-    /// A monitor for (CIR, CBS).
+    /// A monitor for (CIR, CBS) without duplicate suppression.
     pub fn new(cir: u64, cbs: u64) -> Self {
         Monitor {
             lindley: Lindley::new(cir, cbs),
@@ -144,15 +227,30 @@ impl Monitor {
             next: None,
             violations: 0,
             last: None,
+            dups: None,
         }
+    }
+
+    /// A monitor for (CIR, CBS) that suppresses duplicate `(ts, seqno)` pairs
+    /// within a window of `bits` sequence numbers per second.
+    pub fn with_dup_filter(cir: u64, cbs: u64, bits: u32) -> Self {
+        Monitor { dups: Some(Box::new(DupFilter::new(bits))), ..Monitor::new(cir, cbs) }
+    }
+
+    /// The duplicate filter, if enabled (its counters).
+    pub fn dup_filter(&self) -> Option<&DupFilter> {
+        self.dups.as_deref()
     }
 
     /// Finalizes every second `t` with `t + 4 ≤ now`; returns the worst new violation.
     pub fn tick(&mut self, now: u64) -> Option<Violation> {
         let mut t = self.next?;
+        let end = now.saturating_sub(3);
+        if t >= end {
+            return None;
+        }
         let mut worst: Option<Violation> = None;
         // After a long idle gap, skip empty seconds in one step.
-        let end = now.saturating_sub(3);
         if end > t + 8 {
             // Seconds beyond the ring are empty: finalize the ring, then jump.
             for _ in 0..8 {
@@ -170,12 +268,15 @@ impl Monitor {
     }
 
     fn finalize(&mut self, t: u64, worst: Option<Violation>) -> Option<Violation> {
-        let slot = &mut self.ring[(t % 8) as usize];
-        let b = core::mem::take(slot);
+        let idx = (t % 8) as usize;
+        if let Some(d) = self.dups.as_deref_mut() {
+            d.clear(idx);
+        }
+        let b = core::mem::take(&mut self.ring[idx]);
         if b == 0 {
             return worst;
         }
-        match self.lindley.push(t, b) {
+        match self.lindley.push(t, b as u128) {
             Some(v) => {
                 self.violations += 1;
                 self.last = Some(v);
@@ -192,15 +293,43 @@ impl Monitor {
     /// Returns a violation if one was finalized by this call.
     #[inline]
     pub fn account(&mut self, abs_ts: u64, bytes: u64, now: u64) -> Option<Violation> {
+        let (v, t) = self.open(abs_ts, now);
+        self.ring[(t % 8) as usize] = self.ring[(t % 8) as usize].saturating_add(bytes);
+        v
+    }
+
+    /// Like [`account`](Self::account), but a packet whose `(abs_ts, seqno)`
+    /// was already counted is ignored when the duplicate filter is enabled.
+    #[inline]
+    pub fn account_seqno(
+        &mut self,
+        abs_ts: u64,
+        seqno: u32,
+        bytes: u64,
+        now: u64,
+    ) -> Option<Violation> {
+        let (v, t) = self.open(abs_ts, now);
+        let idx = (t % 8) as usize;
+        // Filter on the packet's own second; a stamp clamped into the oldest open
+        // second (impossible for fresh packets) is counted unfiltered.
+        let dup = t == abs_ts
+            && self.dups.as_deref_mut().is_some_and(|d| d.seen(idx, seqno & 0x00FF_FFFF));
+        if !dup {
+            self.ring[idx] = self.ring[idx].saturating_add(bytes);
+        }
+        v
+    }
+
+    /// Finalizes what is due and returns the open second that `abs_ts` counts in.
+    #[inline]
+    fn open(&mut self, abs_ts: u64, now: u64) -> (Option<Violation>, u64) {
         if self.next.is_none() {
             self.next = Some(abs_ts.min(now.saturating_sub(3)));
         }
         let v = self.tick(now);
         // A stamp older than the finalized horizon cannot pass the freshness check;
         // account it into the oldest open second rather than lose it.
-        let t = abs_ts.max(self.next.unwrap_or(abs_ts));
-        self.ring[(t % 8) as usize] += bytes as u128;
-        v
+        (v, abs_ts.max(self.next.unwrap_or(abs_ts)))
     }
 }
 

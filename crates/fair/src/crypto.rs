@@ -26,18 +26,18 @@ pub enum MarkBinding {
 }
 
 /// The ICV input block: tag 1, `len ‖ ts ‖ seqno`, zero padding.
-#[inline]
+#[inline(always)]
 pub fn icv_block(len: u16, ts: u16, seqno: u32) -> Block {
-    let mut b = [0u8; 16];
-    b[0] = TAG_ICV << 4;
-    b[1..3].copy_from_slice(&len.to_be_bytes());
-    b[3..5].copy_from_slice(&ts.to_be_bytes());
-    b[5..8].copy_from_slice(&seqno.to_be_bytes()[1..]);
-    b
+    // Composed in one 64-bit word: a handful of shifts instead of byte copies.
+    let hi = ((TAG_ICV as u64) << 60)
+        | ((len as u64) << 40)
+        | ((ts as u64) << 24)
+        | (seqno & 0x00FF_FFFF) as u64;
+    ((hi as u128) << 64).to_be_bytes()
 }
 
 /// The slot-MAC input block of §3.4; `src32`/`dst32` are only used in `Bound` mode.
-#[inline]
+#[inline(always)]
 pub fn mark_block(
     binding: MarkBinding,
     len: u16,
@@ -47,20 +47,18 @@ pub fn mark_block(
     src32: [u8; 4],
     dst32: [u8; 4],
 ) -> Block {
-    let mut b = [0u8; 16];
-    let tag = match binding {
-        MarkBinding::Paper => TAG_SLOT_PAPER,
-        MarkBinding::Bound => TAG_SLOT_BOUND,
+    let (tag, lo) = match binding {
+        MarkBinding::Paper => (TAG_SLOT_PAPER, 0u64),
+        MarkBinding::Bound => (
+            TAG_SLOT_BOUND,
+            ((u32::from_be_bytes(src32) as u64) << 32) | u32::from_be_bytes(dst32) as u64,
+        ),
     };
-    b[0] = (tag << 4) | (nonce & 0x0F);
-    b[1..3].copy_from_slice(&len.to_be_bytes());
-    b[3..5].copy_from_slice(&ts.to_be_bytes());
-    b[5..8].copy_from_slice(&seqno.to_be_bytes()[1..]);
-    if binding == MarkBinding::Bound {
-        b[8..12].copy_from_slice(&src32);
-        b[12..16].copy_from_slice(&dst32);
-    }
-    b
+    let hi = ((((tag << 4) | (nonce & 0x0F)) as u64) << 56)
+        | ((len as u64) << 40)
+        | ((ts as u64) << 24)
+        | (seqno & 0x00FF_FFFF) as u64;
+    (((hi as u128) << 64) | lo as u128).to_be_bytes()
 }
 
 /// The 8-bit ICV: the leading byte of `AES_{K_SD}(icv_block)`.

@@ -10,15 +10,19 @@
 //! | Transit marking (Procedure 2) | [`transit`] | [`transit::FairTransit`] |
 //! | Destination check, police, capture (Procedure 3) | [`dest`], [`conformance`] | [`dest::FairDestination`] |
 //! | Suspicious bit (Procedure 4) | [`sb`] | [`sb::SuspiciousBit`] |
+//! | Role dispatch (§5.1) | [`role`] | [`role::FairNode`] |
+//! | Active defense (§5.12) | [`defense`] | [`defense::FairDefense`] |
 //! | Header store | [`store`], [`record`] | (sink of the destination stage) |
 //! | Setup (sending policies) | [`policy`] | — |
-//! | Protest rounds 1 and 2 | [`protest`] | — |
+//! | Protest rounds 1 and 2, rate limits | [`protest`] | — |
 //!
 //! Supporting modules: [`crypto`] (MAC blocks and known answers of §3.4,
 //! SHA3-256, HKDF-SHA3 K_SD from X25519, Ed25519), [`keys`] (epoch key rings
 //! with T_m retention), [`time`] (wrap-aware timestamps), [`bucket`] (exact
 //! integer token bucket), [`rng`] (per-worker xoshiro256++ nonces), [`lpm`]
-//! (extended-FIB prefix tables), [`wire`] (header insertion and stripping).
+//! (extended-FIB prefix tables), [`wire`] (header insertion and stripping),
+//! [`calc`] (overhead and storage calculators of §7.4/§7.5), [`sync`] (the
+//! sequence counter's atomics, swapped for `loom` under `--cfg loom`).
 //!
 //! ## Decisions beyond the spec (router-vendor defaults, all configurable)
 //! * **Stages and metadata.** Stages take the IP header from `Meta::l3_off`
@@ -39,6 +43,18 @@
 //!   [`record`]); raw `HeaderRecord`s are accepted via `Record::from_wire`.
 //! * **Protest evidence** carries records in that encoding; `protest_id`
 //!   hashes their encodings.
+//! * **Duplicate suppression.** The destination's streaming monitor counts a
+//!   `(ts, seqno)` pair once ([`conformance::DupFilter`], window sized from
+//!   the channel's rate), so its alarm agrees with the verifiers' deduplication.
+//! * **Protest hygiene.** [`protest::ProtestGate`] rate-limits protests per
+//!   complainant and globally before any signature or per-record work.
+//! * **Fast path.** Stages read the hot header fields once ([`common::Hot`]),
+//!   trust a parse stage's `Meta::proto_off` after the §2.9 header checks,
+//!   look keys up once per burst (per timestamp offset), reserve sequence
+//!   numbers once per run of a channel, and run the AES of a burst pipelined.
+//!
+//! The §9 test checklist (every test case ID → test) is `tests/README.md`.
+//!
 //! * **Shared state.** The source's sequence counter is one `AtomicU32` per
 //!   channel shared by workers (uniqueness of `(ts, seqno)`); token buckets
 //!   are per worker (configure each with its share CIR/W, CBS/W); data key
@@ -48,9 +64,11 @@
 pub use mac::Key;
 
 pub mod bucket;
+pub mod calc;
 pub mod common;
 pub mod conformance;
 pub mod crypto;
+pub mod defense;
 pub mod dest;
 pub mod keys;
 pub mod lpm;
@@ -58,9 +76,11 @@ pub mod policy;
 pub mod protest;
 pub mod record;
 pub mod rng;
+pub mod role;
 pub mod sb;
 pub mod source;
 pub mod store;
+pub mod sync;
 pub mod time;
 pub mod transit;
 pub mod wire;

@@ -4,8 +4,17 @@
 //! localization by nonces, token-bucket conformance), signed verdicts, and the
 //! round-2 attribution every AS computes from all verdicts.
 //!
-//! Not implemented (documented): per-complainant rate limiting (SEC-24) and
-//! the misplaced-mark histogram diagnostic (SEC-21).
+//! Protest hygiene (SEC-24): [`ProtestGate`] rate-limits protests per
+//! complainant (and globally) and [`Verifier::verify_protest_gated`] checks the
+//! limit and the complainant's signature before any per-record work.
+//!
+//! Misplaced-mark diagnostic (§5.8, SEC-21): [`Verifier::verify_protest_report`]
+//! also tests the other slots of every record whose own slot fails and keeps a
+//! histogram [`MisplacedMarks`]; [`attribute_with_misplaced`] uses it so that a
+//! pointer rewound upstream is not blamed on the destination. **Decision:** the
+//! histogram is advisory, local output next to the signed verdict; the verdict
+//! wire format (§2.11) is unchanged, so peers see it only if it is shipped
+//! alongside (e.g. in the control API's report).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -414,6 +423,45 @@ fn addr_of(bytes: &[u8; 16], v6: bool) -> IpAddr {
     }
 }
 
+/// Misplaced-mark histogram of one verifier (§5.8 diagnostic, SEC-21).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MisplacedMarks {
+    /// This AS's own slot index (k − 1).
+    pub own_slot: usize,
+    /// Failed records whose other slots were probed.
+    pub probed: u32,
+    /// `misplaced[s']`: failed records whose slot `s'` carries this AS's valid mark.
+    pub misplaced: [u32; RECORD_SLOTS],
+}
+
+/// Fewest matches in one wrong slot before [`MisplacedMarks::significant`] reports it.
+pub const MISPLACED_MIN: u32 = 16;
+
+impl MisplacedMarks {
+    /// The wrong slot where this AS's marks show up "much more often than
+    /// 1/16": at least [`MISPLACED_MIN`] matches and at least a quarter of
+    /// the probed records (chance alone gives 1/16 per slot; the binomial tail
+    /// at ≥ 4× the mean and ≥ 16 hits is below 10⁻⁵).
+    pub fn significant(&self) -> Option<usize> {
+        let (slot, &hits) = self
+            .misplaced
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != self.own_slot)
+            .max_by_key(|(i, h)| (**h, std::cmp::Reverse(*i)))?;
+        (hits >= MISPLACED_MIN && u64::from(hits) * 4 >= u64::from(self.probed)).then_some(slot)
+    }
+}
+
+/// A signed verdict plus the verifier's local diagnostics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The signed verdict (what goes on the wire).
+    pub verdict: SignedVerdict,
+    /// The misplaced-mark histogram (empty unless marks were checked and failed).
+    pub misplaced: MisplacedMarks,
+}
+
 impl Verifier {
     /// Round 1 (§5.8): always returns a signed verdict.
     pub fn verify_protest(
@@ -422,11 +470,30 @@ impl Verifier {
         trust: &TrustStore,
         now: u64,
     ) -> SignedVerdict {
-        let mut body = VerdictBody {
+        self.verify_inner(req, trust, now, &mut MisplacedMarks::default())
+    }
+
+    /// Round 1 with the misplaced-mark diagnostic (§5.8, SEC-21): the same
+    /// verdict as [`verify_protest`](Self::verify_protest), plus the histogram
+    /// of other slots where this AS's mark verifies on records that failed.
+    pub fn verify_protest_report(
+        &self,
+        req: &ProtestRequest,
+        trust: &TrustStore,
+        now: u64,
+    ) -> VerifyReport {
+        let mut misplaced = MisplacedMarks::default();
+        let verdict = self.verify_inner(req, trust, now, &mut misplaced);
+        VerifyReport { verdict, misplaced }
+    }
+
+    /// A REJECT body for `req` with `reason` and no per-record counts yet.
+    fn reject_body(&self, req: &ProtestRequest, reason: Reason, now: u64) -> VerdictBody {
+        VerdictBody {
             protest_id: req.protest_id,
             asn: self.asn,
             decision: Decision::Reject,
-            reason: Reason::Malformed,
+            reason,
             n_records: req.records.len().min(u32::MAX as usize) as u32,
             n_considered: 0,
             n_failed: 0,
@@ -437,7 +504,17 @@ impl Verifier {
             first_violation_ts: 0,
             max_excess_bytes: 0,
             verdict_time: now,
-        };
+        }
+    }
+
+    fn verify_inner(
+        &self,
+        req: &ProtestRequest,
+        trust: &TrustStore,
+        now: u64,
+        diag: &mut MisplacedMarks,
+    ) -> SignedVerdict {
+        let mut body = self.reject_body(req, Reason::Malformed, now);
         let done = |b: VerdictBody| SignedVerdict::sign(b, &self.signer);
         // (i) policy and complainant.
         let Some(pol) = PolicyPacket::decode(&req.policy) else { return done(body) };
@@ -467,6 +544,7 @@ impl Verifier {
         }
         // (ii) own marks.
         let s = k - 1;
+        diag.own_slot = s;
         let mut samples = Vec::with_capacity(req.records.len());
         for r in &req.records {
             let abs = unwrap_past(r.ts, now);
@@ -483,15 +561,22 @@ impl Verifier {
                 continue;
             };
             body.n_considered += 1;
-            let Some(slot) = r.slot(s) else {
-                body.n_failed += 1;
-                continue;
-            };
             let (src, dst) = r.addr32();
-            let mut blk = mark_block(key.binding, r.len_field, r.ts, r.seqno, slot >> 4, src, dst);
-            key.aes.encrypt_block(&mut blk);
-            if blk[0] >> 4 != slot & 0x0F {
+            let mark_ok = |slot: u8| {
+                let mut blk =
+                    mark_block(key.binding, r.len_field, r.ts, r.seqno, slot >> 4, src, dst);
+                key.aes.encrypt_block(&mut blk);
+                blk[0] >> 4 == slot & 0x0F
+            };
+            if !r.slot(s).is_some_and(mark_ok) {
                 body.n_failed += 1;
+                // Diagnostic: where else does this AS's mark verify? (failures only.)
+                diag.probed += 1;
+                for (i, m) in diag.misplaced.iter_mut().enumerate() {
+                    if i != s && r.slot(i).is_some_and(mark_ok) {
+                        *m += 1;
+                    }
+                }
                 continue;
             }
             if key.binding == MarkBinding::Bound
@@ -527,6 +612,148 @@ impl Verifier {
             body.reason = Reason::NoViolation;
         }
         done(body)
+    }
+}
+
+/// Protest rate limits (§5.8 step 0, SEC-24).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateConfig {
+    /// Protests per hour one complainant (destination ASN) may file.
+    pub per_complainant_per_hour: u64,
+    /// Burst of protests per complainant.
+    pub per_complainant_burst: u64,
+    /// Protests per second over all complainants (bounds signature checks).
+    pub global_per_s: u64,
+    /// Global burst.
+    pub global_burst: u64,
+    /// Signed `RATE_LIMITED` answers per second; beyond it requests get no answer.
+    pub answers_per_s: u64,
+    /// Complainants tracked individually; beyond it only the global limit applies.
+    pub max_tracked: usize,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            per_complainant_per_hour: 60,
+            per_complainant_burst: 10,
+            global_per_s: 50,
+            global_burst: 100,
+            answers_per_s: 10,
+            max_tracked: 65_536,
+        }
+    }
+}
+
+/// Why the gate refused a protest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateRefusal {
+    /// Over the limit: answer with a signed `RATE_LIMITED` verdict.
+    Answer,
+    /// Over the limit and over the answer budget: no answer at all.
+    Silent,
+}
+
+/// Per-complainant and global token buckets for protests (control plane).
+///
+/// **Decision.** Complainants are keyed by the destination ASN the policy
+/// names; the gate runs before the signature check (that is what bounds the
+/// CPU), so a party that claims another AS's ASN can use up that AS's quota.
+/// The control channel's own authentication (gRPC/TLS, Appendix B) is what
+/// binds the claim to a peer; this gate bounds the verifier's work either way.
+#[derive(Clone, Debug)]
+pub struct ProtestGate {
+    cfg: GateConfig,
+    per: crate::lpm::FastMap<u32, crate::bucket::TokenBucket>,
+    global: crate::bucket::TokenBucket,
+    answers: crate::bucket::TokenBucket,
+    /// Protests admitted.
+    pub admitted: u64,
+    /// Protests refused.
+    pub refused: u64,
+}
+
+const PER_HOUR: u64 = 3600;
+const NS: u64 = 1_000_000_000;
+
+impl ProtestGate {
+    /// A gate with full buckets at `now` (Unix seconds).
+    pub fn new(cfg: GateConfig, now: u64) -> Self {
+        let t = now.saturating_mul(NS);
+        ProtestGate {
+            cfg,
+            per: Default::default(),
+            global: crate::bucket::TokenBucket::new(cfg.global_per_s, cfg.global_burst, t),
+            answers: crate::bucket::TokenBucket::new(cfg.answers_per_s, cfg.answers_per_s, t),
+            admitted: 0,
+            refused: 0,
+        }
+    }
+
+    /// Takes one protest of `complainant` at `now`, or says how to refuse it.
+    pub fn admit(&mut self, complainant: u32, now: u64) -> Result<(), GateRefusal> {
+        let t = now.saturating_mul(NS);
+        let cfg = self.cfg;
+        let tracked = self.per.len() < cfg.max_tracked || self.per.contains_key(&complainant);
+        let per_ok = !tracked
+            || self
+                .per
+                .entry(complainant)
+                .or_insert_with(|| {
+                    // Units: 1 protest = 3600 tokens, so the hourly rate is an integer per second.
+                    crate::bucket::TokenBucket::new(
+                        cfg.per_complainant_per_hour,
+                        cfg.per_complainant_burst.saturating_mul(PER_HOUR),
+                        t,
+                    )
+                })
+                .available(t)
+                >= PER_HOUR;
+        if per_ok && self.global.try_consume(1, t) {
+            if tracked {
+                if let Some(b) = self.per.get_mut(&complainant) {
+                    b.try_consume(PER_HOUR, t);
+                }
+            }
+            self.admitted += 1;
+            return Ok(());
+        }
+        self.refused += 1;
+        if self.answers.try_consume(1, t) {
+            Err(GateRefusal::Answer)
+        } else {
+            Err(GateRefusal::Silent)
+        }
+    }
+}
+
+impl Verifier {
+    /// Round 1 behind the gate (SEC-24): the rate limit, then the
+    /// complainant's signature over the claimed `protest_id`, then
+    /// [`verify_protest`](Self::verify_protest). `None`: refused without an
+    /// answer (answer budget exhausted).
+    pub fn verify_protest_gated(
+        &self,
+        gate: &mut ProtestGate,
+        req: &ProtestRequest,
+        trust: &TrustStore,
+        now: u64,
+    ) -> Option<SignedVerdict> {
+        let complainant = PolicyPacket::decode(&req.policy).and_then(|p| p.pn.map(|pn| pn.asn));
+        let Some(complainant) = complainant else {
+            return Some(self.verify_protest(req, trust, now)); // MALFORMED, no per-record work
+        };
+        let mut body = self.reject_body(req, Reason::RateLimited, now);
+        match gate.admit(complainant, now) {
+            Ok(()) => {}
+            Err(GateRefusal::Answer) => return Some(SignedVerdict::sign(body, &self.signer)),
+            Err(GateRefusal::Silent) => return None,
+        }
+        if !trust.verify(complainant, &req.protest_id, &req.dest_sig) {
+            body.reason = Reason::BadPolicySignature;
+            return Some(SignedVerdict::sign(body, &self.signer));
+        }
+        Some(self.verify_protest(req, trust, now))
     }
 }
 
@@ -578,6 +805,25 @@ pub fn attribute(v: &[Option<(Decision, Reason)>], j_star: Option<usize>) -> Att
     let inconsistent = v.iter().any(|x| x.is_none())
         || first_ack.is_some_and(|a| v[a..].iter().any(|x| !is_ack(x)));
     Attribution { proven_to, culprit, tampering, replay, inconsistent }
+}
+
+/// §5.10 with the misplaced-mark diagnostics (SEC-21): `misplaced[k-1]` is
+/// [`MisplacedMarks::significant`] of c_k. If some c_k found its marks in a
+/// wrong slot, the pointer was tampered with upstream of c_k; the smallest such
+/// k wins and `tampering` becomes `Some(k − 1)` ("destroyed after c_{k−1}")
+/// instead of the largest MARK_FAILURES index, so a rewind upstream is not
+/// blamed on the destination. Without a significant slot this is [`attribute`].
+pub fn attribute_with_misplaced(
+    v: &[Option<(Decision, Reason)>],
+    j_star: Option<usize>,
+    misplaced: &[Option<usize>],
+) -> Attribution {
+    let mut a = attribute(v, j_star);
+    if let Some(k) = misplaced.iter().take(v.len()).position(|m| m.is_some()).map(|p| p + 1) {
+        a.tampering = Some(k - 1);
+        a.replay = j_star.map(|j| j.max(k - 1));
+    }
+    a
 }
 
 /// Round 2 message.
@@ -656,6 +902,32 @@ mod tests {
         assert_eq!(a.replay, Some(1));
         let a = attribute(&[nv, nv, nv, nv], Some(4));
         assert_eq!((a.replay, a.culprit), (Some(4), Culprit::NotProven));
+    }
+
+    #[test]
+    fn sec_21_misplaced_threshold_and_attribution() {
+        let mut m = MisplacedMarks { own_slot: 2, probed: 100, misplaced: [0; RECORD_SLOTS] };
+        // Chance level (≈ 1/16 per slot) is not significant; the own slot never counts.
+        m.misplaced[..4].copy_from_slice(&[7, 6, 90, 5]);
+        assert_eq!(m.significant(), Option::None);
+        m.misplaced[0] = 25;
+        assert_eq!(m.significant(), Some(0));
+        // Too few records overall: below MISPLACED_MIN even at 100 %.
+        let few = MisplacedMarks { own_slot: 1, probed: 10, misplaced: [10; RECORD_SLOTS] };
+        assert_eq!(few.significant(), Option::None);
+        let mf = Some((Reject, MarkFailures));
+        let plain = attribute(&[mf, mf, mf, mf], Option::None);
+        assert_eq!(plain.tampering, Some(4));
+        let a = attribute_with_misplaced(
+            &[mf, mf, mf, mf],
+            Some(1),
+            &[Option::None, Option::None, Some(0), Some(1)],
+        );
+        assert_eq!((a.tampering, a.replay, a.culprit), (Some(2), Some(2), Culprit::NotProven));
+        assert_eq!(
+            attribute_with_misplaced(&[mf, mf], Option::None, &[]),
+            attribute(&[mf, mf], Option::None)
+        );
     }
 
     #[test]

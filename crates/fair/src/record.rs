@@ -107,6 +107,51 @@ impl Record {
         }
     }
 
+    /// [`capture`](Self::capture) from the fields the destination already read.
+    #[inline]
+    pub fn capture_hot(frame: &[u8], h: &crate::common::Hot, channel: u32, arrival: u32) -> Record {
+        let ip = frame.get(h.l3_off as usize..).unwrap_or(&[]);
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        if h.v6 {
+            if let (Some(s), Some(d)) = (ip.get(8..24), ip.get(24..40)) {
+                src.copy_from_slice(s);
+                dst.copy_from_slice(d);
+            }
+        } else if let (Some(s), Some(d)) = (ip.get(12..16), ip.get(16..20)) {
+            src[..4].copy_from_slice(s);
+            dst[..4].copy_from_slice(d);
+        }
+        let n = h.n_slots as usize;
+        let mut slots = [0u8; RECORD_SLOTS];
+        let off = h.fair_off as usize + packet::fair::FIXED_LEN;
+        // Fixed-size copy (no memcpy call), then clear what lies beyond the N slots.
+        if let Some(s) = frame.get(off..off + RECORD_SLOTS) {
+            let mut w = [0u8; 16];
+            w[..RECORD_SLOTS].copy_from_slice(s);
+            let keep = if n >= 16 { u128::MAX } else { !(u128::MAX >> (8 * n as u32)) };
+            let w = (u128::from_be_bytes(w) & keep).to_be_bytes();
+            slots.copy_from_slice(&w[..RECORD_SLOTS]);
+        } else if let Some(s) = frame.get(off..off + n.min(RECORD_SLOTS)) {
+            slots[..s.len()].copy_from_slice(s);
+        }
+        Record {
+            channel,
+            arrival,
+            v6: h.v6,
+            truncated: n > RECORD_SLOTS,
+            n_slots: h.n_slots,
+            len_field: h.len_field,
+            ts: h.ts,
+            seqno: h.seqno,
+            icv: h.icv,
+            next_as: h.next_as,
+            src,
+            dst,
+            slots,
+        }
+    }
+
     /// Parses a raw `HeaderRecord` body (IP header through FAIR header, §2.11)
     /// with the data-plane parser. The IP length field may exceed the captured bytes.
     pub fn from_wire(

@@ -7,9 +7,8 @@
 //! `pipeline::buf::insert_gap`, stamps timestamp and sequence number, and
 //! computes the ICVs of the whole burst with pipelined AES.
 
+use crate::sync::{Arc, AtomicU32, Ordering};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 
 use mac::{Aes, Block, Key};
 use packet::fair::Carrier;
@@ -64,6 +63,12 @@ impl SourceChannel {
     #[inline]
     pub fn next_seqno(&self) -> u32 {
         self.seq.fetch_add(1, Ordering::Relaxed) & 0x00FF_FFFF
+    }
+
+    /// Reserves `k` consecutive sequence numbers; returns the first (mask to 24 bits).
+    #[inline]
+    pub fn reserve_seqnos(&self, k: u32) -> u32 {
+        self.seq.fetch_add(k, Ordering::Relaxed)
     }
 
     /// Applies a newly negotiated policy (CIR, CBS) to this worker's bucket.
@@ -178,14 +183,28 @@ impl<B: PacketBuf> Stage<B> for FairSource {
         let now_s = now.unix_secs();
         let ts = now16(now_s);
         // Pass 1: classify, police, insert, stamp; gather ICV blocks.
-        let mut todo: [(u8, u32, u16); BURST] = [(0, 0, 0); BURST]; // (packet, channel, fair_off)
+        let mut todo: [(u8, u32, u16, u16); BURST] = [(0, 0, 0, 0); BURST]; // (packet, channel, fair_off, len_field)
+        let mut last: Option<(u128, Option<u32>)> = None;
         let mut blocks: [Block; BURST] = [[0; 16]; BURST];
         let mut n = 0usize;
         for i in batch.live() {
             let (buf, meta) = batch.get_mut(i);
             let frame = buf.data();
             let Some((l3_off, l3)) = l3_of(frame, meta, self.cfg.framing) else { continue };
-            match locate_meta(frame, meta, self.cfg.framing, self.cfg.codes) {
+            // Common case without a header walk: the IP header names an upper-layer
+            // protocol directly (IPv6 TCP/UDP/ICMPv6/no-next, IPv4 anything but FAIR).
+            let plain = match l3 {
+                L3::Ipv6 => frame
+                    .get(l3_off + 6)
+                    .is_some_and(|nh| matches!(nh, 6 | 17 | 58 | 59) && *nh != self.cfg.codes.v6),
+                L3::Ipv4 => frame.get(l3_off + 9).is_some_and(|p| *p != self.cfg.codes.v4),
+                L3::None => false,
+            };
+            match if plain {
+                Ok(None)
+            } else {
+                locate_meta(frame, meta, self.cfg.framing, self.cfg.codes)
+            } {
                 Ok(None) => {}
                 Ok(Some(_)) => {
                     self.stats.src_preexisting_fair += 1;
@@ -213,7 +232,16 @@ impl<B: PacketBuf> Stage<B> for FairSource {
                     continue;
                 }
             };
-            let Some(&ci) = self.fib.lookup(key) else {
+            // Destinations repeat within a burst: one FIB lookup per run.
+            let ci = match last {
+                Some((k, c)) if k == key => c,
+                _ => {
+                    let c = self.fib.lookup(key).copied();
+                    last = Some((key, c));
+                    c
+                }
+            };
+            let Some(ci) = ci else {
                 self.stats.no_channel += 1;
                 continue;
             };
@@ -261,18 +289,14 @@ impl<B: PacketBuf> Stage<B> for FairSource {
                 meta.l4_off += fair_len as u16;
             }
             set_meta(meta, &p);
-            let frame = buf.data_mut();
-            let len_field = p.len_field(frame);
-            let seq = ch.next_seqno();
-            let mut h = p.view_mut(frame);
-            h.set_timestamp(ts);
-            h.set_seqno(seq);
-            blocks[n] = icv_block(len_field, ts, seq);
-            todo[n] = (i as u8, ci, p.fair_off() as u16);
+            let len_field = p.len_field(buf.data());
+            todo[n] = (i as u8, ci, p.fair_off() as u16, len_field);
             n += 1;
             self.stats.stamped += 1;
         }
-        // Pass 2: ICVs, pipelined across runs of packets of the same channel.
+        // Pass 2: sequence numbers reserved once per run of one channel (one
+        // atomic add per run instead of per packet; the numbers stay unique
+        // and consecutive), timestamps, ICV inputs, then the ICVs pipelined.
         let mut s = 0;
         while s < n {
             let ci = todo[s].1;
@@ -280,13 +304,26 @@ impl<B: PacketBuf> Stage<B> for FairSource {
             while e < n && todo[e].1 == ci {
                 e += 1;
             }
-            self.channels[ci as usize].k_sd.encrypt_blocks(&mut blocks[s..e]);
+            let ch = &self.channels[ci as usize];
+            let base = ch.reserve_seqnos((e - s) as u32);
+            for (k, t) in todo[s..e].iter().enumerate() {
+                let seq = base.wrapping_add(k as u32) & 0x00FF_FFFF;
+                let off = t.2 as usize;
+                if let Some(h) = batch.buf_mut(t.0 as usize).data_mut().get_mut(off + 2..off + 7) {
+                    h[0..2].copy_from_slice(&ts.to_be_bytes());
+                    h[2..5].copy_from_slice(&seq.to_be_bytes()[1..]);
+                }
+                blocks[s + k] = icv_block(t.3, ts, seq);
+            }
+            ch.k_sd.encrypt_blocks(&mut blocks[s..e]);
             s = e;
         }
         // Pass 3: write the ICVs.
         for k in 0..n {
-            let (i, _, off) = todo[k];
-            batch.buf_mut(i as usize).data_mut()[off as usize + 7] = blocks[k][0];
+            let (i, _, off, _) = todo[k];
+            if let Some(b) = batch.buf_mut(i as usize).data_mut().get_mut(off as usize + 7) {
+                *b = blocks[k][0];
+            }
         }
     }
 }

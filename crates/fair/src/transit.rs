@@ -10,11 +10,11 @@ use std::sync::Arc;
 use mac::Block;
 use pipeline::{Batch, DropReason, Now, PacketBuf, Stage, BURST};
 
-use crate::common::{locate_meta, set_meta, Codes, Framing};
-use crate::crypto::mark_block;
+use crate::common::{locate_hot, Codes, Framing, Hot};
+use crate::crypto::{mark_block, MarkBinding};
 use crate::keys::KeyRing;
 use crate::rng::NonceGen;
-use crate::time::{is_fresh, is_past, unwrap_near};
+use crate::time::{is_fresh, is_past, now16, unwrap_near, FRESH};
 
 /// What to do when the header has no free slot (§4 `slot_overflow_action`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,6 +66,17 @@ pub struct TransitStats {
     pub no_key: u64,
 }
 
+/// One packet to mark (pass 1 → pass 3).
+#[derive(Clone, Copy, Default)]
+struct Todo {
+    pkt: u8,
+    slot: u8,
+    nonce: u8,
+    /// Index into the burst's key cache.
+    key: u8,
+    off: u16,
+}
+
 /// The transit marking stage (Procedure 2).
 #[derive(Debug)]
 pub struct FairTransit {
@@ -106,79 +117,93 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
 
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
-        let mut todo: [(u8, u16, u8, u8, u64); BURST] = [(0, 0, 0, 0, 0); BURST]; // (pkt, fair_off, slot, nonce, epoch)
+        let FairTransit { cfg, keys, rng, stats } = self;
+        let keys: &KeyRing = keys;
+        // Fresh stamps lie within ±3 s of now: 7 possible offsets, normally one.
+        // Their keys are looked up once per burst (no division or ring walk per packet).
+        let mut key_of_d: [Option<Option<&crate::keys::DataKey>>; 7] = [None; 7];
+        let (mut cur_di, mut cur_key) = (usize::MAX, None);
+        let mut todo = [Todo::default(); BURST];
         let mut blocks: [Block; BURST] = [[0; 16]; BURST];
         let mut n = 0usize;
         // Pass 1: checks and MAC inputs.
         for i in batch.live() {
             let (buf, meta) = batch.get_mut(i);
             let frame = buf.data();
-            let p = match locate_meta(frame, meta, self.cfg.framing, self.cfg.codes) {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    self.stats.not_fair += 1;
+            let mut h = Hot::default();
+            match locate_hot(frame, meta, cfg.framing, cfg.codes, &mut h) {
+                Ok(true) => {}
+                Ok(false) => {
+                    stats.not_fair += 1;
                     continue;
                 }
                 Err(r) => {
-                    self.stats.malformed += 1;
-                    if self.cfg.malformed == MalformedAction::Drop {
+                    stats.malformed += 1;
+                    if cfg.malformed == MalformedAction::Drop {
                         batch.drop_packet(i, r);
                     }
                     continue;
                 }
-            };
-            set_meta(meta, &p);
-            let h = p.view(frame);
-            let ts = h.timestamp();
-            if !is_fresh(ts, now_s) {
-                self.stats.stale += 1;
+            }
+            let d = now16(now_s).wrapping_sub(h.ts);
+            if !is_fresh(h.ts, now_s) {
+                stats.stale += 1;
                 batch.drop_packet(
                     i,
-                    if is_past(ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
+                    if is_past(h.ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
                 );
                 continue;
             }
-            let s = h.ptr() as usize;
-            if s >= h.n_slots() {
-                self.stats.slot_overflow += 1;
-                if self.cfg.overflow == OverflowAction::Drop {
+            let s = h.ptr();
+            if s >= h.n_slots {
+                stats.slot_overflow += 1;
+                if cfg.overflow == OverflowAction::Drop {
                     batch.drop_packet(i, DropReason::Policy);
                 }
                 continue;
             }
-            let epoch = self.keys.epoch_of(unwrap_near(ts, now_s));
-            let Some(key) = self.keys.get(epoch) else {
-                self.stats.no_key += 1;
+            // d ∈ {0..3} ∪ {65533..65535} → index 0..6 (stamp = now − d).
+            let di = (d.wrapping_add(FRESH) & 0x7) as usize;
+            if di != cur_di {
+                cur_di = di;
+                cur_key = *key_of_d[di]
+                    .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts, now_s))));
+            }
+            let key = cur_key;
+            let Some(key) = key else {
+                stats.no_key += 1;
                 batch.drop_packet(i, DropReason::UnknownKey);
                 continue;
             };
-            let nonce = self.rng.nonce4();
-            let (src, dst) = p.addr32(frame);
-            blocks[n] = mark_block(key.binding, p.len_field(frame), ts, h.seqno(), nonce, src, dst);
-            todo[n] = (i as u8, p.fair_off() as u16, s as u8, nonce, epoch);
+            let nonce = rng.nonce4();
+            let (src, dst) =
+                if key.binding == MarkBinding::Bound { h.addr32(frame) } else { ([0; 4], [0; 4]) };
+            blocks[n] = mark_block(key.binding, h.len_field, h.ts, h.seqno, nonce, src, dst);
+            todo[n] = Todo { pkt: i as u8, slot: s, nonce, key: di as u8, off: h.fair_off };
             n += 1;
         }
-        // Pass 2: MACs, pipelined across runs of the same epoch (normally the whole burst).
+        // Pass 2: MACs, pipelined across runs of the same key (normally the whole burst).
         let mut s = 0;
         while s < n {
-            let e0 = todo[s].4;
+            let k0 = todo[s].key;
             let mut e = s + 1;
-            while e < n && todo[e].4 == e0 {
+            while e < n && todo[e].key == k0 {
                 e += 1;
             }
-            if let Some(k) = self.keys.get(e0) {
+            if let Some(Some(k)) = key_of_d[k0 as usize] {
                 k.aes.encrypt_blocks(&mut blocks[s..e]);
             }
             s = e;
         }
         // Pass 3: write slot and NextAS (SB preserved).
-        for k in 0..n {
-            let (i, off, slot, nonce, _) = todo[k];
-            let d = batch.buf_mut(i as usize).data_mut();
-            let off = off as usize;
-            d[off + 9 + slot as usize] = (nonce << 4) | (blocks[k][0] >> 4);
-            d[off + 8] = (d[off + 8] & 0x80) | (slot + 1);
+        for (t, b) in todo[..n].iter().zip(&blocks[..n]) {
+            let d = batch.buf_mut(t.pkt as usize).data_mut();
+            let off = t.off as usize;
+            if let Some(h) = d.get_mut(off + 8..off + 10 + t.slot as usize) {
+                h[1 + t.slot as usize] = (t.nonce << 4) | (b[0] >> 4);
+                h[0] = (h[0] & 0x80) | (t.slot + 1);
+            }
         }
-        self.stats.marked += n as u64;
+        stats.marked += n as u64;
     }
 }

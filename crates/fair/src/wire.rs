@@ -198,7 +198,7 @@ pub fn insert<B: PacketBuf + ?Sized>(
         }
         L3::None => return Err(InsertError::Malformed(packet::Error::malformed("not ip"))),
     };
-    buf::insert_gap(buf, l3_off + at, len).map_err(|_| InsertError::NoRoom)?;
+    insert_gap_words(buf, l3_off + at, len)?;
     let d = buf.data_mut();
     let ip = &mut d[l3_off..];
     ip[nh_off] = code;
@@ -224,6 +224,51 @@ pub fn insert<B: PacketBuf + ?Sized>(
     Ok(FairPkt { l3_off, loc })
 }
 
+/// Moves `d[from..from + N]` to `d[to..to + N]` through a fixed-size copy
+/// (a few vector moves, no `memmove` call). Callers check the bounds.
+#[inline(always)]
+fn move_fixed<const N: usize>(d: &mut [u8], from: usize, to: usize) {
+    let mut w = [0u8; N];
+    if let Some(s) = d.get(from..from + N) {
+        w.copy_from_slice(s);
+    }
+    if let Some(t) = d.get_mut(to..to + N) {
+        t.copy_from_slice(&w);
+    }
+}
+
+/// Moves the `at`-byte header prefix from `from` to `to`: fixed-size copies
+/// for the common prefix lengths (IPv4 / IPv6, with or without Ethernet),
+/// `copy_within` otherwise.
+#[inline(always)]
+fn move_head(d: &mut [u8], at: usize, from: usize, to: usize) {
+    match at {
+        20 => move_fixed::<20>(d, from, to),
+        34 => move_fixed::<34>(d, from, to),
+        40 => move_fixed::<40>(d, from, to),
+        54 => move_fixed::<54>(d, from, to),
+        _ => d.copy_within(from..from + at, to),
+    }
+}
+
+/// `pipeline::buf::insert_gap` with the header prefix moved by a fixed-size
+/// copy for the common header sizes instead of a `memmove` call.
+#[inline]
+fn insert_gap_words<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    at: usize,
+    n: usize,
+) -> Result<(), InsertError> {
+    if at < 8 || n < 8 || at > buf.len() {
+        return buf::insert_gap(buf, at, n).map_err(|_| InsertError::NoRoom);
+    }
+    buf.prepend(n).map_err(|_| InsertError::NoRoom)?;
+    let d = buf.data_mut();
+    move_head(d, at, n, 0);
+    d[at..at + n].fill(0);
+    Ok(())
+}
+
 /// Removes the FAIR header and restores the IP header (IPv6: Next Header and
 /// Payload Length; IPv4: Protocol, Total Length and checksum; DF stays set, A8).
 pub fn strip<B: PacketBuf + ?Sized>(buf: &mut B, p: &FairPkt) -> Result<(), pipeline::NoRoom> {
@@ -246,6 +291,37 @@ pub fn strip<B: PacketBuf + ?Sized>(buf: &mut B, p: &FairPkt) -> Result<(), pipe
         }
     }
     buf::remove_gap(buf, p.fair_off(), len)
+}
+
+/// [`strip`] for a header read into a [`crate::common::Hot`] (the
+/// destination's fast path): the same result, with the IP header moved by
+/// fixed-size copy instead of a `memmove` call for the common header sizes.
+pub fn strip_hot<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    h: &crate::common::Hot,
+) -> Result<(), pipeline::NoRoom> {
+    let (l3, at, len) = (h.l3_off as usize, h.fair_off as usize, h.len as usize);
+    let d = buf.data_mut();
+    if at + len > d.len() || at < l3 + 20 {
+        return Err(pipeline::NoRoom);
+    }
+    let orig = d[at];
+    let ip = &mut d[l3..];
+    if h.v6 {
+        let nh = if at - l3 == 40 { 6 } else { 40 };
+        ip[nh] = orig;
+        let pl = u16::from_be_bytes([ip[4], ip[5]]).saturating_sub(len as u16);
+        ip[4..6].copy_from_slice(&pl.to_be_bytes());
+    } else {
+        ip[9] = orig;
+        let mut v = Ipv4::new_unchecked(&mut *ip);
+        let tl = v.total_len();
+        v.set_total_len(tl.saturating_sub(len as u16));
+        v.fill_checksum();
+    }
+    // Move everything before the header forward by `len`, then drop the front.
+    move_head(d, at, 0, len);
+    buf.adj(len)
 }
 
 #[cfg(test)]

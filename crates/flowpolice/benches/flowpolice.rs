@@ -8,8 +8,8 @@
 //! * `puzzle_verify`: one SHA-256 puzzle check (the part Table 5.1 leaves out).
 //!
 //! Sizes: `FP_BENCH_FLOWS=1,10,100` (millions; default `1,10`); table load
-//! `FP_BENCH_LOAD` percent (default 75). 100M flows at 75 % allocate 133.4M
-//! lines = 8.7 GB: run that size alone.
+//! `FP_BENCH_LOAD` percent (default 80), probe window `FP_BENCH_WINDOW` (default 32). 100M flows at 80 % allocate 125M
+//! slots = 6.1 GB: run that size alone.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -48,10 +48,18 @@ fn sizes() -> Vec<usize> {
         .collect()
 }
 
-/// Table lines for `flows` flows at the `FP_BENCH_LOAD` load (default 75 %).
+/// Table slots for `flows` flows at the `FP_BENCH_LOAD` load (default 80 %).
 fn table_slots(flows: usize) -> usize {
     let load = std::env::var("FP_BENCH_LOAD").ok().and_then(|s| s.parse().ok());
     FlowTable::slots_for(flows, load.unwrap_or(flowpolice::table::DEFAULT_LOAD_PERCENT))
+}
+
+/// Probe window (`FP_BENCH_WINDOW`, default `DEFAULT_PROBE_WINDOW`).
+fn window() -> usize {
+    std::env::var("FP_BENCH_WINDOW")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_PROBE_WINDOW)
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -73,6 +81,7 @@ fn config(slots: usize) -> Config {
         SeedChain::generate([1; 32], 0, 4),
     );
     c.link = LinkLayer::Ip;
+    c.probe_window = window();
     c
 }
 
@@ -97,7 +106,7 @@ fn bench_regular(c: &mut Criterion, flows: usize) {
         }
     }
     eprintln!(
-        "regular/{flows}: table {slots} lines ({} MiB), {:.1} B/flow, {} refused, filled in {:?}",
+        "regular/{flows}: table {slots} slots ({} MiB), {:.1} B/flow, {} refused, filled in {:?}",
         stage.router().table().memory_bytes() >> 20,
         stage.router().memory_per_flow(flows),
         flows - caps.len(),
@@ -158,12 +167,11 @@ fn bench_regular(c: &mut Criterion, flows: usize) {
 fn bench_request(c: &mut Criterion, flows: usize) {
     let slots = table_slots(flows);
     let key = mac::Key::from([9; 16]);
-    let mut r = Router::new(Params::default(), &key, slots, DEFAULT_PROBE_WINDOW, [0x1234, 0x5678])
-        .unwrap();
+    let mut r = Router::new(Params::default(), &key, slots, window(), [0x1234, 0x5678]).unwrap();
     // At high loads a few windows fill up: those flows are refused (counted).
     let refused = (0..flows as u64).filter(|&i| r.on_request(i, T0_MS).is_err()).count();
     eprintln!(
-        "request/{flows}: {} lines ({:.1} B/flow), {refused} of {flows} refused while filling",
+        "request/{flows}: {} slots ({:.1} B/flow), {refused} of {flows} refused while filling",
         r.table().slots(),
         r.memory_per_flow(flows)
     );
@@ -214,7 +222,7 @@ fn bench_request(c: &mut Criterion, flows: usize) {
     });
     g.finish();
     eprintln!(
-        "request/{flows}: {} flows in table after the run, {full} refused, {:.2} entry lines read per insertion",
+        "request/{flows}: {} flows in table after the run, {full} refused, {:.2} entries read per insertion",
         r.table().len(),
         (r.table().insert_probes() - probes0) as f64 / (next - flows as u64).max(1) as f64
     );

@@ -16,11 +16,9 @@ pub struct CapabilityKey {
 /// The MAC input block of a capability: `P_id ‖ flow_id ‖ ts ‖ 00 00`.
 #[inline]
 pub fn mac_block(p_id: u16, flow_id: u64, ts: u32) -> Block {
-    let mut b = [0u8; 16];
-    b[0..2].copy_from_slice(&p_id.to_be_bytes());
-    b[2..10].copy_from_slice(&flow_id.to_be_bytes());
-    b[10..14].copy_from_slice(&ts.to_be_bytes());
-    b
+    // One 128-bit big-endian store instead of three byte-swapped copies.
+    let v = (u128::from(p_id) << 112) | (u128::from(flow_id) << 48) | (u128::from(ts) << 16);
+    v.to_be_bytes()
 }
 
 impl CapabilityKey {

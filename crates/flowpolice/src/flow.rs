@@ -3,19 +3,23 @@
 //! Everything here is a pure function of the entry, the parameters and the time
 //! passed in (milliseconds of the router's monotonic clock).
 
-use crate::params::Params;
+use crate::params::{InitialWindow, OverWindow, Params};
 
 const OCCUPIED: u8 = 1;
 const R_T: u8 = 2;
 const T_C: u8 = 4;
+/// The flow's smoothed loss (`L_R`) was above `L↓` at the last period end.
+const MISBEHAVING: u8 = 8;
 
-/// How a forwarded FlowPolice packet is marked.
+/// How a FlowPolice packet that passed verification is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mark {
     /// Privileged FlowPolice packet (type 11).
     Privileged,
     /// Best-effort FlowPolice packet (type 10).
     BestEffort,
+    /// Over the window and dropped at the router ([`Params::over_window`]).
+    Dropped,
 }
 
 /// How the carried capability relates to the flow's periods.
@@ -30,47 +34,63 @@ pub enum Feedback {
     Previous,
 }
 
-/// One flow-table entry: exactly one 64-byte cache line.
+/// One flow-table entry: 48 bytes (the thesis' "~50 bytes"), four of them per
+/// three cache lines ([`crate::table`]).
 ///
-/// Field names follow the thesis (Fig. 3.3). `T_A` is kept in full milliseconds
-/// (64 bits, so idle detection never wraps); the wire `ts` is its low 32 bits.
+/// Field names follow the thesis (Fig. 3.3). Widths (**decisions**, all
+/// saturating where they count):
+/// * `T_A` is the router clock in ms modulo 2^32 (the wire `ts` has that
+///   width anyway); elapsed times are computed with wrapping arithmetic, so an
+///   entry idle for a multiple of ~49.7 days looks recent once (it is then
+///   merely reclaimed later).
+/// * `L_R` is an `f32` (loss rates need no more).
+/// * `S_T` is a saturating `u16` (`S_Th` ≤ 10 000).
+/// * The previous period's start is kept as its distance to `T_A` in ms
+///   (`u16`); a flow idle for more than 65.5 s between two periods has no
+///   previous period to accept tickets from.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[repr(C, align(64))]
+#[repr(C, align(16))]
 pub struct FlowEntry {
     /// `f`: the flow ID.
     pub flow_id: u64,
-    /// `T_A`: start of the current period (ms).
-    pub t_a: u64,
-    /// `W_V`: bit `i−1` set when the capability with packet ID `i` came back.
-    pub w_v: u128,
-    /// `L_R`: loss-rate history.
-    pub l_r: f64,
-    /// Wire `ts` of the flow's previous period (for ticket acceptance).
-    pub prev_ts: u32,
+    /// `T_A`: start of the current period (ms, modulo 2^32).
+    pub t_a: u32,
     /// `P_R`: packets received this period.
     pub p_r: u32,
+    /// `W_V`: bit `i−1` set when the capability with packet ID `i` came back.
+    pub w_v: u128,
     /// `W_R`: privileged packets allowed per period while policed.
     pub w_r: u32,
+    /// `L_R`: loss-rate history.
+    pub l_r: f32,
+    /// `T_A` minus the previous period's start (ms); 0: none known.
+    prev_gap: u16,
     /// `S_T`: consecutive low-loss periods.
-    pub s_t: u32,
+    pub s_t: u16,
     /// `P_id`: capabilities issued this period (≤ `K_th`).
     pub p_id: u16,
     flags: u8,
 }
 
-const _: () = assert!(core::mem::size_of::<FlowEntry>() == 64);
-const _: () = assert!(core::mem::align_of::<FlowEntry>() == 64);
+const _: () = assert!(core::mem::size_of::<FlowEntry>() == 48);
+const _: () = assert!(core::mem::align_of::<FlowEntry>() == 16);
+
+/// `now − then` on the 32-bit millisecond clock.
+#[inline(always)]
+const fn elapsed(now_ms: u64, then: u32) -> u32 {
+    (now_ms as u32).wrapping_sub(then)
+}
 
 impl FlowEntry {
     /// An unused slot.
     pub const EMPTY: FlowEntry = FlowEntry {
         flow_id: 0,
         t_a: 0,
-        w_v: 0,
-        l_r: 0.0,
-        prev_ts: 0,
         p_r: 0,
+        w_v: 0,
         w_r: 0,
+        l_r: 0.0,
+        prev_gap: 0,
         s_t: 0,
         p_id: 0,
         flags: 0,
@@ -79,7 +99,7 @@ impl FlowEntry {
     /// A freshly created flow (thesis §3.6.1: all fields zero, `T_A` = now).
     /// The caller then counts the request packet with [`on_request`](Self::on_request).
     pub const fn new(flow_id: u64, now_ms: u64) -> Self {
-        FlowEntry { flow_id, t_a: now_ms, flags: OCCUPIED, ..Self::EMPTY }
+        FlowEntry { flow_id, t_a: now_ms as u32, flags: OCCUPIED, ..Self::EMPTY }
     }
 
     /// Whether the slot holds a flow.
@@ -100,6 +120,13 @@ impl FlowEntry {
         self.flags & T_C != 0
     }
 
+    /// Whether the flow is classified misbehaving (`L_R > L↓` at the last
+    /// period end while policed; thesis §3.6.3).
+    #[inline]
+    pub const fn misbehaving(&self) -> bool {
+        self.flags & MISBEHAVING != 0
+    }
+
     #[inline]
     fn set_flag(&mut self, bit: u8, on: bool) {
         if on {
@@ -112,13 +139,23 @@ impl FlowEntry {
     /// The wire timestamp of the current period.
     #[inline]
     pub const fn ts(&self) -> u32 {
-        self.t_a as u32
+        self.t_a
+    }
+
+    /// The wire timestamp of the previous period, if known.
+    #[inline]
+    pub const fn prev_ts(&self) -> Option<u32> {
+        if self.prev_gap == 0 {
+            None
+        } else {
+            Some(self.t_a.wrapping_sub(self.prev_gap as u32))
+        }
     }
 
     /// Whether the flow was idle for more than `idle_periods` periods (reclaimable).
     #[inline]
     pub fn is_idle(&self, now_ms: u64, p: &Params) -> bool {
-        now_ms.saturating_sub(self.t_a) > u64::from(p.idle_periods) * u64::from(p.period_ms)
+        u64::from(elapsed(now_ms, self.t_a)) > u64::from(p.idle_periods) * u64::from(p.period_ms)
     }
 
     /// `V_0`: capabilities issued this period that have not come back.
@@ -143,8 +180,10 @@ impl FlowEntry {
     /// `RateLimit()` of Algorithm 1, run once when a period has ended.
     ///
     /// `R_W` of the thesis (the window a newly policed or released flow gets) is the
-    /// `P_R` of the period that just ended (spec decision). The floor
-    /// [`Params::w_min`] bounds the multiplicative decrease.
+    /// `P_R` of the period that just ended (spec decision), or its delivered part
+    /// ([`Params::initial_window`]). The floor
+    /// [`Params::w_min`] bounds the multiplicative decrease. The flow is
+    /// classified misbehaving while the smoothed loss is above `L↓`.
     pub fn rate_limit(&mut self, p: &Params) {
         let recent = self.loss_rate();
         // Lines 13–16: count consecutive low-loss periods.
@@ -154,33 +193,41 @@ impl FlowEntry {
             self.s_t = 0;
         }
         // Lines 18–21: release after more than S_Th low-loss periods.
-        if self.s_t > p.s_th {
+        let r_w = match p.initial_window {
+            InitialWindow::Received => self.p_r,
+            InitialWindow::Delivered => (f64::from(self.p_r) * (1.0 - recent)) as u32,
+        };
+        if u32::from(self.s_t) > p.s_th {
             self.set_flag(R_T, false);
-            self.w_r = self.p_r;
+            self.w_r = r_w;
         } else {
             if !self.rate_limited() {
-                // Policing starts from what the flow sent in the period just ended.
-                self.w_r = self.p_r;
+                // Policing starts from what the flow sent (or got through) in
+                // the period just ended.
+                self.w_r = r_w;
             }
             self.set_flag(R_T, true);
         }
         // Lines 23–34: AIMD on W_R with the loss history.
+        let mut bad = false;
         if self.rate_limited() {
-            let loss = (1.0 - p.lambda) * recent + p.lambda * self.l_r;
+            let loss = (1.0 - p.lambda) * recent + p.lambda * f64::from(self.l_r);
             if loss > p.l_down {
                 let cut = ((1.0 - p.beta) * f64::from(self.w_r)) as u32;
                 self.w_r = cut.max(p.w_min);
+                bad = true;
             } else if loss < p.l_up {
                 self.w_r = self.w_r.saturating_add(p.delta);
             }
-            self.l_r = loss;
+            self.l_r = loss as f32;
         }
+        self.set_flag(MISBEHAVING, bad);
     }
 
     /// Whether a packet at `now_ms` is the first of a new period (`T_A + D_p < now`).
     #[inline]
     pub fn period_ended(&self, now_ms: u64, p: &Params) -> bool {
-        now_ms > self.t_a + u64::from(p.period_ms)
+        elapsed(now_ms, self.t_a) > p.period_ms
     }
 
     /// Starts a new period at `now_ms` (thesis §3.6.1): period counter, `RateLimit()`
@@ -192,8 +239,9 @@ impl FlowEntry {
         self.w_v = 0;
         self.p_r = 0;
         self.p_id = 0;
-        self.prev_ts = self.ts();
-        self.t_a = now_ms;
+        let gap = elapsed(now_ms, self.t_a);
+        self.prev_gap = if gap == 0 || gap > u32::from(u16::MAX) { 0 } else { gap as u16 };
+        self.t_a = now_ms as u32;
     }
 
     /// Rolls the period over if it ended; returns whether it did.
@@ -218,20 +266,30 @@ impl FlowEntry {
             }
             self.w_v |= 1u128 << (p_id - 1);
             Some(Feedback::Current)
-        } else if p.accept_previous_period && ts == self.prev_ts && self.completed_first_period() {
+        } else if p.accept_previous_period
+            && Some(ts) == self.prev_ts()
+            && self.completed_first_period()
+        {
             Some(Feedback::Previous)
         } else {
             None
         }
     }
 
-    /// Counts an accepted packet (`P_R += 1`) and returns its marking
-    /// (Algorithm 1 lines 4–5 and the policing rule `R_T ∧ P_R > W_R`).
+    /// Counts an accepted packet (`P_R += 1`) and returns its treatment
+    /// (Algorithm 1 lines 4–5, the policing rule `R_T ∧ P_R > W_R`, and
+    /// [`Params::over_window`] for packets over the window).
     #[inline]
-    pub fn count_and_mark(&mut self) -> Mark {
+    pub fn count_and_mark(&mut self, p: &Params) -> Mark {
         self.p_r = self.p_r.saturating_add(1);
-        if !self.completed_first_period() || (self.rate_limited() && self.p_r > self.w_r) {
+        if !self.completed_first_period() {
             Mark::BestEffort
+        } else if self.rate_limited() && self.p_r > self.w_r {
+            match p.over_window {
+                OverWindow::Demote => Mark::BestEffort,
+                OverWindow::DropWhenMisbehaving if !self.misbehaving() => Mark::BestEffort,
+                _ => Mark::Dropped,
+            }
         } else {
             Mark::Privileged
         }
@@ -241,7 +299,7 @@ impl FlowEntry {
     /// (first half of the period and fewer than `K_th` so far).
     #[inline]
     pub fn next_p_id(&mut self, now_ms: u64, p: &Params) -> Option<u16> {
-        if now_ms < self.t_a + p.half_period_ms() && self.p_id < p.k_th {
+        if u64::from(elapsed(now_ms, self.t_a)) < p.half_period_ms() && self.p_id < p.k_th {
             self.p_id += 1;
             Some(self.p_id)
         } else {
@@ -298,7 +356,8 @@ mod tests {
         assert!(e.completed_first_period() && e.rate_limited());
         assert_eq!(e.w_r, 43); // P_R + Δ
         assert_eq!((e.s_t, e.p_r, e.p_id, e.w_v, e.t_a), (1, 0, 0, 0, 3001));
-        assert_eq!(e.prev_ts, 0);
+        assert_eq!(e.prev_ts(), Some(0));
+        assert_eq!(e.l_r, 0.0);
     }
 
     #[test]
@@ -309,6 +368,7 @@ mod tests {
         e.rate_limit(&p);
         assert_eq!(e.w_r, 50);
         assert_eq!(e.l_r, 0.5);
+        assert!(e.misbehaving());
         // A clean period afterwards: packetLoss = 0.25 > 5%: still halved.
         e.w_v = u128::MAX;
         e.rate_limit(&p);
@@ -317,16 +377,32 @@ mod tests {
         e.l_r = 0.06;
         e.rate_limit(&p); // 0.03: hold
         assert_eq!(e.w_r, 25);
+        assert!(!e.misbehaving());
     }
 
     #[test]
     fn marking_rule() {
+        let p = Params { over_window: OverWindow::Demote, ..Params::default() };
         let mut e = policed(2);
-        assert_eq!(e.count_and_mark(), Mark::Privileged);
-        assert_eq!(e.count_and_mark(), Mark::Privileged);
-        assert_eq!(e.count_and_mark(), Mark::BestEffort);
+        assert_eq!(e.count_and_mark(&p), Mark::Privileged);
+        assert_eq!(e.count_and_mark(&p), Mark::Privileged);
+        assert_eq!(e.count_and_mark(&p), Mark::BestEffort);
         let mut fresh = FlowEntry::new(1, 0);
-        assert_eq!(fresh.count_and_mark(), Mark::BestEffort);
+        assert_eq!(fresh.count_and_mark(&p), Mark::BestEffort);
+        // Over the window of a misbehaving flow: dropped under the default policy.
+        let d = Params::default();
+        let mut e = policed(1);
+        e.set_flag(MISBEHAVING, true);
+        assert_eq!(e.count_and_mark(&d), Mark::Privileged);
+        assert_eq!(e.count_and_mark(&d), Mark::Dropped);
+        assert_eq!(e.count_and_mark(&p), Mark::BestEffort);
+        e.set_flag(MISBEHAVING, false);
+        assert_eq!(e.count_and_mark(&d), Mark::BestEffort);
+        let hard = Params { over_window: OverWindow::Drop, ..d };
+        assert_eq!(e.count_and_mark(&hard), Mark::Dropped);
+        // Unpoliced flows are never dropped.
+        e.set_flag(R_T, false);
+        assert_eq!(e.count_and_mark(&hard), Mark::Privileged);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! reads a clock, spawns a thread or allocates per packet.
 //!
 //! * [`params`]: Algorithm 1 parameters with the thesis defaults and range checks.
-//! * [`table`]: the preallocated flow table (one 64-byte line per flow, bounded
-//!   linear probing, lazy reclaim of idle flows, refusal when full).
+//! * [`table`]: the preallocated flow table (48-byte entries, four per three
+//!   cache lines, bucketized linear probing, huge pages, lazy reclaim of idle
+//!   flows, refusal when full; 61 B per flow at the default 80 % load).
 //! * [`router`]: the protocol over plain values (requests, regular packets).
 //! * [`puzzle`]: the request channel's proof of work and the seed hash chain.
 //! * [`stage`]: the batched pipeline stage, [`class`]: its traffic classes.
@@ -34,6 +35,15 @@
 //! * `W_R` has a floor ([`Params::w_min`], default 1).
 //! * `flow_id` of a regular packet must match its addresses
 //!   ([`stage::Config::check_flow_binding`]).
+//! * Packets over the window of a flow classified as misbehaving (`L_R > L↓`)
+//!   are dropped at the router, not only demoted, and count as lost
+//!   capabilities ([`Params::over_window`], [`OverWindow`]): with demotion
+//!   alone a flat flood keeps the capacity the privileged class leaves.
+//! * `R_W`, the window policing starts from, is `P_R` of the period just
+//!   ended (spec); [`InitialWindow::Delivered`] starts from its delivered
+//!   part instead ([`Params::initial_window`]).
+//! * Entry fields are narrowed to fit 48 bytes (32-bit `T_A` with wrapping
+//!   arithmetic, `f32` `L_R`, 16-bit `S_T`; see [`FlowEntry`]).
 //!
 //! # Example: a router and one flow
 //! ```
@@ -44,7 +54,7 @@
 //! use flowpolice::{class, Puzzle};
 //! use pipeline::{Batch, Now, Pipeline};
 //!
-//! // Router configuration: secrets, 1000 table lines, raw IP input.
+//! // Router configuration: secrets, 1000 table slots, raw IP input.
 //! let seeds = SeedChain::generate([42; 32], 0, 64);
 //! let mut cfg = Config::new(mac::Key::from([7; 16]), [1, 2], 1000, seeds.clone());
 //! cfg.link = LinkLayer::Ip;
@@ -83,7 +93,7 @@
 //!     flowpolice::puzzle::PuzzlePolicy::default().epoch_at(now.unix_ms())
 //! }
 //! ```
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod capability;
 pub mod egress;
@@ -91,7 +101,6 @@ pub mod flow;
 pub mod flowkey;
 pub mod host;
 pub mod params;
-mod prefetch;
 pub mod puzzle;
 pub mod router;
 pub mod stage;
@@ -100,7 +109,7 @@ pub mod table;
 pub use capability::{Capability, CapabilityKey};
 pub use flow::{Feedback, FlowEntry, Mark};
 pub use packet::flowpolice::Puzzle;
-pub use params::{Params, ParamsError};
+pub use params::{InitialWindow, OverWindow, Params, ParamsError};
 pub use router::{Accepted, Reject, Router};
 pub use stage::FlowPolice;
 pub use table::FlowTable;

@@ -3,6 +3,48 @@
 /// Most capabilities per period: the verification bitmap `W_V` has 128 bits.
 pub const MAX_K_TH: u16 = 128;
 
+/// What the router does with a packet of a policed flow (`R_T = 1`) beyond its
+/// window (`P_R > W_R`).
+///
+/// The thesis (§3.6.3) only *marks* such packets best effort and relies on strict
+/// priority at the bottleneck. Strict priority is work-conserving, though: a flat
+/// flood keeps whatever capacity the privileged class leaves, so it is not
+/// "throttled to almost zero" as the thesis' Fig. 5.3 reports. The thesis also
+/// says that a flow whose `packetLoss` exceeds `L↓` is classified as
+/// *maliciously behaved*; [`OverWindow::DropWhenMisbehaving`] (the default)
+/// acts on that classification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum OverWindow {
+    /// Mark over-window packets best effort, always (thesis text, literally).
+    Demote,
+    /// Mark them best effort while the flow complies; drop them at the router
+    /// while it is classified misbehaving: its smoothed `packetLoss` (`L_R`) was
+    /// above `L↓` at the last period end. A complying flow (TCP-like) leaves that
+    /// state within a few periods (λ halves the history per clean period); a
+    /// flat flood never does. Default.
+    #[default]
+    DropWhenMisbehaving,
+    /// Drop over-window packets of every policed flow (hard rate limiting, for a
+    /// router that owns the bottleneck link; not work-conserving).
+    Drop,
+}
+
+/// The window `R_W` a flow gets when policing starts (Algorithm 1 line 19 and
+/// the first `RateLimit()`); the thesis names it without defining it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum InitialWindow {
+    /// `P_R` of the period just ended: what the router received (spec decision,
+    /// default).
+    #[default]
+    Received,
+    /// `P_R · (1 − recentLoss)`: what the flow got through, as inferred from
+    /// the returned capabilities (Algorithm 1's comment "set W_R as the
+    /// received packet counter" read at the receiver). A flood's first period
+    /// is mostly lost, so it starts policed at about its delivered share
+    /// instead of congesting the privileged class with its whole volume.
+    Delivered,
+}
+
 /// Why a [`Params`] value was rejected; names the parameter and the allowed range.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum ParamsError {
@@ -64,6 +106,17 @@ pub struct Params {
     /// Entries whose last period started more than this many periods ago may be
     /// reclaimed by a new flow (default 2, allowed 2..=1000).
     pub idle_periods: u32,
+    /// What happens to packets over the window (default
+    /// [`OverWindow::DropWhenMisbehaving`]). A packet the router drops for this
+    /// reason while capabilities are being issued (first half of the period,
+    /// `P_id < K_th`) consumes a packet ID that never comes back: the drop
+    /// counts as a loss, so the flow's loss evidence keeps reflecting its excess
+    /// (without it a flow whose excess is dropped at the router would look
+    /// loss-free and regain its window).
+    pub over_window: OverWindow,
+    /// `R_W`, the window policing starts from (default
+    /// [`InitialWindow::Received`]).
+    pub initial_window: InitialWindow,
 }
 
 impl Default for Params {
@@ -80,6 +133,8 @@ impl Default for Params {
             w_min: 1,
             accept_previous_period: true,
             idle_periods: 2,
+            over_window: OverWindow::DropWhenMisbehaving,
+            initial_window: InitialWindow::Received,
         }
     }
 }

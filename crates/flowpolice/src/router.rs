@@ -23,6 +23,10 @@ pub enum Reject {
     /// No room for a new flow in its probe window.
     #[error("flow table full")]
     TableFull,
+    /// Over the flow's window and dropped by the over-window policy
+    /// ([`crate::params::OverWindow`]); the capability it carried still counted.
+    #[error("over the flow's rate-limiting window")]
+    OverWindow,
 }
 
 /// The outcome of a request the router accepted.
@@ -82,7 +86,7 @@ impl core::fmt::Debug for Router {
 }
 
 impl Router {
-    /// A router with `slots` table lines (see [`FlowTable::slots_for`]) and a
+    /// A router with `slots` table slots (see [`FlowTable::slots_for`]) and a
     /// `probe_window`.
     /// `hash_key` keys the table hash; `key` is the capability secret.
     pub fn new(
@@ -105,6 +109,16 @@ impl Router {
         &self.params
     }
 
+    /// Replaces the Algorithm-1 parameters in place (control plane, between
+    /// bursts). The flow table and every flow's window, counters and history
+    /// are kept; the new values apply from each flow's next update.
+    /// Invalid parameters are refused and nothing changes.
+    pub fn set_params(&mut self, params: Params) -> Result<(), ParamsError> {
+        params.validate()?;
+        self.params = params;
+        Ok(())
+    }
+
     /// The capability key.
     pub fn key(&self) -> &CapabilityKey {
         &self.key
@@ -125,7 +139,8 @@ impl Router {
         self.table.get(flow_id)
     }
 
-    /// Bytes of table memory per flow at `flows` flows (64-byte line + tag byte).
+    /// Bytes of table memory per flow at `flows` flows (48-byte entry + tag byte
+    /// per slot).
     pub fn memory_per_flow(&self, flows: usize) -> f64 {
         self.table.bytes_per_flow(flows)
     }
@@ -177,7 +192,8 @@ impl Router {
     ///
     /// Order (thesis §3.6.1–2): period roll-over (`T_C`, `RateLimit()`, reset);
     /// period check of the capability; `W_V` update; `P_R += 1`; marking; new
-    /// capability in the first half while `P_id < K_th`. Unlike the thesis, `P_R`
+    /// capability in the first half while `P_id < K_th` (a packet dropped over
+    /// the window consumes that ID without a capability: a loss). Unlike the thesis, `P_R`
     /// counts only packets whose capability verified, so forged packets naming a
     /// victim's flow cannot push it over its window.
     #[inline]
@@ -192,8 +208,12 @@ impl Router {
         let e = self.table.entry_mut(i);
         e.maybe_roll(now_ms, p);
         let feedback = e.feedback(cap.ts, cap.p_id, p).ok_or(Reject::Expired)?;
-        let mark = e.count_and_mark();
+        let mark = e.count_and_mark(p);
         let issue = e.next_p_id(now_ms, p).map(|id| (id, e.ts()));
+        if mark == Mark::Dropped {
+            // The packet ID just consumed is never stamped: it counts as lost.
+            return Err(Reject::OverWindow);
+        }
         Ok(Pending { mark, feedback, issue })
     }
 }
@@ -230,8 +250,25 @@ mod tests {
     }
 
     #[test]
-    fn rejections() {
+    fn set_params_keeps_the_flow_table() {
         let mut r = router();
+        r.on_request(77, 10_000).unwrap();
+        let p = Params { delta: 9, s_th: 50, ..Params::default() };
+        r.set_params(p).unwrap();
+        assert_eq!(r.params().delta, 9);
+        assert_eq!(r.table().len(), 1);
+        assert_eq!(r.flow(77).unwrap().p_id, 1);
+        // Out of range: refused, the old parameters stay.
+        assert!(r.set_params(Params { beta: 1.5, ..p }).is_err());
+        assert_eq!(r.params().s_th, 50);
+    }
+
+    #[test]
+    fn rejections() {
+        // Thesis marking only: the flow below loses its first capability and
+        // would be dropped over its window of 1 under the default policy.
+        let demote = Params { over_window: crate::OverWindow::Demote, ..Params::default() };
+        let mut r = Router::new(demote, &Key::from([1u8; 16]), 1024, 8, [5, 6]).unwrap();
         let c = r.on_request(5, 0).unwrap().capability;
         let forged = Capability { mac: [0xAA; 8], ..c };
         assert_eq!(r.on_regular(&forged, 10), Err(Reject::BadMac));
@@ -248,5 +285,32 @@ mod tests {
         let mut r2 = Router::new(strict, &Key::from([1u8; 16]), 1024, 8, [5, 6]).unwrap();
         let c2 = r2.on_request(5, 0).unwrap().capability;
         assert_eq!(r2.on_regular(&c2, 3_001), Err(Reject::Expired));
+    }
+
+    #[test]
+    fn misbehaving_flow_is_dropped_over_its_window_and_charged() {
+        let mut r = router();
+        let c = r.on_request(9, 0).unwrap().capability;
+        // Period 1: 30 packets, all capabilities "lost" downstream except the
+        // carried one (the sender keeps replaying `c`).
+        for t in 1..=30 {
+            assert_eq!(r.on_regular(&c, t).unwrap().mark, Mark::BestEffort);
+        }
+        // Period 2: W_R = P_R = 31 halved to 15 (loss ≈ 30/31): misbehaving.
+        let a = r.on_regular(&c, 3_001).unwrap();
+        assert_eq!(a.mark, Mark::Privileged);
+        let e = r.flow(9).unwrap();
+        assert!(e.misbehaving() && e.rate_limited());
+        assert_eq!(e.w_r, 15);
+        let mut cap = a.restamp.unwrap();
+        for t in 0..14 {
+            cap = r.on_regular(&cap, 3_002 + t).unwrap().restamp.unwrap();
+        }
+        // Over the window: dropped, and the packet ID it consumed is a loss.
+        let before = r.flow(9).unwrap().p_id;
+        assert_eq!(r.on_regular(&cap, 3_100), Err(Reject::OverWindow));
+        let e = r.flow(9).unwrap();
+        assert_eq!((e.p_r, e.p_id), (16, before + 1));
+        assert_eq!(e.unverified(), 1, "the dropped packet's ID never comes back");
     }
 }

@@ -57,11 +57,12 @@ pub struct Config {
     pub capability_key: Key,
     /// Key of the flow-table hash (router secret).
     pub table_hash_key: [u64; 2],
-    /// Table size in 64-byte lines (any count ≥ `probe_window`); size it with
-    /// [`FlowTable::slots_for`](crate::FlowTable::slots_for), e.g. 133.4M lines
-    /// (8.7 GB) for 100M flows at 75 % load.
+    /// Table size in slots (48-byte entries + a tag byte, rounded up to a
+    /// multiple of 4; any count ≥ `probe_window`); size it with
+    /// [`FlowTable::slots_for`](crate::FlowTable::slots_for), e.g. 125M slots
+    /// (6.1 GB, 61.25 B per flow) for 100M flows at the default 80 % load.
     pub slots: usize,
-    /// Lines probed per flow (default
+    /// Slots probed per flow (rounded up to a multiple of 4; default
     /// [`DEFAULT_PROBE_WINDOW`](crate::table::DEFAULT_PROBE_WINDOW)).
     pub probe_window: usize,
     /// Flow-ID derivation (protected servers, IPv6 hash key).
@@ -122,9 +123,9 @@ pub struct Counters {
     pub requests: u64,
     /// Requests stamped and forwarded.
     pub requests_stamped: u64,
-    /// New table entries created in empty lines.
+    /// New table entries created in empty slots.
     pub flows_created: u64,
-    /// New table entries that reclaimed idle lines.
+    /// New table entries that reclaimed idle slots.
     pub flows_reclaimed: u64,
     /// Requests refused for a full probe window ([`DropReason::TableFull`]).
     pub table_full: u64,
@@ -138,6 +139,9 @@ pub struct Counters {
     pub privileged: u64,
     /// Regular packets forwarded best effort.
     pub best_effort: u64,
+    /// Regular packets over the window dropped by the over-window policy
+    /// ([`DropReason::OverRate`], [`crate::OverWindow`]).
+    pub over_window: u64,
     /// Capabilities whose MAC failed ([`DropReason::BadMac`]).
     pub bad_mac: u64,
     /// Capabilities naming another flow than the packet's addresses ([`DropReason::BadMac`]).
@@ -193,11 +197,11 @@ fn mac_eq(tag: &Block, carried: &[u8; 8]) -> bool {
     u64::from_ne_bytes(t) ^ u64::from_ne_bytes(*carried) == 0
 }
 
-/// The located shim and the packet's addresses.
+/// The located shim and where the packet's addresses are.
 struct Located {
     shim: usize,
-    src: [u8; 16],
-    dst: [u8; 16],
+    /// Offset of the IP header.
+    l3_off: usize,
     v6: bool,
 }
 
@@ -306,13 +310,9 @@ impl FlowPolice {
         let ip = data.get(l3_off..).ok_or(packet::Error::Truncated)?;
         let parsed_shim = (m.proto == Proto::FlowPolice && m.proto_off != NO_OFFSET)
             .then(|| usize::from(m.proto_off));
-        let mut src = [0u8; 16];
-        let mut dst = [0u8; 16];
         let (shim, end, v6) = match l3 {
             L3::Ipv4 => {
                 let v4 = Ipv4::new_checked(ip)?;
-                src[..4].copy_from_slice(&v4.src_addr().octets());
-                dst[..4].copy_from_slice(&v4.dst_addr().octets());
                 if v4.protocol() != protocol::FLOWPOLICE || v4.frag_offset() != 0 {
                     return Ok(None);
                 }
@@ -324,8 +324,6 @@ impl FlowPolice {
             }
             L3::Ipv6 => {
                 let v6 = Ipv6::new_checked(ip)?;
-                src.copy_from_slice(&v6.src_addr().octets());
-                dst.copy_from_slice(&v6.dst_addr().octets());
                 let end = l3_off + packet::ipv6::HEADER_LEN + usize::from(v6.payload_len());
                 let shim = match parsed_shim {
                     Some(s) => s,
@@ -348,24 +346,30 @@ impl FlowPolice {
         if shim > usize::from(u16::MAX - 1) {
             return Err(packet::Error::unsupported("shim offset"));
         }
-        Ok(Some(Located { shim, src, dst, v6 }))
+        Ok(Some(Located { shim, l3_off, v6 }))
     }
 
-    fn flow_id_of(&self, l: &Located) -> u64 {
+    /// The packet's source and destination addresses (4 or 16 bytes each;
+    /// `locate` checked that the header holds them).
+    fn addrs<'d>(data: &'d [u8], l: &Located) -> (&'d [u8], &'d [u8]) {
         if l.v6 {
-            self.keying.v6(u128::from_be_bytes(l.src), u128::from_be_bytes(l.dst))
+            (&data[l.l3_off + 8..l.l3_off + 24], &data[l.l3_off + 24..l.l3_off + 40])
         } else {
-            let s = u32::from_be_bytes([l.src[0], l.src[1], l.src[2], l.src[3]]);
-            let d = u32::from_be_bytes([l.dst[0], l.dst[1], l.dst[2], l.dst[3]]);
-            self.keying.v4(s, d)
+            (&data[l.l3_off + 12..l.l3_off + 16], &data[l.l3_off + 16..l.l3_off + 20])
         }
     }
 
-    fn addr_bytes(l: &Located) -> (&[u8], &[u8]) {
+    fn flow_id_of(&self, data: &[u8], l: &Located) -> u64 {
+        let (s, d) = Self::addrs(data, l);
         if l.v6 {
-            (&l.src, &l.dst)
+            let mut a = [0u8; 16];
+            let mut b = [0u8; 16];
+            a.copy_from_slice(s);
+            b.copy_from_slice(d);
+            self.keying.v6(u128::from_be_bytes(a), u128::from_be_bytes(b))
         } else {
-            (&l.src[..4], &l.dst[..4])
+            let be = |x: &[u8]| u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
+            self.keying.v4(be(s), be(d))
         }
     }
 
@@ -395,7 +399,7 @@ impl FlowPolice {
         };
         let data = batch.data(i);
         let fp = Shim::new_unchecked(&data[located.shim..]);
-        let flow_id = self.flow_id_of(&located);
+        let flow_id = self.flow_id_of(data, &located);
         let slot = &mut self.slots[i];
         slot.shim = located.shim as u16;
         if fp.packet_type() == Some(PacketType::Request) {
@@ -413,7 +417,7 @@ impl FlowPolice {
                 nonce: fp.puzzle_nonce().unwrap_or(0),
             };
             let level = puzzle.level;
-            let (src, dst) = Self::addr_bytes(&located);
+            let (src, dst) = Self::addrs(data, &located);
             if !self.puzzle.check(&self.seeds, now.unix_ms(), src, dst, &puzzle) {
                 self.counters.bad_puzzle += 1;
                 batch.drop_packet(i, DropReason::BadPuzzle);
@@ -450,6 +454,10 @@ impl FlowPolice {
 impl<B: PacketBuf> Stage<B> for FlowPolice {
     fn name(&self) -> &str {
         "flowpolice"
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
     }
 
     fn process(&mut self, batch: &mut Batch<B>, now: pipeline::Now) {
@@ -512,7 +520,8 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                                 self.counters.privileged += 1;
                                 (PacketType::Privileged, class::PRIVILEGED)
                             }
-                            Mark::BestEffort => {
+                            // `regular_update` reports drops as `Err(OverWindow)`.
+                            Mark::BestEffort | Mark::Dropped => {
                                 self.counters.best_effort += 1;
                                 (PacketType::BestEffort, class::BEST_EFFORT)
                             }
@@ -525,6 +534,11 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                             Some(x) => x,
                             None => continue,
                         }
+                    }
+                    Err(Reject::OverWindow) => {
+                        self.counters.over_window += 1;
+                        batch.drop_packet(i, DropReason::OverRate);
+                        continue;
                     }
                     Err(r) => {
                         if r == Reject::Expired

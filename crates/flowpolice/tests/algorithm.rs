@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use flowpolice::host::Sender;
-use flowpolice::{Capability, Feedback, Mark, Params, Reject, Router};
+use flowpolice::{Capability, Feedback, Mark, OverWindow, Params, Reject, Router};
 use mac::Key;
 use proptest::prelude::*;
 
@@ -25,6 +25,10 @@ struct Sim {
 struct PeriodLog {
     privileged: u32,
     best_effort: u32,
+    /// Dropped at the router over the window (misbehaving flows).
+    dropped: u32,
+    /// Re-requests after the sender's capability expired.
+    requests: u32,
 }
 
 impl Sim {
@@ -65,7 +69,7 @@ impl Sim {
     /// (deterministically spread). Returns the marking counts.
     fn period(&mut self, n: u32, loss: f64) -> PeriodLog {
         let d = u64::from(self.params().period_ms);
-        let start = self.r.flow(FLOW).map_or(self.t, |e| e.t_a) + d + 1;
+        let start = self.r.flow(FLOW).map_or(self.t, |e| u64::from(e.t_a)) + d + 1;
         let log = self.run(start, n, loss);
         self.t = start + d - 1;
         log
@@ -77,10 +81,25 @@ impl Sim {
             self.sender.on_returned(c);
         }
         let cap = self.sender.next_capability().expect("sender has a capability");
-        let a = self.r.on_regular(&cap, t).expect("honest packets are accepted");
+        let a = match self.r.on_regular(&cap, t) {
+            Ok(a) => a,
+            Err(Reject::OverWindow) => {
+                log.dropped += 1;
+                return;
+            }
+            // Dropped packets get no fresh capability: a sender whose latest
+            // one expired re-requests (the flow keeps its state).
+            Err(Reject::Expired) => {
+                log.requests += 1;
+                self.sender.on_returned(self.r.on_request(FLOW, t).unwrap().capability);
+                return;
+            }
+            Err(e) => panic!("honest packet rejected: {e}"),
+        };
         match a.mark {
             Mark::Privileged => log.privileged += 1,
             Mark::BestEffort => log.best_effort += 1,
+            Mark::Dropped => unreachable!("drops are errors"),
         }
         let carried = a.restamp.unwrap_or(cap);
         let k = self.sent;
@@ -160,7 +179,7 @@ proptest! {
         for k in 1..=s_th {
             s.period(n, 0.0);
             prop_assert!(s.policed(), "released too early at low-loss period {}", k);
-            prop_assert_eq!(s.r.flow(FLOW).unwrap().s_t, k);
+            prop_assert_eq!(u32::from(s.r.flow(FLOW).unwrap().s_t), k);
         }
         let log = s.period(n, 0.0);
         prop_assert!(!s.policed());
@@ -204,7 +223,13 @@ proptest! {
 /// trickle in period k+1 does not get its window back for period k+2.
 #[test]
 fn shrew_on_off_does_not_regain_window() {
-    let mut s = Sim::new(Params::default());
+    shrew(Params::default());
+    // Also with the thesis' marking only (no drops over the window).
+    shrew(Params { over_window: OverWindow::Demote, ..Params::default() });
+}
+
+fn shrew(p: Params) {
+    let mut s = Sim::new(p);
     for _ in 0..5 {
         s.period(60, 0.0); // well-behaved warm-up
     }
@@ -230,7 +255,7 @@ fn shrew_on_off_does_not_regain_window() {
         w_on_prev = w_on;
     }
     // The loss history stays above L↓ after the clean period.
-    assert!(s.r.flow(FLOW).unwrap().l_r > s.params().l_down);
+    assert!(f64::from(s.r.flow(FLOW).unwrap().l_r) > s.params().l_down);
 }
 
 #[test]
@@ -251,4 +276,54 @@ fn capability_misuse_is_rejected() {
     // Two periods later it is rejected.
     assert_eq!(r.on_regular(&c2, 6_002), Err(Reject::Expired));
     assert_eq!(r.on_regular(&c1, 6_003), Err(Reject::Expired));
+}
+
+/// The default over-window policy: a flow that keeps flooding far over its
+/// window is classified misbehaving, its excess is dropped at the router and
+/// counts as loss, so its window stays at the floor; once it sends within its
+/// window it is no longer misbehaving and its window grows again.
+#[test]
+fn flooding_flow_is_dropped_and_recovers_once_it_complies() {
+    let mut s = Sim::new(Params::default());
+    s.period(20, 0.0);
+    let mut log = PeriodLog::default();
+    for _ in 0..8 {
+        // 300 packets per period, a quarter lost downstream.
+        log = s.period(300, 0.25);
+    }
+    let e = s.r.flow(FLOW).unwrap();
+    assert!(e.misbehaving() && e.rate_limited());
+    assert_eq!(e.w_r, 1, "window at the floor");
+    assert!(log.dropped > 250, "{log:?}");
+    assert!(log.privileged <= 1 && log.best_effort == 0, "{log:?}");
+    // Complying: its one privileged packet early in the period, and one packet
+    // in the second half that carries the returned capability back (no new
+    // capability is issued there, so it costs no loss). The loss history
+    // decays (λ = 0.5), the flow leaves the misbehaving state and grows by Δ.
+    let d = u64::from(s.params().period_ms);
+    let complying_period = |s: &mut Sim| {
+        let start = u64::from(s.r.flow(FLOW).unwrap().t_a) + d + 1;
+        let mut log = PeriodLog::default();
+        s.packet(start, 0.0, &mut log);
+        s.packet(start + d * 3 / 4, 0.0, &mut log);
+        s.t = start + d - 1;
+        log
+    };
+    let mut periods = 0;
+    while s.r.flow(FLOW).unwrap().misbehaving() {
+        complying_period(&mut s);
+        periods += 1;
+        assert!(periods < 10, "still misbehaving after {periods} compliant periods");
+    }
+    assert_eq!(s.r.flow(FLOW).unwrap().unverified(), 0);
+    // The window holds while the history is between L↑ and L↓, then grows by
+    // Δ per period; nothing is dropped any more.
+    let w = s.w_r();
+    let mut grown = 0;
+    for _ in 0..8 {
+        let log = complying_period(&mut s);
+        assert_eq!(log.dropped, 0, "{log:?}");
+        grown = s.w_r() - w;
+    }
+    assert!(grown >= 3 * 4, "window grew by {grown} only");
 }

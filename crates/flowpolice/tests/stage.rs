@@ -142,8 +142,9 @@ fn forged_stale_and_reused_capabilities_are_dropped() {
 #[test]
 fn bad_puzzle_table_full_and_malformed() {
     let mut cfg = config();
-    cfg.slots = 2;
-    cfg.probe_window = 2;
+    // One chunk: four slots (the table's granule).
+    cfg.slots = 4;
+    cfg.probe_window = 4;
     let mut st = FlowPolice::new(cfg).unwrap();
     // A wrong nonce (level 3 at nonce+1 fails with probability 7/8; find one that fails).
     let mut pkt = request_v4(SRC, DST, now(0), 3);
@@ -160,12 +161,12 @@ fn bad_puzzle_table_full_and_malformed() {
         drop_of(run_one(&mut st, request_v4(SRC, DST, now(0), 2), now(0)).1),
         Some(DropReason::BadPuzzle)
     );
-    // Two lines: two flows fit, the third is refused, live flows survive.
-    for d in 1..=2u8 {
+    // Four slots: four flows fit, the fifth is refused, live flows survive.
+    for d in 1..=4u8 {
         let dst = Ipv4Addr::new(192, 0, 2, d);
         assert!(drop_of(run_one(&mut st, request_v4(SRC, dst, now(0), 3), now(0)).1).is_none());
     }
-    let dst = Ipv4Addr::new(192, 0, 2, 3);
+    let dst = Ipv4Addr::new(192, 0, 2, 5);
     assert_eq!(
         drop_of(run_one(&mut st, request_v4(SRC, dst, now(0), 3), now(0)).1),
         Some(DropReason::TableFull)

@@ -1,6 +1,9 @@
 //! Expanded AES-128 key schedules, CBC-MAC, and batched CBC-MAC.
 
-use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+use aes::cipher::consts::U16;
+use aes::cipher::{
+    Array, BlockCipherEncBackend, BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser, KeyInit,
+};
 
 use crate::Key;
 
@@ -54,14 +57,10 @@ impl Aes {
     /// Only for inputs whose length is fixed per use (see the crate docs).
     pub fn cbc_mac(&self, msg: &[u8]) -> Block {
         let mut state = [0u8; BLOCK];
-        let mut chunks = msg.chunks(BLOCK);
-        // The first block needs no XOR with a previous state (IV = 0).
-        let first = chunks.next().unwrap_or(&[]);
-        state[..first.len()].copy_from_slice(first);
-        self.encrypt_block(&mut state);
-        for chunk in chunks {
-            xor_into(&mut state, chunk);
+        if msg.is_empty() {
             self.encrypt_block(&mut state);
+        } else {
+            self.cbc_chain(&mut state, msg, None);
         }
         state
     }
@@ -70,11 +69,26 @@ impl Aes {
     #[inline]
     pub fn cbc_mac_blocks(&self, blocks: &[Block]) -> Block {
         let mut state = [0u8; BLOCK];
-        for b in blocks {
-            xor_into(&mut state, b);
-            self.encrypt_block(&mut state);
-        }
+        self.0.encrypt_with_backend(ChainBlocks { state: &mut state, blocks });
         state
+    }
+
+    /// CBC chaining of `msg` (zero-padded to whole blocks) starting from
+    /// `state`, then one more block `last` if given (an empty `msg` and no
+    /// `last` leave `state` as is); one cipher dispatch for
+    /// the whole chain (the `aes` crate's per-call CPU-feature dispatch and
+    /// round-key set-up dominate a lone block). The building block of CMAC.
+    #[inline]
+    pub fn cbc_chain(&self, state: &mut Block, msg: &[u8], last: Option<&Block>) {
+        self.0.encrypt_with_backend(Chain { state, msg, last, mask: None });
+    }
+
+    /// [`cbc_chain`](Self::cbc_chain) whose final block is `last ⊕ mask`
+    /// (CMAC's subkey), XORed inside the cipher call: a block assembled in
+    /// memory right before the call would stall on store forwarding.
+    #[inline]
+    pub fn cbc_chain_masked(&self, state: &mut Block, msg: &[u8], last: &Block, mask: &Block) {
+        self.0.encrypt_with_backend(Chain { state, msg, last: Some(last), mask: Some(mask) });
     }
 
     /// CBC-MACs `tags.len()` independent messages of `blocks` blocks each under
@@ -141,8 +155,68 @@ impl core::fmt::Debug for Aes {
 /// `state ^= data` over `data.len()` (≤ 16) bytes; missing bytes count as zero padding.
 #[inline(always)]
 pub(crate) fn xor_into(state: &mut Block, data: &[u8]) {
-    for (s, d) in state.iter_mut().zip(data) {
-        *s ^= d;
+    if let Ok(b) = <&Block>::try_from(data) {
+        xor_block(state, b);
+    } else {
+        for (s, d) in state.iter_mut().zip(data) {
+            *s ^= d;
+        }
+    }
+}
+
+/// `state ^= b` as one 128-bit operation.
+#[inline(always)]
+pub(crate) fn xor_block(state: &mut Block, b: &Block) {
+    *state = (u128::from_ne_bytes(*state) ^ u128::from_ne_bytes(*b)).to_ne_bytes();
+}
+
+/// CBC chain over a byte message (zero-padded) plus an optional final block,
+/// run inside one backend call.
+struct Chain<'a> {
+    state: &'a mut Block,
+    msg: &'a [u8],
+    last: Option<&'a Block>,
+    mask: Option<&'a Block>,
+}
+
+impl BlockSizeUser for Chain<'_> {
+    type BlockSize = U16;
+}
+
+impl BlockCipherEncClosure for Chain<'_> {
+    #[inline(always)]
+    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
+        for c in self.msg.chunks(BLOCK) {
+            xor_into(self.state, c);
+            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
+        }
+        if let Some(l) = self.last {
+            xor_block(self.state, l);
+            if let Some(m) = self.mask {
+                xor_block(self.state, m);
+            }
+            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
+        }
+    }
+}
+
+/// CBC chain over whole blocks inside one backend call.
+struct ChainBlocks<'a> {
+    state: &'a mut Block,
+    blocks: &'a [Block],
+}
+
+impl BlockSizeUser for ChainBlocks<'_> {
+    type BlockSize = U16;
+}
+
+impl BlockCipherEncClosure for ChainBlocks<'_> {
+    #[inline(always)]
+    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
+        for b in self.blocks {
+            xor_block(self.state, b);
+            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
+        }
     }
 }
 

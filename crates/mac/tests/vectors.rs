@@ -44,6 +44,35 @@ fn rfc4493_subkeys_via_batch() {
     }
 }
 
+/// RFC 4493 §4 example 2 (one complete block) through the one-block path.
+#[test]
+fn rfc4493_example2_via_mac_block() {
+    let c = Cmac::new(&rfc_key());
+    let m: [u8; 16] = h(M64)[..16].try_into().unwrap();
+    assert_eq!(c.mac_block(&m).to_vec(), h("070a16b4 6b4d4144 f79bdd9d d04a287c"));
+}
+
+/// `cbc_chain` reproduces CMAC example 3 (40 bytes) when fed RFC 4493's
+/// steps by hand: two full blocks, then the padded last block ⊕ K2
+/// (K2 = f7ddac30 6ae266cc f90bc11e e46d513b, RFC 4493 §4).
+#[test]
+fn cbc_chain_reproduces_rfc4493_example3() {
+    let aes = mac::Aes::new(&rfc_key());
+    let m = h(M64);
+    let k2 = h("f7ddac30 6ae266cc f90bc11e e46d513b");
+    let mut last = [0u8; 16];
+    last[..8].copy_from_slice(&m[32..40]);
+    last[8] = 0x80;
+    last.iter_mut().zip(&k2).for_each(|(x, k)| *x ^= k);
+    let mut state = [0u8; 16];
+    aes.cbc_chain(&mut state, &m[..32], Some(&last));
+    assert_eq!(state.to_vec(), h("dfa66747 de9ae630 30ca3261 1497c827"));
+    // No blocks: the state is left alone.
+    let mut s2 = [7u8; 16];
+    aes.cbc_chain(&mut s2, &[], None);
+    assert_eq!(s2, [7u8; 16]);
+}
+
 proptest! {
     #[test]
     fn cmac_agrees_with_rustcrypto(key in any::<[u8; 16]>(), msg in proptest::collection::vec(any::<u8>(), 0..100)) {
@@ -51,6 +80,12 @@ proptest! {
         let mut theirs = <::cmac::Cmac<aes::Aes128> as ::cmac::KeyInit>::new_from_slice(&key).unwrap();
         theirs.update(&msg);
         prop_assert_eq!(ours.to_vec(), theirs.finalize().into_bytes().to_vec());
+    }
+
+    #[test]
+    fn mac_block_equals_mac(key in any::<[u8; 16]>(), b in any::<[u8; 16]>()) {
+        let c = Cmac::new(&Key::from(key));
+        prop_assert_eq!(c.mac_block(&b), c.mac(&b));
     }
 
     #[test]

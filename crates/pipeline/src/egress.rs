@@ -25,6 +25,18 @@ pub trait Egress<B: PacketBuf>: Send {
 
     /// Packets currently queued.
     fn queued(&self) -> usize;
+
+    /// The discipline as `Any`, for the control plane (see
+    /// [`Stage::as_any_mut`](crate::Stage::as_any_mut)); `None` by default.
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        None
+    }
+
+    /// Reports named counters (e.g. per queue) to `out` when the worker
+    /// publishes its counters; none by default.
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let _ = out;
+    }
 }
 
 /// A bounded first-in first-out queue that sends at line rate (no shaping).

@@ -18,6 +18,20 @@ pub trait Stage<B: PacketBuf>: Send {
 
     /// Processes the live packets of `batch` at time `now`.
     fn process(&mut self, batch: &mut Batch<B>, now: Now);
+
+    /// The stage as `Any`, so that the control plane can reach its concrete
+    /// type between two bursts (read tables, install keys) without
+    /// rebuilding it. `None` (the default) keeps the stage opaque.
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        None
+    }
+
+    /// Reports the stage's own named counters (e.g. per traffic class) to
+    /// `out`; called when the worker publishes its counters, never per packet.
+    /// The default has none.
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let _ = out;
+    }
 }
 
 /// Stages run in order over each burst, with per-stage counters.
@@ -86,6 +100,11 @@ impl<B: PacketBuf> Pipeline<B> {
     /// Stage names with their counters, in pipeline order.
     pub fn counters(&self) -> impl Iterator<Item = (&str, &StageCounters)> {
         self.stages.iter().map(|s| s.name()).zip(self.counters.iter())
+    }
+
+    /// The stages (e.g. to read their named counters).
+    pub fn stages(&self) -> impl Iterator<Item = &dyn Stage<B>> {
+        self.stages.iter().map(|s| &**s)
     }
 
     /// The stages, mutable (for reconfiguration between bursts).

@@ -203,6 +203,13 @@ pub struct DpdkConfig {
     /// Compute the software flow hash for packets the NIC gave no RSS hash.
     #[serde(default)]
     pub software_hash: bool,
+    /// Pin the data plane's Unix clock (`Now::unix_ns`) to this second while
+    /// the monotonic clock keeps running. For replaying a looped capture
+    /// (`net_pcap,rx_pcap=...,infinite_rx=1`) whose protocol timestamps
+    /// (FAIR, EPIC, SIBRA expiry) would otherwise go stale after a few
+    /// seconds: benchmarks and tests only, never in production.
+    #[serde(default)]
+    pub unix_time_s: Option<u64>,
 }
 
 fn default_mbufs() -> u32 {

@@ -39,6 +39,10 @@ const _: () = assert!(
 const RX_RSS_HASH: u64 = 1 << 1;
 
 /// A single-segment DPDK mbuf owned by the holder; freed on drop.
+///
+/// `repr(transparent)`: a `[Mbuf]` is an array of `rte_mbuf` pointers, so a
+/// TX vector is handed to `rte_eth_tx_burst` as is, without copying.
+#[repr(transparent)]
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 // SAFETY: an `Mbuf` is the unique owner of its mbuf (it was received or
@@ -153,6 +157,18 @@ impl PacketBuf for Mbuf {
     }
 }
 
+/// Prefetches the cache line at `p` into all cache levels.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn dpdk_err(what: &str, rc: i32) -> RuntimeError {
     let code = if rc < 0 {
         -rc
@@ -230,8 +246,9 @@ pub struct DpdkIo {
     queue: u16,
     ports: Vec<u16>,
     clock: WallClock,
+    /// `[io.dpdk] unix_time_s` in ns: the pinned Unix clock, if any.
+    pinned_unix_ns: Option<u64>,
     rx_raw: [*mut sys::rte_mbuf; BURST],
-    tx_raw: [*mut sys::rte_mbuf; BURST],
     registered: bool,
     software_hash: bool,
 }
@@ -350,8 +367,8 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             queue: q,
             ports: ports.clone(),
             clock: WallClock::new(),
+            pinned_unix_ns: c.unix_time_s.map(|s| s.saturating_mul(1_000_000_000)),
             rx_raw: [std::ptr::null_mut(); BURST],
-            tx_raw: [std::ptr::null_mut(); BURST],
             registered: false,
             software_hash: c.software_hash,
         })
@@ -399,17 +416,30 @@ impl WorkerIo for DpdkIo {
         let room = (BURST - batch.len()) as u16;
         // SAFETY: started port, this worker's own queue, room for `room` pointers.
         let n = unsafe { sys::shim_rx_burst(port, self.queue, self.rx_raw.as_mut_ptr(), room) };
+        let n = usize::from(n).min(BURST);
+        // Start loading every packet's first data line now, so that the
+        // pipeline's parser finds the headers in cache (the mbuf headers
+        // themselves were just written by the driver).
+        for &raw in &self.rx_raw[..n] {
+            // SAFETY: the driver returned n valid mbufs; reading their header
+            // fields is in bounds; a prefetch never faults.
+            unsafe {
+                let m = &*raw;
+                prefetch((m.buf_addr as *const u8).add(usize::from(m.data_off)));
+            }
+        }
         let mut got = 0;
-        for &raw in &self.rx_raw[..usize::from(n)] {
-            let Some(nn) = NonNull::new(raw) else { continue };
-            // SAFETY: the driver hands us ownership of each received mbuf.
-            let m = unsafe { Mbuf::from_raw(nn) };
-            if m.m().nb_segs != 1 {
+        for &raw in &self.rx_raw[..n] {
+            // SAFETY: the driver hands us ownership of each received mbuf
+            // (never NULL among the first n).
+            let m = unsafe { Mbuf::from_raw(NonNull::new_unchecked(raw)) };
+            let hdr = m.m();
+            if hdr.nb_segs != 1 {
                 continue; // dropped (freed) here: multi-segment frames are unsupported
             }
-            let hash = if m.m().ol_flags & RX_RSS_HASH != 0 {
+            let hash = if hdr.ol_flags & RX_RSS_HASH != 0 {
                 // SAFETY: valid mbuf we own; the flag says the hash field is set.
-                unsafe { sys::shim_mbuf_rss_hash(nn.as_ptr()) }
+                unsafe { sys::shim_mbuf_rss_hash(raw) }
             } else if self.software_hash {
                 flow_hash(m.data())
             } else {
@@ -425,21 +455,23 @@ impl WorkerIo for DpdkIo {
 
     #[inline]
     fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Mbuf>, _now: Now) -> usize {
-        let n = pkts.len().min(BURST);
-        for (slot, m) in self.tx_raw.iter_mut().zip(pkts.drain(..n)) {
-            *slot = m.into_raw();
+        let n = pkts.len().min(usize::from(u16::MAX));
+        // SAFETY: `Mbuf` is a transparent mbuf pointer, so the vector is an
+        // array of n owned mbufs; the driver takes ownership of the first
+        // `sent`, which are then forgotten (not dropped) below.
+        let sent = usize::from(unsafe {
+            sys::shim_tx_burst(port, self.queue, pkts.as_mut_ptr().cast(), n as u16)
+        });
+        // SAFETY: elements [sent, len) are still owned and initialised; they
+        // move to the front (overlapping copy) and the length shrinks, so the
+        // transmitted ones are never dropped and the rest stay for the caller.
+        unsafe {
+            let p = pkts.as_mut_ptr();
+            let rest = pkts.len() - sent;
+            std::ptr::copy(p.add(sent), p, rest);
+            pkts.set_len(rest);
         }
-        // Anything beyond a burst (never produced by the worker) is freed.
-        pkts.clear();
-        // SAFETY: started port, this worker's own TX queue, n owned mbufs; the
-        // driver takes ownership of the first `sent` of them.
-        let sent =
-            unsafe { sys::shim_tx_burst(port, self.queue, self.tx_raw.as_mut_ptr(), n as u16) };
-        for &raw in &self.tx_raw[usize::from(sent)..n] {
-            // SAFETY: not accepted by the driver, so still ours to free.
-            unsafe { sys::shim_pktmbuf_free(raw) };
-        }
-        usize::from(sent)
+        sent
     }
 
     fn free(&mut self, buf: Mbuf) {
@@ -448,7 +480,11 @@ impl WorkerIo for DpdkIo {
 
     #[inline]
     fn now(&mut self) -> Now {
-        self.clock.now()
+        let now = self.clock.now();
+        match self.pinned_unix_ns {
+            Some(unix_ns) => Now { mono_ns: now.mono_ns, unix_ns },
+            None => now,
+        }
     }
 }
 

@@ -27,8 +27,9 @@ pub trait WorkerIo: Send {
     /// `batch`, with `Meta::hash` set to the flow (RSS) hash; returns how many.
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Self::Buf>) -> usize;
 
-    /// Transmits the packets in `pkts` on `port` in order, leaving `pkts`
-    /// empty; returns how many were accepted (the rest were freed).
+    /// Transmits the packets in `pkts` on `port` in order; returns how many
+    /// were accepted. Accepted packets leave `pkts`; the rest (a full TX
+    /// ring) stay in it, in order, for the caller to count and free.
     fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Self::Buf>, now: Now) -> usize;
 
     /// Returns a buffer that will not be transmitted to the pool.

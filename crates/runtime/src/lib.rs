@@ -41,6 +41,7 @@ pub mod config;
 pub mod dpdk;
 pub mod egress;
 pub mod io;
+pub mod live;
 pub mod pcap;
 pub mod protocols;
 pub mod registry;

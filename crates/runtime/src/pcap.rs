@@ -310,3 +310,24 @@ impl WorkerIo for PcapIo {
         Ok(())
     }
 }
+
+/// Writes `frames` to a new Ethernet capture at `path`, all stamped with
+/// `unix_ns` (the input of a replay: `router gen`, benchmarks, tests).
+pub fn write_capture<'a>(
+    path: &std::path::Path,
+    frames: impl IntoIterator<Item = &'a [u8]>,
+    unix_ns: u64,
+) -> Result<usize, RuntimeError> {
+    let err = |e: String| RuntimeError::Io(format!("{}: {e}", path.display()));
+    let file = File::create(path).map_err(|e| err(e.to_string()))?;
+    let mut w = PcapWriter::new(BufWriter::new(file)).map_err(|e| err(e.to_string()))?;
+    let ts = Duration::from_nanos(unix_ns);
+    let mut n = 0;
+    for f in frames {
+        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).map_err(|e| err(e.to_string()))?;
+        n += 1;
+    }
+    use std::io::Write;
+    w.into_writer().flush().map_err(|e| err(e.to_string()))?;
+    Ok(n)
+}

@@ -20,6 +20,7 @@
 //! | template `scion` | plain SCION through the router's hop (`fwd_key`) | `scion` |
 //! | template `epic-z` | EPIC-Z via `zlane::endhost` (+ `zlane::Gateway`) with the router's `sv` | `zlane` |
 //! | stage `sibra-transit` | SIBRA SOF check (batched), overuse monitor, forwarding in class R | `sibra` |
+//! | stage `sibra-control` | SIBRA requests: admission (listed/changed by the control API), SOF insertion | `sibra` |
 //! | template `sibra` | SIBRA ephemeral data packets, SOFs from the router's `sof_key` | `sibra` |
 //! | stage `flowpolice` | FlowPolice puzzles, capabilities, Algorithm 1; classes for `priority-caps` | `flowpolice` |
 //! | stage `fair-transit` | FAIR transit marking (Procedure 2), epoch keys derived from a master key | `fair` |
@@ -384,6 +385,13 @@ mod zlane_entries {
         /// or `percent_of_g` (neither = equal share of the rest).
         #[serde(default)]
         pub rates: Vec<RateParams>,
+        /// Entries of the expanded level-2 host-key cache.
+        pub host_key_cache: Option<usize>,
+        /// Drop EPIC-Z packets with reserved flag bits set (default true).
+        pub strict_flags: Option<bool>,
+        /// Enable duplicate suppression sized for this many EPIC-Z packets
+        /// per second over the freshness window (false-positive rate 1e-6).
+        pub replay_pps: Option<u64>,
     }
 
     /// One guaranteed origin.
@@ -517,6 +525,8 @@ mod zlane_entries {
                 mu_g: c.mu_g.unwrap_or(d.mu_g),
                 burst: c.burst.unwrap_or(d.burst),
                 rates,
+                host_key_cache: c.host_key_cache.unwrap_or(d.host_key_cache),
+                strict_flags: c.strict_flags.unwrap_or(d.strict_flags),
                 ..d
             };
             let keys = zlane::keys::SvKeys::new(
@@ -524,9 +534,14 @@ mod zlane_entries {
                 c.epoch[0],
                 c.epoch[1],
             );
-            let classifier =
+            let mut classifier =
                 zlane::Classifier::new(&cfg, keys, 0).map_err(|e| config_err("rates", e))?;
-            Ok(Box::new(zlane::ZlaneClassify::new(classifier)))
+            if let Some(pps) = c.replay_pps {
+                let f =
+                    zlane::replay::ReplayFilter::for_freshness(&cfg.freshness, pps, 1e-6, 0x5eed);
+                classifier = classifier.with_replay_filter(f);
+            }
+            Ok(Box::new(crate::live::Live(zlane::ZlaneClassify::new(classifier))))
         });
         r.egress("zlane", |_, p| {
             let c: ZlaneEgressParams = typed(p)?;
@@ -546,7 +561,7 @@ mod zlane_entries {
                 quantum_bytes: c.quantum_bytes.unwrap_or(d.quantum_bytes),
             };
             let s = Scheduler::new(cfg).map_err(|e| config_err("", e))?;
-            Ok(Box::new(s))
+            Ok(Box::new(crate::live::LiveEgress(s)))
         });
     }
 }
@@ -567,6 +582,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(r.build_stage("zlane-classify", &ctx, &t).unwrap().name(), "zlane-classify");
+        let t: toml::Table = toml::from_str(&format!(
+            "local_ia = \"1-ff00:0:110\"\nsv = \"{k}\"\nepoch = [0, 4000000000]\nhost_key_cache = 64\nstrict_flags = false\nreplay_pps = 1000"
+        ))
+        .unwrap();
+        assert!(r.build_stage("zlane-classify", &ctx, &t).is_ok());
         let t: toml::Table =
             toml::from_str(&format!("key = \"{k}\"\ninterfaces = [{{ ifid = 1, port = 1 }}]"))
                 .unwrap();

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 
 use serde::Deserialize;
 
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage, Verdict};
 
 use crate::config::{typed, ConfigError};
 use crate::registry::{BuildContext, Registry};
@@ -82,11 +82,19 @@ impl<B: PacketBuf> Stage<B> for PortForward {
         "port-forward"
     }
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        // A burst comes from one RX queue, so it has one ingress port: look
+        // the egress up once per run of equal ingress ports.
+        let (mut last_in, mut out) = (None, None);
         for i in batch.live() {
-            let m = batch.meta(i);
-            let out = self.table.get(usize::from(m.port)).copied().flatten().or(self.default);
-            match (out, m.class()) {
-                (Some(p), Some(c)) => batch.forward(i, p, c),
+            let m = batch.meta_mut(i);
+            if last_in != Some(m.port) {
+                last_in = Some(m.port);
+                out = self.table.get(usize::from(m.port)).copied().flatten().or(self.default);
+            }
+            match (out, m.verdict) {
+                (Some(p), Verdict::Forward { class, .. }) => {
+                    m.verdict = Verdict::Forward { port: p, class }
+                }
                 (None, _) => batch.drop_packet(i, DropReason::NoRoute),
                 _ => {}
             }

@@ -5,10 +5,19 @@
 //! own [`WorkerStats`] block with relaxed atomic stores. Only that worker ever
 //! writes its block, so there is no contention and no read-modify-write; a
 //! reader sums the blocks of all workers into a [`Snapshot`].
+//!
+//! Named counters (a stage's per-class counts, a scheduler's per-queue
+//! counts; see [`pipeline::Stage::named_counters`]) vary by stage kind, so
+//! they are published as a list behind a mutex that the worker only
+//! `try_lock`s: if a reader holds it at that moment, the worker skips that
+//! publication rather than wait (the next one, `publish_every` bursts later,
+//! catches up). The list is refilled in place, so publishing allocates
+//! nothing once its length is stable.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
-use pipeline::{DropCounters, DropReason, StageCounters};
+use pipeline::{DropCounters, DropReason, Egress, PacketBuf, Pipeline, StageCounters};
 
 /// Counters of one stage, as atomics.
 struct AtomicStage {
@@ -90,6 +99,46 @@ pub struct WorkerStats {
     port_drops: Vec<AtomicStage>,
     group_rx: Vec<AtomicU64>,
     group_tx: Vec<AtomicU64>,
+    named: Mutex<Vec<Named>>,
+}
+
+/// Where a named counter lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// A pipeline stage, by index.
+    Stage(usize),
+    /// A port's egress discipline, by index in `[[ports]]`.
+    Egress(usize),
+}
+
+/// One named counter of one worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    /// Its stage or egress discipline.
+    pub scope: Scope,
+    /// The counter's name (e.g. `"class_g"`).
+    pub name: &'static str,
+    /// Its value.
+    pub value: u64,
+}
+
+/// Fills `out` with the named counters of `pipeline` and `egress`.
+pub fn collect_named<B: PacketBuf>(
+    pipeline: &Pipeline<B>,
+    egress: &[Box<dyn Egress<B>>],
+    out: &mut Vec<Named>,
+) {
+    out.clear();
+    for (i, s) in pipeline.stages().enumerate() {
+        s.named_counters(&mut |name, value| {
+            out.push(Named { scope: Scope::Stage(i), name, value })
+        });
+    }
+    for (i, e) in egress.iter().enumerate() {
+        e.named_counters(&mut |name, value| {
+            out.push(Named { scope: Scope::Egress(i), name, value })
+        });
+    }
 }
 
 fn zeros(n: usize) -> Vec<AtomicU64> {
@@ -112,6 +161,19 @@ impl WorkerStats {
             port_drops: (0..ports).map(|_| AtomicStage::new()).collect(),
             group_rx: zeros(groups),
             group_tx: zeros(groups),
+            named: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Publishes named counters (called by the owning worker only); skipped
+    /// if a reader holds the list right now.
+    pub fn publish_named<B: PacketBuf>(
+        &self,
+        pipeline: &Pipeline<B>,
+        egress: &[Box<dyn Egress<B>>],
+    ) {
+        if let Ok(mut v) = self.named.try_lock() {
+            collect_named(pipeline, egress, &mut v);
         }
     }
 
@@ -190,6 +252,9 @@ pub struct Snapshot {
     pub to_control: u64,
     /// Whether every worker has stopped.
     pub all_done: bool,
+    /// Named counters of stages and egress disciplines, summed over
+    /// workers, ordered by scope then first appearance.
+    pub named: Vec<Named>,
 }
 
 impl Snapshot {
@@ -234,8 +299,24 @@ impl Snapshot {
                 g.offered += w.group_rx[i].load(Relaxed);
                 g.delivered += w.group_tx[i].load(Relaxed);
             }
+            let named = w.named.lock().unwrap_or_else(|p| p.into_inner());
+            for n in named.iter() {
+                match s.named.iter_mut().find(|m| m.scope == n.scope && m.name == n.name) {
+                    Some(m) => m.value += n.value,
+                    None => s.named.push(*n),
+                }
+            }
         }
+        s.named.sort_by_key(|n| n.scope);
         s
+    }
+
+    /// The summed value of named counter `name` of pipeline stage `stage`.
+    pub fn stage_named(&self, stage: usize, name: &str) -> Option<u64> {
+        self.named
+            .iter()
+            .find(|n| n.scope == Scope::Stage(stage) && n.name == name)
+            .map(|n| n.value)
     }
 
     /// Packets received on all ports.

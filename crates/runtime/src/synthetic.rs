@@ -14,6 +14,15 @@
 //!   is slower than the offered load, the generator does not catch up (the
 //!   offered counter says what was really generated).
 //!
+//! Timestamped templates (EPIC-Z, FAIR, SIBRA, ...) carry the Unix time at
+//! which they were built; their packets would go stale after a few seconds.
+//! A group whose frames depend on the build time (detected by building it
+//! twice, for two different times) is rebuilt every `refresh_ms` (default
+//! 500 ms) of the generator's clock: inline under virtual pacing (virtual time
+//! stands still meanwhile, so runs stay deterministic), and on a background
+//! thread under wall pacing, which hands the new frames to the worker through
+//! a channel polled once per burst (no template building on the worker).
+//!
 //! Transmitted packets go to a sink that counts them per port and, through
 //! the tag at the end of each payload ([`crate::templates::group_of`]), per
 //! traffic group, then recycles their frames.
@@ -52,11 +61,21 @@ pub struct SyntheticConfig {
     /// Traffic groups.
     #[serde(default)]
     pub traffic: Vec<TrafficGroup>,
+    /// Rebuild timestamped templates this often (generator clock), ms;
+    /// 0 never rebuilds them.
+    #[serde(default = "default_refresh_ms")]
+    pub refresh_ms: u64,
 }
 
 fn default_pool() -> usize {
     8192
 }
+fn default_refresh_ms() -> u64 {
+    500
+}
+
+/// Frames with their flow hashes.
+type Frames = Vec<(Vec<u8>, u32)>;
 
 /// One `[[io.synthetic.traffic]]` group.
 #[derive(Debug, Clone, Deserialize)]
@@ -87,11 +106,68 @@ struct GroupGen {
     port: u16,
     /// This worker's share of the rate, in milli-packets per second.
     rate_mpps: u64,
-    frames: Vec<(Vec<u8>, u32)>,
+    frames: Frames,
     next: usize,
+    /// Set when the group's frames carry timestamps and must be rebuilt.
+    refresh: Option<Box<Refresh>>,
     /// Accumulated credit in milli-packet-nanoseconds ([`PACKET`] per packet);
     /// integer arithmetic keeps the offered count exact.
     credit: u128,
+}
+
+/// How to rebuild one worker's share of a timestamped group.
+struct Refresh {
+    kind: String,
+    params: toml::Table,
+    ctx: TemplateCtx,
+    worker: usize,
+    workers: usize,
+    /// Virtual pacing: the generator's Unix time of the next inline rebuild.
+    next_unix_ns: u64,
+    period_ns: u64,
+    /// Wall pacing: fresh frames from the background builder.
+    fresh: Option<crossbeam_channel::Receiver<Frames>>,
+}
+
+impl Refresh {
+    /// This worker's share of the group's frames, built for Unix second `unix_s`.
+    fn build(&self, templates: &Templates, unix_s: u64) -> Result<Frames, ConfigError> {
+        let ctx = TemplateCtx { unix_s, ..self.ctx };
+        let frames = templates.build(&self.kind, &self.params, &ctx)?;
+        Ok(frames
+            .into_iter()
+            .map(|f| {
+                let h = flow_hash(&f);
+                (f, h)
+            })
+            .filter(|(_, h)| shard(*h, self.workers) == self.worker)
+            .collect())
+    }
+
+    /// Starts the background builder of wall-paced runs; it stops when the
+    /// worker drops the receiving end.
+    fn spawn(&mut self) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.fresh = Some(rx);
+        let me =
+            Refresh { fresh: None, params: self.params.clone(), kind: self.kind.clone(), ..*self };
+        let period = std::time::Duration::from_nanos(self.period_ns);
+        let _ = std::thread::Builder::new().name("synthetic-refresh".into()).spawn(move || {
+            let templates = Templates::builtin();
+            loop {
+                std::thread::sleep(period);
+                let unix_s = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                // The same parameters built at start, so this cannot fail;
+                // if it does anyway, the group keeps its last frames.
+                let Ok(frames) = me.build(&templates, unix_s) else { return };
+                if tx.send(frames).is_err() {
+                    return; // the worker is gone
+                }
+            }
+        });
+    }
 }
 
 /// Unix time at which virtual-paced runs start (2026-01-01T00:00:00Z).
@@ -133,6 +209,12 @@ fn build_groups(
         };
         let ctx = TemplateCtx { flows: t.flows, tag: tag_for(g as u16), unix_s };
         let frames = templates.build(&t.template, &t.params, &ctx).map_err(|e| e.under(&key))?;
+        // Frames that change with the build time carry timestamps: refresh them.
+        let timed = sc.refresh_ms > 0
+            && templates
+                .build(&t.template, &t.params, &TemplateCtx { unix_s: unix_s + 7, ..ctx })
+                .map_err(|e| e.under(&key))?
+                != frames;
         let per_flow = t.rate_pps / frames.len() as f64;
         let mut shares: Vec<Vec<(Vec<u8>, u32)>> = (0..workers).map(|_| Vec::new()).collect();
         for f in frames {
@@ -144,6 +226,19 @@ fn build_groups(
                 continue;
             }
             let rate_mpps = (per_flow * frames.len() as f64 * 1000.0).round() as u64;
+            let period_ns = sc.refresh_ms.saturating_mul(1_000_000);
+            let refresh = timed.then(|| {
+                Box::new(Refresh {
+                    kind: t.template.clone(),
+                    params: t.params.clone(),
+                    ctx,
+                    worker: w,
+                    workers,
+                    next_unix_ns: unix_s.saturating_mul(1_000_000_000).saturating_add(period_ns),
+                    period_ns,
+                    fresh: None,
+                })
+            });
             per_worker[w].push(GroupGen {
                 group: g,
                 port: t.port,
@@ -151,10 +246,52 @@ fn build_groups(
                 frames,
                 next: 0,
                 credit: 0,
+                refresh,
             });
         }
     }
     Ok(per_worker)
+}
+
+/// The frames of the traffic groups named in `groups` (all groups if it is
+/// empty), one per flow, as `(ingress port, frame)`, interleaved round-robin
+/// over the groups, with protocol timestamps at Unix second `unix_s`.
+///
+/// This is the input of a capture replay (`router gen`): a benchmark or test
+/// feeds the same packets to `dpdk-testpmd` and to the router through
+/// `net_pcap`. Rates are ignored; every group contributes its `flows` frames.
+pub fn capture_frames(
+    cfg: &RouterConfig,
+    groups: &[String],
+    unix_s: u64,
+) -> Result<Vec<(u16, Vec<u8>)>, ConfigError> {
+    let sc = cfg.io.synthetic.as_ref().ok_or_else(|| ConfigError::at("io.synthetic", "missing"))?;
+    if let Some(g) = groups.iter().find(|g| !sc.traffic.iter().any(|t| &t.name == *g)) {
+        return Err(ConfigError::at("io.synthetic.traffic", format!("no traffic group `{g}`")));
+    }
+    let templates = Templates::builtin();
+    let mut sets = Vec::new();
+    for (g, t) in sc.traffic.iter().enumerate() {
+        if !groups.is_empty() && !groups.contains(&t.name) {
+            continue;
+        }
+        let key = format!("io.synthetic.traffic[{g}]");
+        let ctx = TemplateCtx { flows: t.flows, tag: tag_for(g as u16), unix_s };
+        let frames = templates.build(&t.template, &t.params, &ctx).map_err(|e| e.under(&key))?;
+        sets.push((t.port, frames.into_iter()));
+    }
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        for (port, it) in &mut sets {
+            if let Some(f) = it.next() {
+                out.push((*port, f));
+            }
+        }
+        if out.len() == before {
+            return Ok(out);
+        }
+    }
 }
 
 /// Validates the synthetic section (templates, ports, rates).
@@ -176,6 +313,7 @@ pub fn group_names(cfg: &RouterConfig) -> Vec<String> {
 
 /// One worker's generator and sink.
 pub struct SyntheticIo {
+    templates: Templates,
     pacing: Pacing,
     groups: Vec<GroupGen>,
     rx_ports: Vec<u16>,
@@ -198,7 +336,12 @@ impl SyntheticIo {
     pub fn open(cfg: &RouterConfig) -> Result<Vec<SyntheticIo>, ConfigError> {
         let sc =
             cfg.io.synthetic.as_ref().ok_or_else(|| ConfigError::at("io.synthetic", "missing"))?;
-        let per_worker = build_groups(cfg, sc)?;
+        let mut per_worker = build_groups(cfg, sc)?;
+        if sc.pacing == Pacing::Wall {
+            for r in per_worker.iter_mut().flatten().filter_map(|g| g.refresh.as_mut()) {
+                r.spawn();
+            }
+        }
         let ngroups = sc.traffic.len();
         Ok(per_worker
             .into_iter()
@@ -213,6 +356,7 @@ impl SyntheticIo {
                 rx_ports.sort_unstable();
                 rx_ports.dedup();
                 SyntheticIo {
+                    templates: Templates::builtin(),
                     pacing: sc.pacing,
                     groups,
                     rx_ports,
@@ -328,7 +472,10 @@ impl WorkerIo for SyntheticIo {
         for g in &mut self.groups {
             g.credit = (g.credit + u128::from(g.rate_mpps) * u128::from(dt)).min(cap);
         }
-        Now { mono_ns: self.virtual_ns, unix_ns: self.clock_unix_base() + self.virtual_ns }
+        let now =
+            Now { mono_ns: self.virtual_ns, unix_ns: self.clock_unix_base() + self.virtual_ns };
+        self.refresh(now.unix_ns);
+        now
     }
 
     fn idle(&mut self) {
@@ -347,6 +494,26 @@ impl WorkerIo for SyntheticIo {
 }
 
 impl SyntheticIo {
+    /// Swaps in fresh frames of timestamped groups (see the module docs).
+    #[inline]
+    fn refresh(&mut self, unix_ns: u64) {
+        for g in &mut self.groups {
+            let Some(r) = g.refresh.as_mut() else { continue };
+            let fresh = match &r.fresh {
+                Some(rx) => rx.try_recv().ok(),
+                None if unix_ns >= r.next_unix_ns => {
+                    r.next_unix_ns = unix_ns.saturating_add(r.period_ns);
+                    r.build(&self.templates, unix_ns / 1_000_000_000).ok()
+                }
+                None => None,
+            };
+            // Same flows, same order: only their timestamps and MACs moved on.
+            if let Some(f) = fresh.filter(|f| f.len() == g.frames.len()) {
+                g.frames = f;
+            }
+        }
+    }
+
     fn clock_unix_base(&self) -> u64 {
         // Virtual runs start at a fixed, realistic Unix time so that stages
         // checking absolute timestamps see sane values; wall runs use the clock.

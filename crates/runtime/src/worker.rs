@@ -24,11 +24,18 @@ use crate::RuntimeError;
 /// A change applied by a worker between two bursts.
 pub type Apply<B> = Box<dyn FnOnce(&mut Pipeline<B>, &mut [Box<dyn Egress<B>>]) + Send>;
 
+/// A change applied between two bursts that also needs the worker's clock
+/// (e.g. to reconfigure a token bucket without crediting or losing tokens).
+pub type ApplyNow<B> =
+    Box<dyn FnOnce(&mut Pipeline<B>, &mut [Box<dyn Egress<B>>], pipeline::Now) + Send>;
+
 /// A message to one worker's command queue.
 pub enum Command<B> {
     /// Run a closure on the worker's pipeline and egress disciplines
     /// (e.g. replace a stage's table), between two bursts.
     Apply(Apply<B>),
+    /// Same, with the worker's current time (one extra clock read).
+    ApplyNow(ApplyNow<B>),
     /// Publish counters now.
     Publish,
     /// Stop after the current burst.
@@ -84,18 +91,18 @@ fn transmit<I: WorkerIo>(
     now: pipeline::Now,
 ) -> usize {
     let n = v.len();
-    let mut bytes = [0u32; BURST];
-    for (l, b) in bytes.iter_mut().zip(v.iter()) {
-        *l = b.len() as u32;
-    }
+    let mut bytes: u64 = v.iter().map(|b| b.len() as u64).sum();
     let sent = io.tx_burst(port, v, now);
-    v.clear();
     pc.tx += sent as u64;
-    pc.tx_bytes += bytes[..sent.min(n).min(BURST)].iter().map(|l| u64::from(*l)).sum::<u64>();
-    if sent < n {
-        // The TX ring was full: the packets were freed.
-        pc.drops.add(DropReason::QueueFull, (n - sent) as u64);
+    if !v.is_empty() {
+        // The TX ring was full: the rest is dropped here.
+        pc.drops.add(DropReason::QueueFull, v.len() as u64);
+        for b in v.drain(..) {
+            bytes -= b.len() as u64;
+            io.free(b);
+        }
     }
+    pc.tx_bytes += bytes;
     n
 }
 
@@ -143,16 +150,22 @@ impl<I: WorkerIo> Worker<I> {
         let mut txv: Vec<I::Buf> = Vec::with_capacity(BURST);
         let mut rx_total = 0u64;
         let start = io.now();
-        let publish_every = u64::from(publish_every.max(1));
+        let publish_every = publish_every.max(1);
+        // Counts down to the next publication (no division per burst).
+        let mut publish_in = publish_every;
+        // Ports whose egress discipline is used (the others bypass it).
+        let shaped: Vec<usize> = (0..egress.len()).filter(|&e| !direct[e]).collect();
 
         loop {
             // Commands are rare: the empty check is one atomic load.
             while let Ok(cmd) = commands.try_recv() {
                 match cmd {
                     Command::Apply(f) => f(&mut pipeline, &mut egress),
+                    Command::ApplyNow(f) => f(&mut pipeline, &mut egress, io.now()),
                     Command::Publish => {
                         io.io_counters(&mut local);
                         stats.publish(&local, pipeline.counters().map(|(_, c)| c));
+                        stats.publish_named(&pipeline, &egress);
                     }
                     Command::Stop => stop.store(true, Ordering::Relaxed),
                 }
@@ -179,9 +192,16 @@ impl<I: WorkerIo> Worker<I> {
                     rx_total += n as u64;
                     moved += n;
                     pipeline.run(&mut batch, now);
+                    // Most bursts go to one port: remember its slot.
+                    let (mut last_port, mut last_slot) = (u16::MAX, usize::MAX);
                     batch.drain(|buf, meta| match meta.verdict {
                         Verdict::Forward { port, class } => {
-                            let s = slot.get(usize::from(port)).copied().unwrap_or(usize::MAX);
+                            if port != last_port {
+                                last_port = port;
+                                last_slot =
+                                    slot.get(usize::from(port)).copied().unwrap_or(usize::MAX);
+                            }
+                            let s = last_slot;
                             if s == usize::MAX {
                                 local.ports[pslot].drops.inc(DropReason::NoRoute);
                                 io.free(buf);
@@ -218,7 +238,8 @@ impl<I: WorkerIo> Worker<I> {
                     moved += transmit(&mut io, port_ids[e], v, &mut local.ports[e], now);
                 }
             }
-            for (e, eg) in egress.iter_mut().enumerate() {
+            for &e in &shaped {
+                let eg = &mut egress[e];
                 if eg.queued() > 0 {
                     let n = eg.dequeue(now, BURST, &mut txv);
                     if n > 0 {
@@ -234,9 +255,12 @@ impl<I: WorkerIo> Worker<I> {
             if last {
                 break;
             }
-            if local.bursts.is_multiple_of(publish_every) {
+            publish_in -= 1;
+            if publish_in == 0 {
+                publish_in = publish_every;
                 io.io_counters(&mut local);
                 stats.publish(&local, pipeline.counters().map(|(_, c)| c));
+                stats.publish_named(&pipeline, &egress);
             }
             if moved == 0 {
                 // Out of input: a replay's clock stops with its input, so
@@ -250,6 +274,7 @@ impl<I: WorkerIo> Worker<I> {
         }
         io.io_counters(&mut local);
         stats.publish(&local, pipeline.counters().map(|(_, c)| c));
+        stats.publish_named(&pipeline, &egress);
         let res = io.finish();
         stats.set_done();
         res

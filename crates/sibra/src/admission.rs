@@ -153,6 +153,36 @@ pub struct EphemeralRequest {
     pub info: ResvInfo,
 }
 
+/// One index of a reservation, as listed by [`Admission::steady_reservations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexView {
+    /// The index.
+    pub index: ResvIdx,
+    /// Last tick it is valid.
+    pub exp_tick: Tick,
+    /// Forward class.
+    pub bw_fwd: BwClass,
+    /// Reverse class.
+    pub bw_rev: BwClass,
+    /// Granted here but not yet confirmed by the reply.
+    pub pending: bool,
+}
+
+/// A steady reservation as listed by [`Admission::steady_reservations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SteadyView {
+    /// The steady path.
+    pub id: SteadyId,
+    /// This AS's ingress interface.
+    pub ingress: u16,
+    /// This AS's egress interface.
+    pub egress: u16,
+    /// Core-path contract (bit/s), if set.
+    pub contract: Option<u64>,
+    /// Live indices by number.
+    pub indices: [Option<IndexView>; ResvIdx::COUNT],
+}
+
 /// Result of an admission computation.
 enum Offer {
     /// The request repeats a live index exactly.
@@ -878,6 +908,74 @@ impl Admission {
         self.steady.is_empty() && self.eph.is_empty()
     }
 
+    /// The steady reservations held (control-plane listing; one pass over
+    /// the table, no allocation).
+    pub fn steady_reservations(&self) -> impl Iterator<Item = SteadyView> + '_ {
+        self.steady.iter().map(|(id, e)| {
+            let mut indices = [None; ResvIdx::COUNT];
+            for (i, s) in e.idx.iter().enumerate() {
+                indices[i] = s.map(|s| IndexView {
+                    index: ResvIdx::from_low_bits(i as u8),
+                    exp_tick: Tick(s.exp),
+                    bw_fwd: s.class[FWD],
+                    bw_rev: s.class[REV],
+                    pending: s.pending_until.is_some(),
+                });
+            }
+            SteadyView {
+                id: *id,
+                ingress: e.ingress,
+                egress: e.egress,
+                contract: e.contract,
+                indices,
+            }
+        })
+    }
+
+    /// Tears down every index of steady reservation `id` at once (control
+    /// plane revocation); its bandwidth is free from `now`. Returns the
+    /// indices released (to revoke them on the data plane too).
+    pub fn revoke_steady(&mut self, id: &SteadyId, now: Tick) -> Result<Vec<ResvIdx>, Error> {
+        self.advance(now);
+        let e = self.steady.get(id).ok_or(Error::UnknownSteady)?;
+        let live: Vec<ResvIdx> = e
+            .idx
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| ResvIdx::from_low_bits(i as u8))
+            .collect();
+        let key = ResvKey::from(*id);
+        for i in &live {
+            self.release(&key, (0, 0), *i, now)?;
+        }
+        Ok(live)
+    }
+
+    /// The interfaces and their capacity splits.
+    pub fn interfaces(&self) -> impl Iterator<Item = IfaceConfig> + '_ {
+        self.ifaces.iter().map(|i| i.cfg)
+    }
+
+    /// Sets the capacity split of every interface (control plane). Bandwidth
+    /// already granted stays granted; the new shares bound later admissions.
+    pub fn set_split(&mut self, split: Split) -> Result<(), Error> {
+        if u16::from(split.ephemeral_pct)
+            + u16::from(split.best_effort_pct)
+            + u16::from(split.steady_pct)
+            > 100
+        {
+            return Err(Error::Config("interface split exceeds 100%"));
+        }
+        for i in &mut self.ifaces {
+            i.cfg.split = split;
+        }
+        for i in &mut self.cfg.interfaces {
+            i.split = split;
+        }
+        Ok(())
+    }
+
     /// The current tick (the latest passed to any call).
     pub fn now(&self) -> Tick {
         Tick(self.now)
@@ -912,6 +1010,34 @@ mod tests {
             fwd: true,
             fail_hop: 0,
         }
+    }
+
+    #[test]
+    fn listing_revocation_and_split() {
+        let mut a = Admission::new(cfg(), Tick(100)).unwrap();
+        let id = SteadyId::new(10, 7);
+        let r = SteadyRequest { id, ingress: 1, egress: 2, info: info(110, 8, 8, 3) };
+        assert_eq!(a.steady(&r, Tick(100)).unwrap(), Decision::Granted);
+        let v: Vec<SteadyView> = a.steady_reservations().collect();
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].id, v[0].ingress, v[0].egress), (id, 1, 2));
+        let ix = v[0].indices[3].unwrap();
+        assert_eq!((ix.exp_tick, ix.bw_fwd.get(), ix.pending), (Tick(110), 8, true));
+        assert!(v[0].indices.iter().enumerate().all(|(i, x)| x.is_some() == (i == 3)));
+        // A split of 0% steady denies the next request; granted bandwidth stays.
+        a.set_split(Split { ephemeral_pct: 90, best_effort_pct: 10, steady_pct: 0 }).unwrap();
+        assert!(a.interfaces().all(|i| i.split.steady_pct == 0));
+        let r2 = SteadyRequest { id: SteadyId::new(11, 1), ..r };
+        assert!(matches!(a.steady(&r2, Tick(100)).unwrap(), Decision::Denied { .. }));
+        assert!(a
+            .set_split(Split { ephemeral_pct: 90, best_effort_pct: 10, steady_pct: 1 })
+            .is_err());
+        // Revocation frees the bandwidth and removes the entry.
+        assert!(a.steady_used(1, Dir::In, Tick(100)) > 0);
+        assert_eq!(a.revoke_steady(&id, Tick(100)).unwrap(), vec![ResvIdx::new(3).unwrap()]);
+        assert_eq!(a.steady_used(1, Dir::In, Tick(100)), 0);
+        assert_eq!(a.steady_reservations().count(), 0);
+        assert_eq!(a.revoke_steady(&id, Tick(100)), Err(Error::UnknownSteady));
     }
 
     #[test]

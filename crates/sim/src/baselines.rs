@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use pipeline::{Batch, Class, DropReason, Egress, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Egress, Now, PacketBuf, Stage, Verdict};
 
 /// What a [`Drr`] queue is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +144,24 @@ impl<B: PacketBuf> Stage<B> for ClassByPort {
         for i in batch.live() {
             let p = batch.meta(i).port;
             batch.set_class(i, Class(p.min(255) as u8));
+        }
+    }
+}
+
+/// Sends every forwarded packet out of one port, keeping its class (a
+/// router with a single route).
+pub struct ToPort(pub u16);
+
+impl<B: PacketBuf> Stage<B> for ToPort {
+    fn name(&self) -> &str {
+        "to-port"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        for i in batch.live() {
+            if let Verdict::Forward { class, .. } = batch.meta(i).verdict {
+                batch.forward(i, self.0, class);
+            }
         }
     }
 }

@@ -247,6 +247,19 @@ impl Node {
     }
 }
 
+/// A stage behind a mutex, so that a scenario can read its state (tables,
+/// captured records) after the run. The lock is uncontended (one thread).
+pub struct Shared<S>(pub std::sync::Arc<std::sync::Mutex<S>>);
+
+impl<B: PacketBuf, S: pipeline::Stage<B>> pipeline::Stage<B> for Shared<S> {
+    fn name(&self) -> &str {
+        "shared"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, now: Now) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).process(batch, now);
+    }
+}
+
 /// What a closed-loop source learns about one of its packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Feedback {

@@ -37,8 +37,16 @@ fn waste_grows_linearly_with_loss_and_is_zero_without() {
         assert!(w[1].1 >= w[0].1 - 0.01, "waste roughly grows with loss: {pts:?}");
     }
     for &(loss, waste) in &pts[1..] {
-        // Lost requests and replies waste their bandwidth for at most the
-        // ephemeral horizon: waste stays of the order of the loss rate.
-        assert!(waste > 0.2 * loss && waste < 2.0 * loss, "loss {loss}: waste {waste}");
+        // A lost request or reply wastes its bandwidth for one reply timeout
+        // (then the re-sent request reuses the index): a fraction of the
+        // loss rate, as in the paper (about 0.28 x; <= 1.4 % at 5 % loss).
+        assert!(waste > 0.1 * loss && waste < 0.5 * loss, "loss {loss}: waste {waste}");
+        if loss <= 0.05 {
+            assert!(waste <= 0.014, "loss {loss}: waste {waste}");
+        }
     }
+    // Linear: the ratio waste/loss varies little across loss rates.
+    let ratios: Vec<f64> = pts[1..].iter().map(|(l, w)| w / l).collect();
+    let (lo, hi) = ratios.iter().fold((f64::MAX, 0f64), |a, r| (a.0.min(*r), a.1.max(*r)));
+    assert!(hi < 2.0 * lo, "{ratios:?}");
 }

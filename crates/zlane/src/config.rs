@@ -168,6 +168,13 @@ pub struct RouterConfig {
     pub freshness: Freshness,
     /// DRKey protocol id of EPIC-Z.
     pub protocol_id: u16,
+    /// Drop EPIC-Z packets whose reserved flag bits (all but Q) are set
+    /// (`zlane.md`: "rest zero"); `false` ignores them, as SCION usually
+    /// treats reserved bits.
+    pub strict_flags: bool,
+    /// Entries of the expanded level-2 host-key cache
+    /// ([`crate::keys::HostKeyCache`]).
+    pub host_key_cache: usize,
 }
 
 impl Default for RouterConfig {
@@ -180,6 +187,8 @@ impl Default for RouterConfig {
             rates: Vec::new(),
             freshness: Freshness::default(),
             protocol_id: EPIC_Z_PROTOCOL,
+            host_key_cache: crate::keys::DEFAULT_HOST_KEY_CACHE,
+            strict_flags: true,
         }
     }
 }

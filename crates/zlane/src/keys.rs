@@ -8,12 +8,20 @@
 //! * K̃_i = K_{A_i→A_0}: that level-1 key itself.
 //!
 //! Router side ([`RouterKeys`]): one [`drkey::Level1Cache`] per worker caches
-//! the expanded level-1 schedules per (epoch, source AS); the level-2 host key
-//! is derived per packet from the cached schedule (one or two AES blocks).
+//! the expanded level-1 schedules per (epoch, source AS); on a
+//! [`HostKeyCache`] miss the level-2 host key is derived from the cached
+//! schedule (one or two AES blocks) and expanded.
 //! The acceptable epochs come from the installed secret values: the current
 //! one and, for the grace period after an epoch ends (default 5 s,
 //! [`drkey::DEFAULT_GRACE_NS`]), the previous one. Routers try the current
 //! epoch first.
+//!
+//! [`HostKeyCache`] additionally keeps the *expanded* level-2 CMAC keys per
+//! (epoch, source AS, source host), so a packet from a recently seen host
+//! costs no derivation and no key expansion at all (the DRKey sheet asks for
+//! "at most one key expansion" per packet; a hit needs none). The cache is
+//! flushed whenever the set of acceptable epochs changes, so no key outlives
+//! its epoch's grace period in it.
 //!
 //! Gateway side: the gateway holds K̃_i of *other* ASes, fetched from their
 //! DRKey service (it has no secret value to derive them from), so it keeps
@@ -27,7 +35,7 @@ use drkey::{
     Epoch, EpochSchedule, Level1Cache, Protocol, SecretValue, Selection, DEFAULT_GRACE_NS,
     MIN_EPOCH_SECS, NS_PER_SEC,
 };
-use mac::{Cmac, Key};
+use mac::{Aes, Block, Cmac, Key};
 use packet::scion::RawHostAddr;
 use packet::{HostAddr, Ia};
 
@@ -90,6 +98,200 @@ impl From<drkey::Level1> for Level1 {
     fn from(l1: drkey::Level1) -> Self {
         Level1(l1)
     }
+}
+
+/// Default number of entries of a router's [`HostKeyCache`] (~430 bytes each).
+pub const DEFAULT_HOST_KEY_CACHE: usize = 2048;
+
+/// Identity of a cached host key: epoch, source AS and source host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct HostTag {
+    epoch: Option<Epoch>,
+    src: u64,
+    host: [u8; 16],
+    type_len: u8,
+}
+
+/// The keys a router needs for one (epoch, source AS, source host).
+#[derive(Clone, Debug)]
+pub struct HostKeys {
+    /// K_{A_i→A_0:H_S}, expanded, with its CMAC subkeys (verifies V_i).
+    pub host: Cmac,
+    /// CMAC subkey K1 of the level-1 key K_{A_i→A_0} (Ṽ_i is one complete
+    /// block under it, so only K1 is needed).
+    pub as_k1: Block,
+    /// The expanded level-1 key K_{A_i→A_0} itself (a copy, so a hit needs
+    /// no second cache lookup for Ṽ_i).
+    pub as_aes: Aes,
+}
+
+impl HostKeys {
+    /// Ṽ_i = CMAC_K̃(V_i ‖ 0¹²)[0:4] = AES_K̃((V_i ‖ 0¹²) ⊕ K1)[0:4].
+    #[inline]
+    pub fn as_hvf(&self, v: &[u8; 4]) -> [u8; 4] {
+        // V ‖ 0¹² built as one 16-byte value; the K1 XOR happens inside the
+        // cipher call (no narrow stores right before a 16-byte load).
+        let vb = (u128::from(u32::from_be_bytes(*v)) << 96).to_be_bytes();
+        let mut state = [0u8; 16];
+        self.as_aes.cbc_chain_masked(&mut state, &[], &vb, &self.as_k1);
+        mac::truncate::<4>(&state)
+    }
+}
+
+/// Cache statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostKeyStats {
+    /// Lookups served from the cache.
+    pub hits: u64,
+    /// Lookups that derived and expanded the keys.
+    pub misses: u64,
+    /// Whole-cache flushes (epoch selection changed).
+    pub flushes: u64,
+}
+
+/// Direct-mapped cache of expanded level-2 host keys (see the module docs).
+///
+/// Fixed memory, allocated once: `capacity` (rounded up to a power of two)
+/// entries of about 430 bytes. A miss derives the level-2 key from the
+/// cached level-1 key (one or two AES blocks), expands it, and replaces
+/// whatever entry the slot held.
+pub struct HostKeyCache {
+    tags: Vec<HostTag>,
+    keys: Vec<Option<HostKeys>>,
+    mask: usize,
+    seed: u64,
+    protocol: u16,
+    stats: HostKeyStats,
+}
+
+impl HostKeyCache {
+    /// A cache of at least `capacity` entries (≥ 1), hash seed `seed`, for
+    /// level-2 keys of DRKey protocol id `protocol` (generic derivation).
+    pub fn new(capacity: usize, seed: u64, protocol: u16) -> Self {
+        let cap = capacity.max(1).next_power_of_two();
+        HostKeyCache {
+            tags: vec![HostTag::default(); cap],
+            keys: (0..cap).map(|_| None).collect(),
+            mask: cap - 1,
+            seed: seed | 1,
+            protocol,
+            stats: HostKeyStats::default(),
+        }
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> HostKeyStats {
+        self.stats
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// Forgets every key (between bursts, e.g. at an epoch change).
+    pub fn flush(&mut self) {
+        self.tags.fill(HostTag::default());
+        self.keys.iter_mut().for_each(|k| *k = None);
+        self.stats.flushes += 1;
+    }
+
+    #[inline]
+    fn slot(&self, t: &HostTag) -> usize {
+        let a = u64::from_le_bytes(t.host[..8].try_into().unwrap_or_default());
+        let b = u64::from_le_bytes(t.host[8..].try_into().unwrap_or_default());
+        let e = t.epoch.map_or(0, |e| u64::from(e.begin()));
+        let mut h = (t.src ^ self.seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h = (h ^ a ^ e.rotate_left(17) ^ u64::from(t.type_len)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+        h = (h ^ b).wrapping_mul(0x1656_67b1_9e37_79f9);
+        (h >> 40) as usize & self.mask
+    }
+
+    /// The keys of `host` (type/length code `type_len`, padded address
+    /// `padded`, decoded `addr`) from source AS `src` under `epoch`; derives
+    /// them from `keys`' level-1 cache on a miss.
+    #[inline]
+    pub fn get(
+        &mut self,
+        keys: &mut RouterKeys,
+        epoch: Epoch,
+        src: Ia,
+        addr: &HostAddr,
+        type_len: u8,
+        padded: &[u8; 16],
+    ) -> Result<&HostKeys, drkey::Error> {
+        let i = self.get_slot(keys, epoch, src, addr, type_len, padded)?;
+        self.at(i).ok_or(drkey::Error::UnknownEpoch { begin: epoch.begin(), end: epoch.end() })
+    }
+
+    /// [`get`](Self::get), returning the slot instead (for burst processing:
+    /// resolve every packet's slot first, then MAC in a tight loop; check
+    /// [`holds`](Self::holds) before using a slot after later insertions).
+    #[inline]
+    pub fn get_slot(
+        &mut self,
+        keys: &mut RouterKeys,
+        epoch: Epoch,
+        src: Ia,
+        addr: &HostAddr,
+        type_len: u8,
+        padded: &[u8; 16],
+    ) -> Result<usize, drkey::Error> {
+        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
+        let i = self.slot(&tag);
+        if self.tags[i] == tag {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+            let fresh = derive_host_keys(keys.level1(epoch, src)?, self.protocol, addr);
+            self.keys[i] = Some(fresh);
+            self.tags[i] = tag;
+        }
+        Ok(i)
+    }
+
+    /// The keys in slot `i`, if any.
+    #[inline]
+    pub fn at(&self, i: usize) -> Option<&HostKeys> {
+        self.keys.get(i)?.as_ref()
+    }
+
+    /// Whether slot `i` still holds the keys of (`epoch`, `src`, host).
+    #[inline]
+    pub fn holds(&self, i: usize, epoch: Epoch, src: Ia, type_len: u8, padded: &[u8; 16]) -> bool {
+        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
+        self.tags.get(i) == Some(&tag)
+    }
+}
+
+impl core::fmt::Debug for HostKeyCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HostKeyCache")
+            .field("capacity", &self.tags.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Derives and expands the keys of one host from its source AS's level-1 key.
+#[cold]
+#[inline(never)]
+fn derive_host_keys(l1: &drkey::Level1, protocol: u16, addr: &HostAddr) -> HostKeys {
+    HostKeys {
+        host: Cmac::new(&l1.generic_as_host(Protocol(protocol), addr)),
+        as_k1: cmac_k1(l1.aes()),
+        as_aes: l1.aes().clone(),
+    }
+}
+
+/// CMAC subkey K1 = dbl(AES_K(0)) (RFC 4493 §2.3).
+#[inline]
+pub fn cmac_k1(aes: &Aes) -> Block {
+    let mut l = [0u8; 16];
+    aes.encrypt_block(&mut l);
+    let v = u128::from_be_bytes(l);
+    // Constant-time conditional XOR with R_b = 0x87.
+    ((v << 1) ^ (0x87 & (v >> 127).wrapping_neg())).to_be_bytes()
 }
 
 /// A fixed secret value installed for every epoch inside `[begin, end)`.

@@ -28,10 +28,28 @@
 //! * Routers verify the HVF of the hop field current on arrival (at a
 //!   segment cross-over, the first of the AS's two hop fields).
 //! * Keys come from the `drkey` crate ([`keys`]): K_i is the generic
-//!   level-2 AS-host key with protocol id 64, derived per packet from the
-//!   per-worker `drkey::Level1Cache`; during the 5 s grace period after an
-//!   epoch change, routers also accept the previous epoch's keys.
-//! * Not implemented: EPIC path validation (rewriting V_i to `V_i[4:8]`).
+//!   level-2 AS-host key with protocol id 64, derived from the per-worker
+//!   `drkey::Level1Cache` and kept expanded in a per-worker
+//!   [`keys::HostKeyCache`] per (epoch, source AS, host), flushed when the
+//!   acceptable epochs change; during the 5 s grace period after an epoch
+//!   change, routers also accept the previous epoch's keys.
+//! * Bursts are processed in passes (VPP style): the classifier parses all
+//!   packets, resolves their keys, then runs the HVF MACs back to back; the
+//!   gateway polices all packets first (overuse never reaches MAC work) and
+//!   then computes all AS-level HVFs of the burst grouped by on-path AS key,
+//!   one batched AES call per key.
+//! * EPIC-Z checks at the router, per `zlane.md`: the path parses as a
+//!   SCION path with one HVF per hop field; the packet time (first info
+//!   field's Timestamp + TsRel × 4 µs) lies within the freshness window
+//!   (2 s past, 1 s future; `Expired` / `FromFuture`); reserved flag bits
+//!   are zero (`RouterConfig::strict_flags`, `Malformed`); the current hop's
+//!   HVF verifies as V_i (Q clear) or Ṽ_i (Q set); optionally no replay
+//!   within the window ([`replay::ReplayFilter::for_freshness`]). The
+//!   info-field timestamp is authenticated through σ_i, which
+//!   `scion::ScionForward` verifies next (with hop expiry).
+//! * EPIC L3's destination path validation (routers revealing a second HVF
+//!   half) does not exist in EPIC-Z: the sheet fixes ℓ_val = 4 and one
+//!   4-byte HVF per hop, so there is nothing to rewrite on the way.
 //!
 //! # Example: gateway and border router
 //! ```

@@ -52,6 +52,18 @@ impl ReplayFilter {
         }
     }
 
+    /// A filter whose generation length is the whole freshness window
+    /// (`past + future`): every packet the freshness check can still accept
+    /// is remembered by one of the two generations.
+    pub fn for_freshness(f: &crate::hvf::Freshness, rate_pps: u64, fp: f64, seed: u64) -> Self {
+        Self::new(f.past_ns.saturating_add(f.future_ns).max(1), rate_pps, fp, seed)
+    }
+
+    /// Generation length in nanoseconds.
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+
     /// Memory in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.bits[0].len() * 16
@@ -110,5 +122,13 @@ mod tests {
         assert!(!f.check_and_insert(ia, &host, &6u64.to_be_bytes(), 3_100_000_000));
         // After two rotations it is forgotten (freshness rejects it anyway).
         assert!(f.check_and_insert(ia, &host, &7u64.to_be_bytes(), 6_200_000_000));
+    }
+
+    #[test]
+    fn sized_from_the_freshness_window() {
+        let f = ReplayFilter::for_freshness(&crate::hvf::Freshness::default(), 1_000_000, 1e-6, 1);
+        assert_eq!(f.window_ns(), 3_000_000_000);
+        // 3 M packets per generation at 1e-6: ~86 Mbit rounded up to a power of two, ×2.
+        assert_eq!(f.memory_bytes(), 2 * (1 << 27) / 8);
     }
 }

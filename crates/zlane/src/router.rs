@@ -2,15 +2,16 @@
 //! per-AS/per-ISD token buckets, and the `ZlaneClassify` stage.
 
 use drkey::Selection;
-use packet::scion::{epic::EpicPath, next_hdr, PathType, ScionHeader};
+use packet::scion::epic::{EpicPath, FLAG_Q};
+use packet::scion::{next_hdr, PathType, ScionHeader};
 use packet::{HostAddr, Ia};
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage, BURST};
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::class::{A, G, N, R, U};
 use crate::config::{ConfigError, Origin, RouterConfig};
-use crate::hvf::{as_hvf_level1, host_hvf, host_input, packet_time_ns, Freshness, Hvf, INPUT_LEN};
-use crate::keys::RouterKeys;
+use crate::hvf::{host_hvf, host_input, packet_time_ns, Freshness, Hvf, INPUT_LEN};
+use crate::keys::{HostKeyCache, RouterKeys};
 use crate::replay::ReplayFilter;
 
 /// Counters of the classifier (per class chosen and per reason).
@@ -32,6 +33,8 @@ pub type Decision = Result<Class, DropReason>;
 struct Pending {
     src: Ia,
     host: HostAddr,
+    /// Type/length code of the source host address.
+    type_len: u8,
     /// The 40-byte V_i input (PktID ‖ A_0 ‖ H_S ‖ σ_i ‖ PayloadLen).
     input: [u8; INPUT_LEN],
     q: bool,
@@ -49,13 +52,17 @@ enum Prep {
 /// The per-interface classifier: keys, buckets, freshness, optional replay filter.
 pub struct Classifier {
     keys: RouterKeys,
+    host_keys: HostKeyCache,
+    last_sel: Selection,
     local_isd: u16,
     burst: u16,
     buckets: FixedMap<TokenBucket>,
     freshness: Freshness,
-    protocol: u16,
+    strict_flags: bool,
     replay: Option<ReplayFilter>,
     counters: ClassifyCounters,
+    /// EPIC-Z packets of the current burst awaiting their HVF check.
+    scratch: Vec<(u8, Pending)>,
 }
 
 impl Classifier {
@@ -82,13 +89,20 @@ impl Classifier {
         }
         Ok(Classifier {
             keys: keys.into(),
+            host_keys: HostKeyCache::new(
+                cfg.host_key_cache,
+                cfg.local_ia.to_u64() ^ 0x2c1a_55e5,
+                cfg.protocol_id,
+            ),
+            last_sel: Selection::default(),
             local_isd: cfg.local_ia.isd(),
             burst: cfg.burst,
             buckets,
             freshness: cfg.freshness,
-            protocol: cfg.protocol_id,
+            strict_flags: cfg.strict_flags,
             replay: None,
             counters: ClassifyCounters::default(),
+            scratch: Vec::with_capacity(BURST),
         })
     }
 
@@ -106,6 +120,11 @@ impl Classifier {
     /// The DRKey state.
     pub fn keys(&self) -> &RouterKeys {
         &self.keys
+    }
+
+    /// The expanded level-2 host-key cache (statistics).
+    pub fn host_keys(&self) -> &HostKeyCache {
+        &self.host_keys
     }
 
     /// The DRKey state, mutable (install/expire secret values between bursts).
@@ -133,7 +152,13 @@ impl Classifier {
     #[inline]
     fn epochs(&mut self, now: Now) -> Selection {
         self.keys.refresh(now.unix_ns);
-        self.keys.select(now.unix_ns)
+        let sel = self.keys.select(now.unix_ns);
+        if sel != self.last_sel {
+            // Keys of epochs no longer acceptable must not linger in the cache.
+            self.host_keys.flush();
+            self.last_sel = sel;
+        }
+        sel
     }
 
     /// Classifies the SCION packet `pkt` (starting at its common header).
@@ -179,6 +204,9 @@ impl Classifier {
     #[inline]
     fn prepare_epic(&self, h: &ScionHeader<&[u8]>, now: Now) -> Result<Pending, DropReason> {
         let e = EpicPath::new_checked(h.path())?;
+        if self.strict_flags && e.flags() & !FLAG_Q != 0 {
+            return Err(DropReason::Malformed);
+        }
         let sp = e.scion_path();
         let info0 = sp.info_field(0).ok_or(DropReason::Malformed)?;
         self.freshness.check(packet_time_ns(info0.timestamp(), e.ts_rel()), now.unix_ns)?;
@@ -191,11 +219,111 @@ impl Classifier {
         Ok(Pending {
             src,
             host,
+            type_len: raw.type_len(),
             input: host_input(&e.pkt_id(), src, &raw.padded(), &sigma, h.payload_len()),
             q: e.q(),
             hvf,
             len: h.header_len() + usize::from(h.payload_len()),
         })
+    }
+
+    /// Classifies a whole burst in passes: parse and freshness for every
+    /// packet, then key lookup (cache hits need no derivation), then every
+    /// packet's HVF MACs back to back (independent AES chains the CPU
+    /// overlaps), then replay filter and buckets in packet order. Decides
+    /// exactly what [`classify`](Self::classify) decides per packet.
+    fn classify_burst<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) {
+        let sel = self.epochs(now);
+        let mut scratch = core::mem::take(&mut self.scratch);
+        scratch.clear();
+        // Pass 1: parse, classify non-EPIC traffic, freshness.
+        for i in batch.live() {
+            let Some(off) = scion::scion_offset(batch.meta(i)) else {
+                batch.set_class(i, U);
+                continue;
+            };
+            let prep = match batch.data(i).get(off..) {
+                Some(pkt) => self.prepare(pkt, now),
+                None => Err(DropReason::Truncated),
+            };
+            match prep {
+                Ok(Prep::Epic(p)) if scratch.len() < BURST => scratch.push((i as u8, p)),
+                Ok(Prep::Epic(p)) => {
+                    let d = self.verify(sel, &p).and_then(|()| self.police(&p, now));
+                    self.apply(batch, i, d);
+                }
+                Ok(Prep::Done(c)) => self.apply(batch, i, Ok(c)),
+                Err(r) => batch.drop_packet(i, r),
+            }
+        }
+        // Pass 2: key slots under the first acceptable epoch.
+        let first = sel.iter().next();
+        let mut slot = [usize::MAX; BURST];
+        if let Some(epoch) = first {
+            for (k, (_, p)) in scratch.iter().enumerate() {
+                let padded = padded_host(p);
+                if let Ok(s) = self.host_keys.get_slot(
+                    &mut self.keys,
+                    epoch,
+                    p.src,
+                    &p.host,
+                    p.type_len,
+                    padded,
+                ) {
+                    slot[k] = s;
+                }
+            }
+        }
+        // Pass 3: MACs. A slot evicted by a later packet of the same burst
+        // (cache collision) is not trusted: that packet takes the slow path.
+        let mut ok = [false; BURST];
+        let mut fast = [false; BURST];
+        if let Some(epoch) = first {
+            for (k, (_, p)) in scratch.iter().enumerate() {
+                if !self.host_keys.holds(slot[k], epoch, p.src, p.type_len, padded_host(p)) {
+                    continue;
+                }
+                let Some(hk) = self.host_keys.at(slot[k]) else { continue };
+                let v = host_hvf(&hk.host, &p.input);
+                let expect = if p.q { hk.as_hvf(&v) } else { v };
+                ok[k] = hvf_eq(&expect, &p.hvf);
+                fast[k] = true;
+            }
+        }
+        // Pass 4: failures retry the other epochs; then police in order.
+        for (k, (i, p)) in scratch.iter().enumerate() {
+            let v = if ok[k] {
+                Ok(())
+            } else if fast[k] {
+                self.verify_after_first(sel, p)
+            } else {
+                self.verify(sel, p)
+            };
+            let d = v.and_then(|()| self.police(p, now));
+            self.apply(batch, usize::from(*i), d);
+        }
+        self.scratch = scratch;
+    }
+
+    /// Records and applies a decision to packet `i` of `batch`.
+    #[inline]
+    fn apply<B: PacketBuf>(&mut self, batch: &mut Batch<B>, i: usize, d: Decision) {
+        match self.count(d) {
+            Ok(c) => batch.set_class(i, c),
+            Err(r) => batch.drop_packet(i, r),
+        }
+    }
+
+    /// [`verify`](Self::verify) for a packet that already failed under the
+    /// first acceptable epoch: tries the remaining one (grace period).
+    fn verify_after_first(&mut self, sel: Selection, p: &Pending) -> Result<(), DropReason> {
+        for (n, epoch) in sel.iter().enumerate().skip(1) {
+            if self.verify_epoch(epoch, p)? {
+                self.counters.previous_epoch += n as u64;
+                return Ok(());
+            }
+        }
+        Err(DropReason::BadMac)
     }
 
     /// Checks the HVF under the current epoch's key, then (grace period) the
@@ -214,15 +342,19 @@ impl Classifier {
         Err(DropReason::BadMac)
     }
 
-    /// Whether the HVF verifies under the keys of `epoch`.
+    /// Whether the HVF verifies under the keys of `epoch`: the cached (or
+    /// freshly derived) expanded host key for V_i, then for Q packets one
+    /// more block under the cached level-1 schedule for Ṽ_i.
     #[inline]
     fn verify_epoch(&mut self, epoch: drkey::Epoch, p: &Pending) -> Result<bool, DropReason> {
-        let protocol = drkey::Protocol(self.protocol);
-        let l1 = self.keys.level1(epoch, p.src).map_err(|_| DropReason::UnknownKey)?;
-        let k = mac::Cmac::new(&l1.generic_as_host(protocol, &p.host));
-        let v = host_hvf(&k, &p.input);
-        let expect = if p.q { as_hvf_level1(l1, &v) } else { v };
-        Ok(mac::ct_eq(&expect, &p.hvf))
+        let padded = padded_host(p);
+        let hk = self
+            .host_keys
+            .get(&mut self.keys, epoch, p.src, &p.host, p.type_len, padded)
+            .map_err(|_| DropReason::UnknownKey)?;
+        let v = host_hvf(&hk.host, &p.input);
+        let expect = if p.q { hk.as_hvf(&v) } else { v };
+        Ok(hvf_eq(&expect, &p.hvf))
     }
 
     /// After a valid HVF: replay filter, then the Q flag and the AS/ISD bucket.
@@ -249,6 +381,18 @@ impl Classifier {
             }
         }
     }
+}
+
+/// The zero-padded source host address inside a pending packet's V_i input.
+#[inline]
+fn padded_host(p: &Pending) -> &[u8; 16] {
+    p.input[16..32].try_into().unwrap_or(&[0; 16])
+}
+
+/// Compares two HVFs as one 32-bit word (no early exit on a byte).
+#[inline]
+fn hvf_eq(a: &Hvf, b: &Hvf) -> bool {
+    u32::from_ne_bytes(*a) ^ u32::from_ne_bytes(*b) == 0
 }
 
 /// The Z-Lane border-router stage: verifies EPIC-Z HVFs (host- or AS-level
@@ -287,20 +431,6 @@ impl<B: PacketBuf> Stage<B> for ZlaneClassify {
 
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         // Acceptable epochs (and a fixed SV's installation) once per burst.
-        let sel = self.inner.epochs(now);
-        for i in batch.live() {
-            let Some(off) = scion::scion_offset(batch.meta(i)) else {
-                batch.set_class(i, U);
-                continue;
-            };
-            let d = match batch.data(i).get(off..) {
-                Some(pkt) => self.inner.classify_in(pkt, now, sel),
-                None => Err(DropReason::Truncated),
-            };
-            match d {
-                Ok(c) => batch.set_class(i, c),
-                Err(r) => batch.drop_packet(i, r),
-            }
-        }
+        self.inner.classify_burst(batch, now);
     }
 }

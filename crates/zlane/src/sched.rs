@@ -13,6 +13,10 @@
 //!   out packets whose transmission starts no later than `now`, keeping a
 //!   virtual "link free at" clock, so the same code runs in real time (the
 //!   runtime calls it every burst) and in simulations.
+//! * Per packet, `dequeue` is O(1) with no scan over the queues: a bitmask
+//!   of non-empty queues picks R > N > G with one `trailing_zeros`, and the
+//!   link clock advances by a precomputed fixed-point time per byte (no
+//!   128-bit division per packet).
 
 use std::collections::VecDeque;
 
@@ -21,9 +25,12 @@ use pipeline::{Class, DropReason, Egress, Now, PacketBuf};
 use crate::class::{queue_of, NAMES};
 use crate::config::{Bounds, ConfigError};
 
-const QR: usize = 0;
 const QG: usize = 2;
 const QA: usize = 3;
+/// Fractional bits of the link clock (picoseconds × 2^32).
+const FP_SHIFT: u32 = 32;
+/// Bits of R, N, G in the non-empty mask.
+const RNG_MASK: u8 = 0b111;
 
 /// Scheduler configuration for one egress interface.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,8 +137,12 @@ pub struct Scheduler<B> {
     cfg: SchedulerConfig,
     queues: [VecDeque<B>; 5],
     policers: [Policer; 3],
-    /// Time (picoseconds) the link finishes the packet it is sending.
-    link_free_ps: u128,
+    /// Time the link finishes the packet it is sending, in picoseconds × 2^32.
+    link_free_fp: u128,
+    /// Transmission time of one byte, picoseconds × 2^32.
+    fp_per_byte: u128,
+    /// Bit q set iff queue q holds packets.
+    nonempty: u8,
     quantum: [u64; 2],
     deficit: [u64; 2],
     turn: usize,
@@ -161,7 +172,9 @@ impl<B: PacketBuf> Scheduler<B> {
                 pol(b.n, cfg.burst_bytes),
                 pol(b.g, cfg.g_burst_bytes),
             ],
-            link_free_ps: 0,
+            link_free_fp: 0,
+            fp_per_byte: (8_000_000_000_000u128 << FP_SHIFT) / u128::from(cfg.capacity_bps),
+            nonempty: 0,
             quantum,
             deficit: [0; 2],
             turn: 0,
@@ -192,26 +205,36 @@ impl<B: PacketBuf> Scheduler<B> {
 
     /// When the link finishes its current packet (ns, virtual time).
     pub fn link_free_ns(&self) -> u64 {
-        (self.link_free_ps / 1000) as u64
+        ((self.link_free_fp >> FP_SHIFT) / 1000) as u64
     }
 
     fn is_idle(&self) -> bool {
-        self.queues.iter().all(VecDeque::is_empty)
+        self.nonempty == 0
     }
 
+    #[inline]
     fn pick(&mut self) -> Option<usize> {
-        if let Some(q) = (QR..=QG).find(|&q| !self.queues[q].is_empty()) {
-            return Some(q);
+        let m = self.nonempty;
+        if m & RNG_MASK != 0 {
+            // Strict priority R > N > G: the lowest set bit.
+            return Some(m.trailing_zeros() as usize);
         }
+        match m >> QA {
+            0 => None,
+            1 | 2 => {
+                // A lone backlogged queue takes all leftover capacity.
+                self.deficit = [0; 2];
+                Some(QA + (m >> QA) as usize - 1)
+            }
+            _ => self.drr(),
+        }
+    }
+
+    /// Deficit round robin between backlogged A and U.
+    fn drr(&mut self) -> Option<usize> {
         let a = self.queues[QA].front().map(|b| b.len() as u64);
         let u = self.queues[QA + 1].front().map(|b| b.len() as u64);
         match (a, u) {
-            (None, None) => None,
-            (Some(_), None) | (None, Some(_)) => {
-                // A lone backlogged queue takes all leftover capacity.
-                self.deficit = [0; 2];
-                Some(if a.is_some() { QA } else { QA + 1 })
-            }
             (Some(la), Some(lu)) => loop {
                 let t = self.turn;
                 let need = if t == 0 { la } else { lu };
@@ -222,6 +245,7 @@ impl<B: PacketBuf> Scheduler<B> {
                 self.turn ^= 1;
                 self.deficit[self.turn] += self.quantum[self.turn];
             },
+            _ => None,
         }
     }
 }
@@ -249,23 +273,26 @@ impl<B: PacketBuf + Send> Egress<B> for Scheduler<B> {
         }
         if self.is_idle() {
             // An idle link starts sending no earlier than now.
-            self.link_free_ps = self.link_free_ps.max(u128::from(t) * 1000);
+            self.link_free_fp = self.link_free_fp.max((u128::from(t) * 1000) << FP_SHIFT);
         }
         self.counters[q].enqueued += 1;
         self.counters[q].enqueued_bytes += buf.len() as u64;
         self.queues[q].push_back(buf);
+        self.nonempty |= 1 << q;
         Ok(())
     }
 
     fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<B>) -> usize {
-        let now_ps = u128::from(now.mono_ns) * 1000;
+        let now_fp = (u128::from(now.mono_ns) * 1000) << FP_SHIFT;
         let mut n = 0;
-        while n < max && self.link_free_ps <= now_ps {
+        while n < max && self.link_free_fp <= now_fp {
             let Some(q) = self.pick() else { break };
             let Some(buf) = self.queues[q].pop_front() else { break };
+            if self.queues[q].is_empty() {
+                self.nonempty &= !(1 << q);
+            }
             let len = buf.len() as u64;
-            self.link_free_ps +=
-                u128::from(len) * 8_000_000_000_000 / u128::from(self.cfg.capacity_bps);
+            self.link_free_fp += u128::from(len) * self.fp_per_byte;
             let c = &mut self.counters[q];
             c.sent += 1;
             c.sent_bytes += len;

@@ -1,4 +1,5 @@
-//! `fair-transit` and `fair-source` stages and the `fair` template (feature `fair`).
+//! `fair-transit`, `fair-source`, `fair-destination` and `suspicious-bit`
+//! stages and the `fair` template (feature `fair`).
 //!
 //! **Decision (data keys from configuration):** a FAIR transit AS rotates its
 //! data key every Δ_K seconds. The configuration holds one 16-byte master
@@ -7,7 +8,10 @@
 //! (Unix seconds). A deployment would push fresh random keys from its
 //! control plane (`FairTransit::set_keys`); the derivation only makes the
 //! configuration reproducible, and verifiers (protest handling) can
-//! re-derive the same keys from the master.
+//! re-derive the same keys from the master. The router's own protest
+//! verifier (`[control.fair]`, crate `control`) does not re-derive: it
+//! reads the ring the live stage holds (`FairTransit::keys`), so keys
+//! rotated in through the control API verify too.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -133,9 +137,11 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             cfg.codes = fair::common::Codes { v4: code, v6: code };
         }
         let seed = c.seed.wrapping_add(ctx.worker as u64);
-        Ok(Box::new(FairTransit::new(cfg, Arc::new(c.key_ring()?), seed)))
+        Ok(Box::new(crate::live::Live(FairTransit::new(cfg, Arc::new(c.key_ring()?), seed))))
     });
     register_source(r);
+    register_destination(r);
+    register_sb(r);
 }
 
 /// One FAIR channel of `fair-source`.
@@ -221,7 +227,336 @@ fn register_source<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             ));
             st.route(addr, len, idx);
         }
-        Ok(Box::new(st))
+        Ok(Box::new(crate::live::Live(st)))
+    });
+}
+
+/// `addr/len` of a configuration value.
+fn parse_prefix(key: &str, s: &str) -> Result<(std::net::IpAddr, u8), ConfigError> {
+    s.split_once('/')
+        .and_then(|(a, l)| Some((a.parse::<std::net::IpAddr>().ok()?, l.parse::<u8>().ok()?)))
+        .filter(|(a, l)| *l <= if a.is_ipv4() { 32 } else { 128 })
+        .ok_or_else(|| ConfigError::at(key, "not addr/len"))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// One channel of `fair-destination` (a sending policy this AS granted).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestChannelParams {
+    /// A prefix of the source AS, `addr/len` (traffic from it belongs to `src_asn`).
+    pub src_prefix: String,
+    /// Source ASN.
+    pub src_asn: u32,
+    /// K_SD of the direction source → this AS, hex (32 digits).
+    pub k_sd: String,
+    /// Cooperating transit ASes of the policy (expected marks).
+    pub m: u8,
+    /// Slot count of the channel's headers (default `m`: IPv4 without spares).
+    pub n_slots: Option<u8>,
+    /// Neighbor AS the channel enters from (0 = any ingress).
+    #[serde(default)]
+    pub neighbor: u32,
+    /// The policy's CIR, bit/s.
+    pub cir_bps: u64,
+    /// The policy's CBS, bytes.
+    pub cbs_bytes: u64,
+    /// Duplicate-filter window, sequence numbers per second (0 = off; default from the rate).
+    pub dup_window: Option<u32>,
+}
+
+/// Ingress port → neighbor AS.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortNeighbor {
+    /// Port id.
+    pub port: u16,
+    /// Neighbor ASN.
+    pub asn: u32,
+}
+
+/// FAIR packets of unknown channels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownParam {
+    /// Drop (default).
+    #[default]
+    Drop,
+    /// Strip and deliver unchecked.
+    Deliver,
+}
+
+/// `fair-destination` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FairDestinationParams {
+    /// Channels (policies granted to source ASes).
+    pub channels: Vec<DestChannelParams>,
+    /// Header store directory (worker w writes `<dir>/worker-<w>`); absent = no capture.
+    pub store_dir: Option<String>,
+    /// Header store retention, seconds (default T_m = 43 200).
+    pub retention_s: Option<u64>,
+    /// Drop packets over the arrival-time bucket (default: detect, store, alarm).
+    #[serde(default)]
+    pub drop_nonconforming: bool,
+    /// Drop traffic without a FAIR header.
+    #[serde(default)]
+    pub require_policy: bool,
+    /// Strip the IPv6 extension header before delivery (default true; IPv4 always).
+    #[serde(default = "d_true")]
+    pub strip_ipv6: bool,
+    /// FAIR packets of unknown channels: `drop` (default) or `deliver`.
+    #[serde(default)]
+    pub unknown_channel: UnknownParam,
+    /// IPv4 protocol / IPv6 next header of FAIR (default 253).
+    pub protocol: Option<u8>,
+    /// Ingress port → neighbor AS (for channels with a `neighbor`).
+    #[serde(default)]
+    pub port_neighbors: Vec<PortNeighbor>,
+}
+
+fn d_true() -> bool {
+    true
+}
+
+/// Where `fair-destination` puts header records.
+pub enum DestSink {
+    /// No capture.
+    Null,
+    /// The append-only header store.
+    Store(Box<fair::store::HeaderStore>),
+}
+
+impl fair::record::RecordSink for DestSink {
+    #[inline]
+    fn append(&mut self, r: &fair::record::Record) {
+        if let DestSink::Store(s) = self {
+            s.append(r);
+        }
+    }
+
+    fn end_burst(&mut self) {
+        if let DestSink::Store(s) = self {
+            fair::record::RecordSink::end_burst(s.as_mut());
+        }
+    }
+}
+
+impl crate::live::Expose for fair::dest::FairDestination<DestSink> {
+    fn expose(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("accepted", s.accepted);
+        out("stale", s.stale);
+        out("icv_fail", s.icv_fail);
+        out("malformed", s.malformed);
+        out("captured", s.captured);
+        out("violations", s.violations);
+        out("unknown_channel", s.unknown_channel);
+        let dups: u64 = self
+            .channels()
+            .iter()
+            .filter_map(|c| c.monitor.dup_filter().map(|d| d.duplicates))
+            .sum();
+        out("duplicates", dups);
+    }
+}
+
+impl crate::live::Expose for fair::sb::SuspiciousBit {
+    fn expose(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("sb_set", s.sb_set);
+        out("suspicious", s.suspicious);
+        out("ports_flagged", s.ports_flagged);
+        out("ports_cleared", s.ports_cleared);
+    }
+}
+
+/// `fair-destination` (Procedure 3). **Decision:** one worker, as
+/// `fair-source`: the streaming monitor must see a channel's whole traffic to
+/// compute what verifiers will (RSS may spread one channel over workers).
+fn register_destination<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
+    use fair::dest::{DestChannel, DestConfig, FairDestination, UnknownChannel};
+    r.stage("fair-destination", |ctx, p| {
+        let c: FairDestinationParams = typed(p)?;
+        if ctx.workers > 1 {
+            return Err(ConfigError::at("", "fair-destination supports one worker"));
+        }
+        let mut cfg = DestConfig {
+            strip_ipv6: c.strip_ipv6,
+            drop_nonconforming: c.drop_nonconforming,
+            require_policy: c.require_policy,
+            unknown_channel: match c.unknown_channel {
+                UnknownParam::Drop => UnknownChannel::Drop,
+                UnknownParam::Deliver => UnknownChannel::Deliver,
+            },
+            ..DestConfig::default()
+        };
+        if let Some(code) = c.protocol {
+            cfg.codes = fair::common::Codes { v4: code, v6: code };
+        }
+        let sink = match &c.store_dir {
+            None => DestSink::Null,
+            Some(dir) => {
+                let path = std::path::Path::new(dir).join(format!("worker-{}", ctx.worker));
+                let mut sc = fair::store::StoreConfig::new(path);
+                if let Some(r) = c.retention_s {
+                    sc.retention_secs = r;
+                }
+                let st = fair::store::HeaderStore::open(sc, unix_now())
+                    .map_err(|e| config_err("store_dir", e))?;
+                DestSink::Store(Box::new(st))
+            }
+        };
+        let mut st = FairDestination::new(cfg, sink);
+        for pn in &c.port_neighbors {
+            if !ctx.has_port(pn.port) {
+                return Err(ConfigError::at("port_neighbors", format!("no port {}", pn.port)));
+            }
+            st.set_port_neighbor(pn.port, pn.asn);
+        }
+        for (i, ch) in c.channels.iter().enumerate() {
+            let at = |k: &str| format!("channels[{i}].{k}");
+            let k_sd = mac::Key::from(key16(&at("k_sd"), &ch.k_sd)?);
+            let (addr, len) = parse_prefix(&at("src_prefix"), &ch.src_prefix)?;
+            let n_slots = ch.n_slots.unwrap_or(ch.m);
+            if n_slots < ch.m || n_slots as usize > packet::fair::MAX_SLOTS {
+                return Err(ConfigError::at(at("n_slots"), "must be in m..=127"));
+            }
+            if ch.cbs_bytes < 1518 {
+                return Err(ConfigError::at(at("cbs_bytes"), "must hold a full frame"));
+            }
+            st.add_source_prefix(addr, len, ch.src_asn);
+            let mut dc = DestChannel::new(
+                i as u32,
+                ch.src_asn,
+                &k_sd,
+                ch.m,
+                ch.cir_bps / 8,
+                ch.cbs_bytes,
+                0,
+            );
+            if let Some(w) = ch.dup_window {
+                dc = dc.with_dup_window(w);
+            }
+            st.add_channel(dc, ch.neighbor, n_slots);
+        }
+        Ok(Box::new(crate::live::Live(st)))
+    });
+}
+
+/// `suspicious-bit` parameters (Procedure 4).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SbParams {
+    /// "forward/drop/delay": `low-priority` (default), `forward` or `drop`.
+    #[serde(default)]
+    pub action: SbActionParam,
+    /// Traffic class of `low-priority` (default 1).
+    #[serde(default = "d_low")]
+    pub low_class: u8,
+    /// Port clearing: `paper` (default: any SB packet clears) or `require-flagged-source`.
+    #[serde(default)]
+    pub port_clear: PortClearParam,
+    /// Apply the action on the clearing branch too (paper: forward).
+    #[serde(default)]
+    pub action_on_clearing_branch: bool,
+    /// Ports that lead to other ASes (only their packets run Procedure 4); default: all.
+    pub external_ports: Option<Vec<u16>>,
+    /// Lifetime of `suspicious_sources` entries, seconds (default 24 h).
+    #[serde(default = "d_ttl")]
+    pub sus_ttl_s: u64,
+    /// Source prefixes this AS acknowledged violations for, `addr/len`.
+    #[serde(default)]
+    pub suspicious_sources: Vec<String>,
+    /// IPv4 protocol / IPv6 next header of FAIR (default 253).
+    pub protocol: Option<u8>,
+}
+
+fn d_low() -> u8 {
+    1
+}
+fn d_ttl() -> u64 {
+    86_400
+}
+
+/// SB action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SbActionParam {
+    /// Low-priority class (default).
+    #[default]
+    LowPriority,
+    /// Forward normally.
+    Forward,
+    /// Drop.
+    Drop,
+}
+
+/// Port clearing rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortClearParam {
+    /// Any SB packet clears the port (paper).
+    #[default]
+    Paper,
+    /// Only an SB packet from a suspicious source clears it.
+    RequireFlaggedSource,
+}
+
+/// `suspicious-bit`. **Decision:** the suspicious-port bitmap is per worker
+/// (RSS shards flows, so each worker flags the ports it sees suspicious
+/// traffic on); `sus_sources` is configuration, identical on every worker.
+fn register_sb<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
+    use fair::sb::{PortClear, SbAction, SbConfig, SusPorts, SuspiciousBit};
+    r.stage("suspicious-bit", |ctx, p| {
+        let c: SbParams = typed(p)?;
+        let mut ext = 0u64;
+        match &c.external_ports {
+            None => ext = u64::MAX,
+            Some(ports) => {
+                for &port in ports {
+                    if port >= 64 || !ctx.has_port(port) {
+                        return Err(ConfigError::at(
+                            "external_ports",
+                            format!("port {port} is not a configured port below 64"),
+                        ));
+                    }
+                    ext |= 1 << port;
+                }
+            }
+        }
+        let mut cfg = SbConfig {
+            action: match c.action {
+                SbActionParam::LowPriority => SbAction::LowPriority,
+                SbActionParam::Forward => SbAction::Forward,
+                SbActionParam::Drop => SbAction::Drop,
+            },
+            port_clear: match c.port_clear {
+                PortClearParam::Paper => PortClear::Paper,
+                PortClearParam::RequireFlaggedSource => PortClear::RequireFlaggedSuspiciousSource,
+            },
+            action_on_clearing_branch: c.action_on_clearing_branch,
+            low_class: pipeline::Class(c.low_class),
+            external_ports: ext,
+            sus_ttl: c.sus_ttl_s,
+            ..SbConfig::default()
+        };
+        if let Some(code) = c.protocol {
+            cfg.codes = fair::common::Codes { v4: code, v6: code };
+        }
+        let mut st = SuspiciousBit::new(cfg, Arc::new(SusPorts::default()));
+        let now = unix_now();
+        for (i, s) in c.suspicious_sources.iter().enumerate() {
+            let (addr, len) = parse_prefix(&format!("suspicious_sources[{i}]"), s)?;
+            st.add_suspicious(addr, len, now);
+        }
+        Ok(Box::new(crate::live::Live(st)))
     });
 }
 
@@ -413,5 +748,62 @@ mod tests {
         let t: toml::Table =
             toml::from_str(&STAGE.replace("keys_until = 1767312000", "keys_until = 1")).unwrap();
         assert_eq!(r.build_stage("fair-transit", &ctx, &t).err().unwrap().key, "keys_until");
+    }
+
+    #[test]
+    fn fair_destination_example_checks_polices_and_flags() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../config/fair-destination.toml");
+        let mut cfg = crate::config::load_file(&path).unwrap();
+        cfg.workers.pin = false;
+        cfg.run.duration_ms = Some(50);
+        crate::check(&cfg).unwrap();
+        let s = crate::start(cfg).unwrap().wait().unwrap();
+        let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
+        for name in ["policy", "suspicious", "plain-udp"] {
+            assert!(g(name).offered > 0, "{name}");
+            assert_eq!(g(name).delivered, g(name).offered, "{name}");
+        }
+        for name in ["forged-icv", "stale", "no-policy"] {
+            assert_eq!(g(name).delivered, 0, "{name}");
+        }
+        let stage = &s.stages.iter().find(|(k, _)| k == "fair-destination").unwrap().1;
+        // 1/256 of forged ICVs match by chance.
+        let forged = g("forged-icv").offered;
+        let bad = stage.drops.get(DropReason::BadMac);
+        assert!(bad <= forged && bad * 256 >= forged * 240, "{bad} of {forged}");
+        assert_eq!(stage.drops.get(DropReason::Expired), g("stale").offered);
+        assert_eq!(stage.drops.get(DropReason::UnknownKey), g("no-policy").offered);
+    }
+
+    #[test]
+    fn destination_and_sb_params_are_validated() {
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
+        let r = Registry::<Vec<u8>>::builtin();
+        let build = |kind: &str, text: &str| {
+            let t: toml::Table = toml::from_str(text).unwrap();
+            r.build_stage(kind, &ctx, &t).err().map(|e| e.key)
+        };
+        let ch = "channels = [{ src_prefix = \"10.1.0.0/16\", src_asn = 1, \
+                  k_sd = \"0f0e0d0c0b0a09080706050403020100\", m = 2, cir_bps = 8000000, \
+                  cbs_bytes = 100000";
+        assert_eq!(build("fair-destination", &format!("{ch} }}]")), None);
+        assert_eq!(
+            build("fair-destination", &format!("{ch}, n_slots = 1 }}]")).as_deref(),
+            Some("channels[0].n_slots")
+        );
+        assert_eq!(
+            build("fair-destination", &format!("{} }}]", ch.replace("/16", "/40"))).as_deref(),
+            Some("channels[0].src_prefix")
+        );
+        assert_eq!(build("suspicious-bit", "suspicious_sources = [\"10.66.0.0/16\"]"), None);
+        assert_eq!(
+            build("suspicious-bit", "external_ports = [7]").as_deref(),
+            Some("external_ports")
+        );
+        assert_eq!(build("suspicious-bit", "action = \"delay\"").as_deref(), Some("action"));
+        let two = BuildContext { worker: 0, workers: 2, ports: vec![0] };
+        let t: toml::Table = toml::from_str(&format!("{ch} }}]")).unwrap();
+        assert!(r.build_stage("fair-destination", &two, &t).is_err());
     }
 }

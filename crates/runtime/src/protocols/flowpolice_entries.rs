@@ -12,7 +12,7 @@ use serde::Deserialize;
 use flowpolice::flowkey::FlowKeying;
 use flowpolice::puzzle::{PuzzlePolicy, SeedChain};
 use flowpolice::stage::{ChannelCap, Config, FlowPolice, LinkLayer};
-use flowpolice::Params;
+use flowpolice::{InitialWindow, OverWindow, Params};
 use pipeline::PacketBuf;
 
 use super::{config_err, key16};
@@ -72,6 +72,32 @@ pub struct AlgoParams {
     pub w_min: Option<u32>,
     pub accept_previous_period: Option<bool>,
     pub idle_periods: Option<u32>,
+    /// `"demote"`, `"drop_when_misbehaving"` (default) or `"drop"`.
+    pub over_window: Option<OverWindowParam>,
+    /// `"received"` (default) or `"delivered"`.
+    pub initial_window: Option<InitialWindowParam>,
+}
+
+/// `flowpolice::OverWindow` in configuration files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverWindowParam {
+    /// Mark over-window packets best effort (thesis text).
+    Demote,
+    /// Drop them while the flow is classified misbehaving.
+    DropWhenMisbehaving,
+    /// Always drop them.
+    Drop,
+}
+
+/// `flowpolice::InitialWindow` in configuration files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitialWindowParam {
+    /// `P_R` of the period just ended.
+    Received,
+    /// `P_R · (1 − loss)`.
+    Delivered,
 }
 
 impl AlgoParams {
@@ -89,6 +115,17 @@ impl AlgoParams {
             w_min: self.w_min.unwrap_or(d.w_min),
             accept_previous_period: self.accept_previous_period.unwrap_or(d.accept_previous_period),
             idle_periods: self.idle_periods.unwrap_or(d.idle_periods),
+            over_window: match self.over_window {
+                None => d.over_window,
+                Some(OverWindowParam::Demote) => OverWindow::Demote,
+                Some(OverWindowParam::DropWhenMisbehaving) => OverWindow::DropWhenMisbehaving,
+                Some(OverWindowParam::Drop) => OverWindow::Drop,
+            },
+            initial_window: match self.initial_window {
+                None => d.initial_window,
+                Some(InitialWindowParam::Received) => InitialWindow::Received,
+                Some(InitialWindowParam::Delivered) => InitialWindow::Delivered,
+            },
         }
     }
 }
@@ -136,7 +173,8 @@ pub struct FlowPoliceParams {
     pub capability_key: String,
     /// Flow-table hash key, hex (32 digits).
     pub table_key: String,
-    /// Flow-table lines (64 bytes each), per worker.
+    /// Flow-table slots (48-byte entries + a tag byte; rounded up to a multiple
+    /// of 4), per worker.
     #[serde(default = "d_slots")]
     pub slots: usize,
     /// Lines probed per flow.
@@ -215,7 +253,7 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             LinkParam::Ethernet => LinkLayer::Ethernet,
             LinkParam::Ip => LinkLayer::Ip,
         };
-        Ok(Box::new(FlowPolice::new(cfg).map_err(|e| config_err("slots", e))?))
+        Ok(Box::new(crate::live::Live(FlowPolice::new(cfg).map_err(|e| config_err("slots", e))?)))
     });
 }
 

@@ -105,7 +105,95 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             RequestsParam::Skip => RequestPolicy::Skip,
             RequestsParam::ToControl => RequestPolicy::ToControl,
         };
-        Ok(Box::new(SibraTransit::new(cfg, keys, monitor).with_requests(policy)))
+        Ok(Box::new(crate::live::Live(SibraTransit::new(cfg, keys, monitor).with_requests(policy))))
+    });
+    register_control(r);
+}
+
+/// One interface of `sibra-control`: binding and admission capacity.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlIfParams {
+    /// SCION interface id (non-zero).
+    pub ifid: u16,
+    /// Router port.
+    pub port: u16,
+    /// Capacity per direction, bit/s.
+    pub capacity_bps: u64,
+}
+
+/// Capacity split in percent (defaults as `sibra::admission::Split`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitParams {
+    /// Ephemeral share.
+    pub ephemeral: u8,
+    /// Best-effort share.
+    pub best_effort: u8,
+    /// Steady share.
+    pub steady: u8,
+}
+
+/// `sibra-control` parameters: reservation requests (admission and SOF
+/// insertion in place, or hand-off to control) with this AS's admission
+/// state, which the control API lists and changes (admit, revoke, split).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SibraControlParams {
+    /// The AS's SOF key, hex (32 digits).
+    pub key: String,
+    /// Interfaces with their capacities.
+    pub interfaces: Vec<ControlIfParams>,
+    /// Port for requests whose path ends in this AS (default 0).
+    #[serde(default)]
+    pub local_port: u16,
+    /// Traffic class of forwarded requests (default 1 = Z-Lane's R).
+    pub class: Option<u8>,
+    /// Capacity split of every interface.
+    pub split: Option<SplitParams>,
+    /// Most steady reservations held.
+    pub max_steady: Option<usize>,
+    /// Most ephemeral reservations held.
+    pub max_ephemeral: Option<usize>,
+    /// Hand every request to the control plane instead of admitting in place.
+    #[serde(default)]
+    pub hand_off: bool,
+}
+
+fn register_control<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
+    use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
+    use sibra::stage::{ControlMode, SibraControl};
+    r.stage("sibra-control", |ctx, p| {
+        let c: SibraControlParams = typed(p)?;
+        let keys = SofKeys::new(&mac::Key::from(key16("key", &c.key)?));
+        let split = c.split.map_or_else(Split::default, |s| Split {
+            ephemeral_pct: s.ephemeral,
+            best_effort_pct: s.best_effort,
+            steady_pct: s.steady,
+        });
+        let mut ifaces = sibra::stage::InterfaceTable::new();
+        let mut adm = AdmissionConfig::default();
+        for (i, b) in c.interfaces.iter().enumerate() {
+            ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
+            if b.ifid == 0 {
+                return Err(ConfigError::at(format!("interfaces[{i}].ifid"), "0 is the inside"));
+            }
+            ifaces.bind(b.ifid, b.port);
+            adm.interfaces.push(IfaceConfig { ifid: b.ifid, capacity_bps: b.capacity_bps, split });
+        }
+        ctx.check_port("local_port", c.local_port)?;
+        adm.max_steady = c.max_steady.unwrap_or(adm.max_steady);
+        adm.max_ephemeral = c.max_ephemeral.unwrap_or(adm.max_ephemeral);
+        // Admission state starts at the current tick (a runtime may read clocks).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let admission =
+            Admission::new(adm, Tick::from_unix_secs(now)).map_err(|e| config_err("split", e))?;
+        let class = Class(c.class.unwrap_or(sibra::stage::CLASS_R.0));
+        let cfg = RouterConfig { ifaces, local_port: c.local_port, class };
+        let mode = if c.hand_off { ControlMode::HandOff } else { ControlMode::InPlace };
+        Ok(Box::new(crate::live::Live(SibraControl::new(cfg, keys, admission).with_mode(mode))))
     });
 }
 

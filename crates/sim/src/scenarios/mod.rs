@@ -2,6 +2,7 @@
 //! is read from the scenario's TOML file) and a runner returning a
 //! [`Report`](crate::report::Report).
 
+pub mod fair;
 pub mod flowpolice;
 pub mod sibra;
 pub mod zlane;
