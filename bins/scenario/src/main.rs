@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use sim::report::{Plot, Report};
 use sim::scenarios::fair::{self as fair_sc, FairParams};
 use sim::scenarios::flowpolice::{self as fp, Fig53Params};
+use sim::scenarios::flowpolice_fct::{self as fp_fct, FctParams};
 use sim::scenarios::sibra::{self as sibra_sc, Fig7Params, Fig8bParams};
 use sim::scenarios::zlane::{self, Fig4Params, Table4Params};
 use sim::scenarios::RunOpts;
@@ -35,6 +36,10 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "flowpolice_fig53",
         "FlowPolice Figs. 5.3/5.4: attackers' share (exact/probing/non-complying), legit throughput",
+    ),
+    (
+        "flowpolice_fct",
+        "FlowPolice §5.2.3: FCT of 2 MB transfers without attack, with and without FlowPolice",
     ),
     (
         "sibra_fig7",
@@ -99,6 +104,10 @@ fn main() -> Result<()> {
         "flowpolice_fig53" => {
             let p: Fig53Params = load(&config)?;
             fp::fig53(&p, &opts)?.0
+        }
+        "flowpolice_fct" => {
+            let p: FctParams = load(&config)?;
+            fp_fct::fct(&p, &opts)?.0
         }
         "sibra_fig7" => {
             let p: Fig7Params = load(&config)?;

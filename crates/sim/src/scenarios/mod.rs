@@ -4,6 +4,7 @@
 
 pub mod fair;
 pub mod flowpolice;
+pub mod flowpolice_fct;
 pub mod sibra;
 pub mod zlane;
 pub mod zworld;

@@ -1,0 +1,828 @@
+//! FlowPolice FCT experiment (thesis §5.2.3, Fig. 5.5): the flow
+//! completion time of 2 MB transfers by the legitimate senders, without an
+//! attack, under a non-complying flood with FlowPolice, and under the same
+//! flood through a plain drop-tail router.
+//!
+//! # Set-up (choices where the thesis is silent)
+//! * Same topology, scale and router as [`super::flowpolice`] (case (a) of
+//!   Fig. 5.2: the FlowPolice router owns the bottleneck; the real
+//!   `flowpolice::FlowPolice` stage and its strict-priority egress; end hosts
+//!   with `flowpolice::host::Sender`/`Receiver` echoing capabilities half an
+//!   RTT after delivery).
+//! * Each legitimate sender runs `trials` transfers of `file_bytes` one
+//!   after the other, `trial_gap_ms` apart. A transfer is a TCP-like AIMD
+//!   flow (window starts at 2 packets, +1/cwnd per ACK, halved at most once
+//!   per RTT on loss, lost segments re-sent) paced at the sender's desired
+//!   rate `legit_demand · C / legit`. Every packet (the capability request
+//!   included, like a TCP Fast Open SYN) carries `packet_bytes − 40` bytes of
+//!   the file. Each transfer starts a new flow at the host: it forgets its
+//!   capabilities and sends a request first.
+//! * FCT = time from a transfer's first packet to the ACK of its last
+//!   segment (the ACK arrives half an RTT after delivery).
+//! * Attack: `attackers` non-complying flooders (flat `attack_volume · C`
+//!   in total, capabilities echoed) from `attack_start_s`; the legitimate
+//!   transfers start at `first_trial_s`, after the flood is established.
+//! * `no_flowpolice`: the router is a plain FIFO of `queue_packets`
+//!   (drop-tail), and the hosts send plain IP packets.
+//! * The run ends when every transfer has finished or at `max_duration_s`;
+//!   unfinished transfers are counted as not completed (the table also
+//!   gives their mean progress).
+//!
+//! # What is reproduced (default parameters, `flowpolice_fct.toml`)
+//! Measured with `cargo run --release -p scenario -- flowpolice_fct`
+//! (≈ 30 s including the build):
+//!
+//! | setting | completed | mean FCT | median | p95 | vs no attack |
+//! |---|---|---|---|---|---|
+//! | no attack | 50/50 | 3.555 s | 3.557 s | 3.565 s | 1.00 |
+//! | attack, FlowPolice | 50/50 | 3.557 s | 3.558 s | 3.565 s | 1.00 |
+//! | attack, drop-tail FIFO | 17/50 in 60 s | 14.5 s | 15.5 s | 28.5 s | 4.1 |
+//!
+//! * With FlowPolice every transfer finishes under attack; the FCT does
+//!   not grow at all here (the thesis measures ~1.3×, which it attributes
+//!   to queuing in the flows' first period): the non-complying flood is
+//!   already throttled when the transfers start, and a new flow's
+//!   best-effort first period meets an idle link. The transfers are
+//!   pacing-limited (2 MB at 5 Mbit/s ≈ 3.2 s plus the window's ramp).
+//! * Without FlowPolice, two thirds of the transfers do not finish within
+//!   the run and the others take 4× longer (the thesis: none finish).
+//! * **Transfers that start while the flood is not yet throttled** (in the
+//!   first periods of the attack, e.g. `first_trial_s = 0.5` with the
+//!   flood at 0) are policed as misbehaving: their over-window packets are
+//!   dropped and counted as losses, the window sits at `w_min` and grows
+//!   by Δ only in low-loss periods, which a TCP-like sender (at least one
+//!   packet per RTT) never produces. Such a transfer does not finish
+//!   (measured with `first_trial_s = 0.5`: 0 of 50 transfers done in 50 s,
+//!   15 % of the file delivered on average). This
+//!   is a property of the router's `drop_when_misbehaving` policy, not of
+//!   this scenario; `first_trial_s` defaults to 4 periods after the attack.
+//!
+//! The loss model is kind to the no-FlowPolice baseline: senders learn of
+//! a loss half an RTT after it (no retransmission timeouts, no exponential
+//! back-off), so real TCP would do worse.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::rc::Rc;
+
+use ::flowpolice::egress::{self as fp_egress, EgressConfig};
+use ::flowpolice::flowkey::FlowKeying;
+use ::flowpolice::host::{ipv4_packet, Receiver, Sender};
+use ::flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
+use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
+use ::flowpolice::{Capability, Puzzle};
+use packet::flowpolice::{FlowPolice as ShimView, PacketType, REGULAR_LEN, REQUEST_LEN};
+use pipeline::{Fifo, Frame, PacketBuf, Pipeline};
+use serde::Deserialize;
+
+use super::flowpolice::{InitialWindowParam, OverWindowParam, GROUP_ATTACK, GROUP_LEGIT};
+use super::{positive, RunOpts, ScenarioError};
+use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
+use crate::report::{Plot, Report, Series};
+
+const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
+const IP_PROTO_UDP: u8 = 17;
+/// Bytes of every packet that are not file data (IP and transport headers).
+const HEADER_BYTES: usize = 40;
+/// The server the files are sent to (a protected destination: flows are per source).
+const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+/// One of the three settings of the experiment.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Setting {
+    /// FlowPolice router, no attackers.
+    NoAttack,
+    /// FlowPolice router under a non-complying flood.
+    Flowpolice,
+    /// Plain drop-tail FIFO router under the same flood.
+    NoFlowpolice,
+}
+
+impl Setting {
+    /// Name used in tables and CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::NoAttack => "no_attack",
+            Setting::Flowpolice => "attack_flowpolice",
+            Setting::NoFlowpolice => "attack_no_flowpolice",
+        }
+    }
+}
+
+/// Parameters of the FCT experiment (all read from the TOML file).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FctParams {
+    /// RNG seed.
+    pub seed: u64,
+    /// Bottleneck capacity C (Mbit/s, scaled down as in the thesis).
+    pub capacity_mbps: f64,
+    /// Number of attack flows (one per attacker).
+    pub attackers: u32,
+    /// Number of legitimate senders (each sends to its own receiver).
+    pub legit: u32,
+    /// Attack volume as a multiple of C (thesis: 2).
+    pub attack_volume: f64,
+    /// Aggregate desired rate of the legitimate senders as a fraction of C;
+    /// each transfer is paced at its share.
+    pub legit_demand: f64,
+    /// Legitimate senders also halve their window on a best-effort mark
+    /// after privileged packets of the same period (as in Fig. 5.3).
+    pub legit_mark_aware: bool,
+    /// File size per transfer (bytes; thesis: 2 MB).
+    pub file_bytes: u64,
+    /// Transfers per sender (thesis: 10).
+    pub trials: u32,
+    /// Each transfer is a new flow at the router: it comes from a fresh
+    /// source address (the router keys the server's flows by source). With
+    /// `false` a sender's transfers share one flow, and the capabilities of
+    /// the end of a transfer, which never come back because the sender
+    /// stops, count as losses against the next transfer.
+    pub new_flow_per_trial: bool,
+    /// Pause between two transfers of a sender (ms).
+    pub trial_gap_ms: f64,
+    /// When the flood starts (s).
+    pub attack_start_s: f64,
+    /// When the first transfers start (s; staggered over a few RTTs).
+    pub first_trial_s: f64,
+    /// Upper bound of the simulated time per setting (s).
+    pub max_duration_s: f64,
+    /// IP packet size in bytes.
+    pub packet_bytes: usize,
+    /// Round-trip time (ms).
+    pub rtt_ms: f64,
+    /// Detection period D_p (ms).
+    pub period_ms: u32,
+    /// K_th: capabilities per period per flow.
+    pub k_th: u16,
+    /// Puzzle level of requests (and the router's minimum).
+    pub puzzle_level: u8,
+    /// Legitimate senders raise their puzzle level by this much on each
+    /// unanswered request.
+    pub legit_retry_level_step: u8,
+    /// Highest level a legitimate sender goes to, above `puzzle_level`.
+    pub legit_max_extra_level: u8,
+    /// Packets per egress queue (FlowPolice classes and the plain FIFO).
+    pub queue_packets: usize,
+    /// Simulation tick (µs).
+    pub tick_us: f64,
+    /// The router's `R_W` ([`flowpolice::InitialWindow`]).
+    pub initial_window: InitialWindowParam,
+    /// The router's over-window policy ([`flowpolice::OverWindow`]).
+    pub over_window: OverWindowParam,
+    /// Settings to run.
+    pub settings: Vec<Setting>,
+}
+
+impl Default for FctParams {
+    fn default() -> Self {
+        FctParams {
+            seed: 1,
+            capacity_mbps: 50.0,
+            attackers: 50,
+            legit: 5,
+            attack_volume: 2.0,
+            legit_demand: 0.5,
+            legit_mark_aware: true,
+            file_bytes: 2_000_000,
+            trials: 10,
+            new_flow_per_trial: true,
+            trial_gap_ms: 500.0,
+            attack_start_s: 0.0,
+            first_trial_s: 2.0,
+            max_duration_s: 60.0,
+            packet_bytes: 1000,
+            rtt_ms: 20.0,
+            period_ms: 500,
+            k_th: 128,
+            puzzle_level: 2,
+            legit_retry_level_step: 4,
+            legit_max_extra_level: 12,
+            queue_packets: 100,
+            tick_us: 100.0,
+            initial_window: InitialWindowParam::Delivered,
+            over_window: OverWindowParam::DropWhenMisbehaving,
+            settings: vec![Setting::NoAttack, Setting::Flowpolice, Setting::NoFlowpolice],
+        }
+    }
+}
+
+impl FctParams {
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |m: &str| Err(ScenarioError::Param(m.into()));
+        if !positive(self.capacity_mbps) || self.attackers == 0 || self.legit == 0 {
+            return bad("capacity_mbps, attackers and legit must be positive");
+        }
+        if !positive(self.attack_volume) || !positive(self.legit_demand) {
+            return bad("attack_volume and legit_demand must be positive");
+        }
+        if self.packet_bytes < 20 + REQUEST_LEN + crate::net::TAG_LEN || self.packet_bytes > 1500 {
+            return bad("packet_bytes must lie in [72, 1500]");
+        }
+        if self.file_bytes == 0 || self.trials == 0 || self.trials > 250 {
+            return bad("file_bytes must be positive and trials lie in [1, 250]");
+        }
+        if self.file_bytes.div_ceil((self.packet_bytes - HEADER_BYTES) as u64) > u64::from(u32::MAX)
+        {
+            return bad("file_bytes is too large");
+        }
+        if !positive(self.rtt_ms) || !positive(self.tick_us) || self.period_ms == 0 {
+            return bad("rtt_ms, tick_us and period_ms must be positive");
+        }
+        if !(self.trial_gap_ms >= 0.0 && self.attack_start_s >= 0.0 && self.first_trial_s >= 0.0) {
+            return bad("trial_gap_ms, attack_start_s and first_trial_s must be >= 0");
+        }
+        if !(self.max_duration_s > self.first_trial_s && self.max_duration_s <= 3600.0) {
+            return bad("max_duration_s must lie in (first_trial_s, 3600]");
+        }
+        if self.settings.is_empty() {
+            return bad("settings is empty");
+        }
+        Ok(())
+    }
+
+    fn segments(&self) -> u32 {
+        self.file_bytes.div_ceil((self.packet_bytes - HEADER_BYTES) as u64) as u32
+    }
+}
+
+/// The outcome of one setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FctRun {
+    /// The setting.
+    pub setting: Setting,
+    /// FCTs of the completed transfers (s), in completion order.
+    pub fcts: Vec<f64>,
+    /// Transfers started or due (legit × trials).
+    pub trials: u32,
+    /// Mean fraction of the file delivered by the transfers that did not finish.
+    pub unfinished_progress: f64,
+    /// Simulated time (s) until the last transfer finished or the run ended.
+    pub sim_s: f64,
+}
+
+impl FctRun {
+    /// Completed transfers.
+    pub fn completed(&self) -> usize {
+        self.fcts.len()
+    }
+
+    /// Mean FCT of the completed transfers (NaN if none).
+    pub fn mean(&self) -> f64 {
+        self.fcts.iter().sum::<f64>() / self.fcts.len() as f64
+    }
+
+    /// The `q`-quantile (nearest rank) of the completed FCTs (NaN if none).
+    pub fn quantile(&self, q: f64) -> f64 {
+        let mut v = self.fcts.clone();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_by(f64::total_cmp);
+        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i]
+    }
+}
+
+/// Per-sender results, shared between the hosts and the runner.
+#[derive(Default)]
+struct Log {
+    fcts: Vec<f64>,
+    /// Per legitimate host: fraction delivered of its current transfer, if one runs.
+    current: Vec<Option<f64>>,
+    /// Legitimate hosts with transfers still to do.
+    busy: u32,
+}
+
+/// A legitimate sender's transfers.
+struct Transfer {
+    max_rate_bps: f64,
+    cwnd: f64,
+    in_flight: u32,
+    last_cut: u64,
+    segments: u32,
+    to_send: u32,
+    acked: u32,
+    trials_left: u32,
+    trials_total: u32,
+    /// Each transfer from its own source address (see [`FctParams::new_flow_per_trial`]).
+    fresh_source: bool,
+    started: Option<u64>,
+    next_trial: u64,
+    gap_ns: u64,
+    slot: usize,
+    log: Rc<RefCell<Log>>,
+}
+
+enum Role {
+    Transfer(Box<Transfer>),
+    /// Flat rate (±10 % jitter) whatever the losses.
+    Flood {
+        rate_bps: f64,
+    },
+}
+
+/// An end host pair (the receiver's echo folded in).
+struct Host {
+    role: Role,
+    group: u16,
+    /// Plain IP packets (no FlowPolice router on the path).
+    plain: bool,
+    src: Ipv4Addr,
+    sender: Sender,
+    receiver: Receiver,
+    echoes: VecDeque<(u64, Capability)>,
+    regular: Vec<u8>,
+    rtt_ns: u64,
+    period_ns: u64,
+    last_echo: u64,
+    request_sent: Option<u64>,
+    seeds: SeedChain,
+    policy: PuzzlePolicy,
+    level: u8,
+    base_level: u8,
+    level_step: u8,
+    max_level: u8,
+    next: Option<u64>,
+    last_send: u64,
+    stop_ns: u64,
+    seq: u32,
+    mark_aware: bool,
+    priv_ts: Option<u32>,
+}
+
+impl Host {
+    fn apply_echoes(&mut self, now: u64) {
+        while self.echoes.front().is_some_and(|e| e.0 <= now) {
+            if let Some((_, c)) = self.echoes.pop_front() {
+                self.sender.on_returned(c);
+                self.last_echo = now;
+                self.request_sent = None;
+            }
+        }
+    }
+
+    /// Plans the next emission after one at `now` (or a wake-up at `now`).
+    fn reschedule(&mut self, now: u64, gap: u64) {
+        let len = self.regular.len() as f64 * 8.0 * 1e9;
+        let mut t = match &self.role {
+            Role::Transfer(x) => {
+                if x.started.is_none() {
+                    (x.trials_left > 0).then_some(x.next_trial.max(now))
+                } else if x.to_send > 0 && f64::from(x.in_flight) < x.cwnd.floor().max(1.0) {
+                    Some((self.last_send + (len / x.max_rate_bps) as u64).max(now))
+                } else {
+                    None
+                }
+            }
+            Role::Flood { .. } => Some(self.last_send + gap),
+        };
+        let active = match &self.role {
+            Role::Transfer(x) => x.started.is_some(),
+            Role::Flood { .. } => true,
+        };
+        if let (Some(r), true, false) = (self.request_sent, active, self.plain) {
+            // Waiting for a request's answer: retry after three RTTs, or
+            // wake up when the capability comes back.
+            let retry = r + 3 * self.rtt_ns;
+            let echo = self.echoes.front().map(|e| e.0).unwrap_or(u64::MAX);
+            t = Some(retry.min(echo).max(now));
+        }
+        self.next = t.filter(|&t| t < self.stop_ns);
+    }
+
+    fn request(&mut self, ctx: &mut EmitCtx<'_>) -> Frame {
+        let epoch = self.policy.epoch_at(ctx.now.unix_ms());
+        let nonce = self
+            .seeds
+            .seed(epoch)
+            .and_then(|s| puzzle::solve(s, &self.src.octets(), &VICTIM.octets(), self.level, 0))
+            .unwrap_or(0);
+        let mut shim = [0u8; REQUEST_LEN];
+        let puzzle = Puzzle { epoch, level: self.level, nonce };
+        let _ = Sender::write_request(&mut shim, IP_PROTO_UDP, puzzle);
+        let payload = vec![0u8; self.regular.len() - 20 - REQUEST_LEN];
+        ctx.frame(&ipv4_packet(self.src, VICTIM, &shim, &payload))
+    }
+
+    /// A FlowPolice packet (regular or request) or nothing while waiting
+    /// for a request's answer.
+    fn fp_frame(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
+        let now = ctx.now_ns;
+        // No capability back for two periods: the latest one has expired.
+        if self.sender.has_capability() && now > self.last_echo + 2 * self.period_ns {
+            self.sender = Sender::new();
+        }
+        if self.sender.has_capability() {
+            let mut f = ctx.frame(&self.regular);
+            let shim = &mut f.data_mut()[20..20 + REGULAR_LEN];
+            self.sender.write_regular(shim, IP_PROTO_UDP)?;
+            Some(f)
+        } else if self.request_sent.is_none_or(|r| now >= r + 3 * self.rtt_ns) {
+            if self.request_sent.is_some() {
+                // Unanswered: retry with a harder puzzle (Portcullis).
+                self.level = (self.level + self.level_step).min(self.max_level);
+            } else {
+                self.level = self.base_level;
+            }
+            self.request_sent = Some(now);
+            self.last_echo = now;
+            Some(self.request(ctx))
+        } else {
+            None
+        }
+    }
+}
+
+impl Source for Host {
+    fn next_ns(&self) -> Option<u64> {
+        self.next
+    }
+
+    fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
+        let now = ctx.now_ns;
+        self.apply_echoes(now);
+        let mut new_flow = false;
+        if let Role::Transfer(x) = &mut self.role {
+            if x.started.is_none() {
+                if x.trials_left == 0 || now < x.next_trial {
+                    self.reschedule(now, 1);
+                    return None;
+                }
+                // A new transfer is a new flow: window and capabilities reset.
+                x.started = Some(now);
+                x.to_send = x.segments;
+                x.acked = 0;
+                x.cwnd = 2.0;
+                x.in_flight = 0;
+                x.last_cut = 0;
+                x.log.borrow_mut().current[x.slot] = Some(0.0);
+                new_flow = true;
+            } else if x.to_send == 0 || f64::from(x.in_flight) >= x.cwnd.floor().max(1.0) {
+                self.next = None; // woken by feedback
+                return None;
+            }
+        }
+        if new_flow {
+            if let Role::Transfer(x) = &self.role {
+                if x.fresh_source {
+                    // A fresh source address: a new flow at the router.
+                    let trial = x.trials_total - x.trials_left;
+                    let [_, _, a, b] = self.src.octets();
+                    self.src = Ipv4Addr::new(10, (2 + trial) as u8, a, b);
+                    let payload = &self.regular[20 + REGULAR_LEN..];
+                    self.regular = ipv4_packet(self.src, VICTIM, &[0; REGULAR_LEN], payload);
+                }
+            }
+            self.sender = Sender::new();
+            self.receiver = Receiver::new();
+            self.request_sent = None;
+            self.echoes.clear();
+            self.priv_ts = None;
+        }
+        let frame = if self.plain { Some(ctx.frame(&self.regular)) } else { self.fp_frame(ctx) };
+        let gap = match self.role {
+            Role::Flood { rate_bps } => {
+                let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
+                (mean * (0.9 + 0.2 * ctx.rng.unit())) as u64
+            }
+            Role::Transfer(_) => 0,
+        };
+        let sent = frame.is_some();
+        let out = frame.map(|mut f| {
+            Tag { group: self.group, source: ctx.index, seq: self.seq }.write(f.data_mut());
+            self.seq = self.seq.wrapping_add(1);
+            f
+        });
+        if sent || matches!(self.role, Role::Flood { .. }) {
+            self.last_send = now;
+        }
+        if let (true, Role::Transfer(x)) = (sent, &mut self.role) {
+            x.in_flight += 1;
+            x.to_send -= 1;
+        }
+        self.reschedule(now, gap.max(1));
+        out
+    }
+
+    fn feedback_delay_ns(&self) -> Option<u64> {
+        matches!(self.role, Role::Transfer(_)).then_some(self.rtt_ns / 2)
+    }
+
+    fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
+        let rtt = self.rtt_ns;
+        let Role::Transfer(x) = &mut self.role else { return };
+        let Some(start) = x.started else { return };
+        x.in_flight = x.in_flight.saturating_sub(1);
+        match fb {
+            Feedback::Delivered(_) => {
+                x.acked += 1;
+                x.cwnd = (x.cwnd + 1.0 / x.cwnd).min(1e5);
+                let mut log = x.log.borrow_mut();
+                log.current[x.slot] = Some(f64::from(x.acked) / f64::from(x.segments));
+                if x.acked >= x.segments {
+                    log.fcts.push((now_ns - start) as f64 / 1e9);
+                    log.current[x.slot] = None;
+                    x.started = None;
+                    x.trials_left -= 1;
+                    if x.trials_left == 0 {
+                        log.busy -= 1;
+                    }
+                    x.next_trial = now_ns + x.gap_ns;
+                    drop(log);
+                    self.reschedule(now_ns, 1);
+                    return;
+                }
+            }
+            Feedback::Dropped(_) => {
+                x.to_send += 1; // re-sent
+                if now_ns >= x.last_cut + rtt {
+                    x.cwnd = (x.cwnd / 2.0).max(1.0);
+                    x.last_cut = now_ns;
+                }
+            }
+        }
+        if self.next.is_none() {
+            self.reschedule(now_ns, 1);
+        }
+    }
+
+    fn on_delivered_packet(&mut self, pkt: &[u8], now_ns: u64) {
+        if self.plain {
+            return;
+        }
+        if let Some(shim) = pkt.get(20..) {
+            self.receiver.on_packet(shim);
+            if let Ok(v) = ShimView::new_checked(shim) {
+                let ts = v.ts();
+                match v.packet_type() {
+                    Some(PacketType::Privileged) => self.priv_ts = Some(ts),
+                    // Best effort after privileged packets of the same
+                    // period: the window is used up (an ECN-like signal).
+                    Some(PacketType::BestEffort) if self.priv_ts == Some(ts) => {
+                        let at = now_ns + self.rtt_ns / 2;
+                        let rtt = self.rtt_ns;
+                        if let (true, Role::Transfer(x)) = (self.mark_aware, &mut self.role) {
+                            if at >= x.last_cut + rtt {
+                                x.cwnd = (x.cwnd / 2.0).max(1.0);
+                                x.last_cut = at;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let due = now_ns + self.rtt_ns / 2;
+        for c in self.receiver.take_echoes() {
+            self.echoes.push_back((due, c));
+        }
+        if self.request_sent.is_some() {
+            // A host waiting for its request's answer wakes up for it.
+            let n = self.next.map_or(due, |n| n.min(due));
+            self.next = (n < self.stop_ns).then_some(n);
+        }
+    }
+}
+
+/// Runs one setting.
+pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun, ScenarioError> {
+    p.validate()?;
+    let cap_bps = p.capacity_mbps * 1e6;
+    let tick_ns = (p.tick_us * 1e3) as u64;
+    let rtt_ns = (p.rtt_ms * 1e6) as u64;
+    let period_ns = u64::from(p.period_ms) * 1_000_000;
+    let stop_ns = (p.max_duration_s * 1e9) as u64;
+    let attack_start = (p.attack_start_s * 1e9) as u64;
+    let first_trial = (p.first_trial_s * 1e9) as u64;
+    let plain = setting == Setting::NoFlowpolice;
+
+    let policy = PuzzlePolicy { min_level: p.puzzle_level, ..PuzzlePolicy::default() };
+    let first_epoch = policy.epoch_at(EPOCH_UNIX_NS / 1_000_000);
+    let epochs = (p.max_duration_s * 1e3 / policy.epoch_ms as f64) as usize + 3;
+    let seeds = SeedChain::generate([0x5e; 32], first_epoch, epochs);
+
+    let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
+    let bottleneck_link = Link::new("bottleneck", cap_bps as u64, rtt_ns / 4, Endpoint::Sink);
+    let r = if plain {
+        let r = sim.add_node(Node::new("fifo", Pipeline::new()));
+        sim.connect(r, 0, Box::new(Fifo::new(p.queue_packets)), bottleneck_link);
+        r
+    } else {
+        let key = [0x9d3c_5a1b_77e2_4f01, 0x2f6b_8e4d_13a7_c959];
+        let mut cfg = Config::new(mac::Key::from([0x42; 16]), key, 4096, seeds.clone());
+        cfg.link = LinkLayer::Ip;
+        cfg.flow_keying = FlowKeying::new(&[VICTIM], &[], [21, 22]);
+        cfg.puzzle = policy;
+        cfg.params.period_ms = p.period_ms;
+        cfg.params.k_th = p.k_th;
+        cfg.params.initial_window = p.initial_window.into();
+        cfg.params.over_window = p.over_window.into();
+        let stage = FlowPolice::new(cfg)
+            .map_err(|e| ScenarioError::Param(format!("flowpolice configuration: {e}")))?;
+        let r = sim.add_node(Node::new("flowpolice", Pipeline::new().with(stage)));
+        let ecfg = EgressConfig {
+            link_bytes_per_sec: (cap_bps / 8.0) as u64,
+            queue_packets: p.queue_packets,
+            ..EgressConfig::default()
+        };
+        sim.connect(r, 0, Box::new(fp_egress::build::<Frame>(&ecfg, 0)), bottleneck_link);
+        r
+    };
+
+    let log = Rc::new(RefCell::new(Log {
+        current: vec![None; p.legit as usize],
+        busy: p.legit,
+        ..Log::default()
+    }));
+    let mut rng = crate::rng::Rng::new(p.seed ^ 0xfc7);
+    let host = |group: u16, i: u32, role: Role, start: u64| {
+        let src = Ipv4Addr::new(10, group as u8, (i >> 8) as u8, i as u8);
+        let regular = ipv4_packet(
+            src,
+            VICTIM,
+            &[0; REGULAR_LEN],
+            &vec![0u8; p.packet_bytes - 20 - REGULAR_LEN],
+        );
+        Box::new(Host {
+            role,
+            group,
+            plain,
+            src,
+            sender: Sender::new(),
+            receiver: Receiver::new(),
+            echoes: VecDeque::new(),
+            regular,
+            rtt_ns,
+            period_ns,
+            last_echo: 0,
+            request_sent: None,
+            seeds: seeds.clone(),
+            policy,
+            level: p.puzzle_level,
+            base_level: p.puzzle_level,
+            level_step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
+            max_level: p.puzzle_level.saturating_add(p.legit_max_extra_level),
+            next: Some(start),
+            last_send: start,
+            stop_ns,
+            seq: 0,
+            mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
+            priv_ts: None,
+        }) as Box<dyn Source>
+    };
+    let mut hosts = Vec::new();
+    for i in 0..p.legit {
+        // Staggered over the first RTTs so that requests do not collide.
+        let start = first_trial + rng.below(rtt_ns * 5);
+        let x = Transfer {
+            max_rate_bps: p.legit_demand * cap_bps / f64::from(p.legit),
+            cwnd: 2.0,
+            in_flight: 0,
+            last_cut: 0,
+            segments: p.segments(),
+            to_send: 0,
+            acked: 0,
+            trials_left: p.trials,
+            trials_total: p.trials,
+            fresh_source: p.new_flow_per_trial && !plain,
+            started: None,
+            next_trial: start,
+            gap_ns: (p.trial_gap_ms * 1e6) as u64,
+            slot: i as usize,
+            log: log.clone(),
+        };
+        hosts.push(host(GROUP_LEGIT, i, Role::Transfer(Box::new(x)), start));
+    }
+    if setting != Setting::NoAttack {
+        let rate_bps = p.attack_volume * cap_bps / f64::from(p.attackers);
+        for i in 0..p.attackers {
+            let start = attack_start + rng.below(rtt_ns * 5);
+            hosts.push(host(GROUP_ATTACK, i, Role::Flood { rate_bps }, start));
+        }
+    }
+    for h in hosts {
+        sim.add_source(r, 0, h);
+    }
+
+    // Chunks of a tenth of a second; stop once every transfer is done.
+    let mut progress = opts.progress.then(|| {
+        crate::report::stderr_progress(format!(
+            "fct {} (of max {} s)",
+            setting.name(),
+            p.max_duration_s
+        ))
+    });
+    let chunk = 100_000_000u64;
+    let mut t = 0;
+    while t < stop_ns && log.borrow().busy > 0 {
+        t = (t + chunk).min(stop_ns);
+        sim.run(t);
+        if let Some(f) = progress.as_mut() {
+            f(t as f64 / stop_ns as f64);
+        }
+    }
+    if let Some(f) = progress.as_mut() {
+        if t < stop_ns {
+            f(1.0);
+        }
+    }
+    let log = log.borrow();
+    let unfinished: Vec<f64> = log.current.iter().flatten().copied().collect();
+    Ok(FctRun {
+        setting,
+        fcts: log.fcts.clone(),
+        trials: p.legit * p.trials,
+        unfinished_progress: if unfinished.is_empty() {
+            0.0
+        } else {
+            unfinished.iter().sum::<f64>() / unfinished.len() as f64
+        },
+        sim_s: t as f64 / 1e9,
+    })
+}
+
+/// Runs every setting of `p`; the report has one row per setting and a
+/// plot of the FCT distributions.
+pub fn fct(p: &FctParams, opts: &RunOpts) -> Result<(Report, Vec<FctRun>), ScenarioError> {
+    p.validate()?;
+    let mut rep = Report::new(
+        "flowpolice_fct",
+        &[
+            "setting",
+            "completed",
+            "trials",
+            "mean_fct_s",
+            "median_fct_s",
+            "p95_fct_s",
+            "vs_no_attack",
+            "unfinished_progress",
+            "sim_s",
+        ],
+    );
+    let mut runs: Vec<FctRun> = Vec::new();
+    for &s in &p.settings {
+        runs.push(fct_run(p, s, opts)?);
+    }
+    let base = runs.iter().find(|r| r.setting == Setting::NoAttack).map(FctRun::mean);
+    let f = |x: f64| if x.is_nan() { "-".to_string() } else { format!("{x:.3}") };
+    for r in &runs {
+        rep.row(vec![
+            r.setting.name().into(),
+            r.completed().to_string(),
+            r.trials.to_string(),
+            f(r.mean()),
+            f(r.quantile(0.5)),
+            f(r.quantile(0.95)),
+            base.map_or("-".into(), |b| f(r.mean() / b)),
+            format!("{:.3}", r.unfinished_progress),
+            format!("{:.1}", r.sim_s),
+        ]);
+    }
+    // CDF of the FCTs over all trials (unfinished ones never reach it).
+    let series = runs
+        .iter()
+        .map(|r| {
+            let mut v = r.fcts.clone();
+            v.sort_by(f64::total_cmp);
+            let n = f64::from(r.trials);
+            let mut points = vec![(0.0, 0.0)];
+            for (i, x) in v.iter().enumerate() {
+                points.push((*x, i as f64 / n));
+                points.push((*x, (i + 1) as f64 / n));
+            }
+            points.push((p.max_duration_s, v.len() as f64 / n));
+            Series { name: r.setting.name().into(), points }
+        })
+        .collect();
+    rep.plots.push(Plot {
+        name: "flowpolice_fct_cdf".into(),
+        title: format!(
+            "FlowPolice §5.2.3: FCT of {} kB transfers (CDF over all trials)",
+            p.file_bytes / 1000
+        ),
+        x_label: "flow completion time (s)".into(),
+        y_label: "fraction of transfers completed".into(),
+        log_y: false,
+        series,
+    });
+    rep.notes.push(format!(
+        "scale: C = {} Mbit/s, {} attackers (non-complying, {}xC), {} legit senders x {} transfers of {} B paced at {:.2} Mbit/s each; RTT {} ms, D_p {} ms",
+        p.capacity_mbps,
+        p.attackers,
+        p.attack_volume,
+        p.legit,
+        p.trials,
+        p.file_bytes,
+        p.legit_demand * p.capacity_mbps / f64::from(p.legit),
+        p.rtt_ms,
+        p.period_ms
+    ));
+    rep.notes.push(
+        "FCT: first packet to ACK of the last segment; stats over completed transfers; a run stops when all are done or at max_duration_s"
+            .into(),
+    );
+    Ok((rep, runs))
+}
