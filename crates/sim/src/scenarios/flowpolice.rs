@@ -76,21 +76,20 @@
 //! period still spans tens of RTTs, and `K_th` is kept at 128.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use ::flowpolice::egress::{self as fp_egress, EgressConfig};
 use ::flowpolice::flowkey::FlowKeying;
-use ::flowpolice::host::{ipv4_packet, Receiver, Sender};
-use ::flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
+use ::flowpolice::host::ipv4_packet;
+use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
 use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
-use ::flowpolice::{Capability, Puzzle};
-use packet::flowpolice::{FlowPolice as ShimView, PacketType, REGULAR_LEN, REQUEST_LEN};
+use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
 use pipeline::{Batch, Frame, Now, PacketBuf, Pipeline, Stage};
 use serde::Deserialize;
 
+use super::fp_client::{CapClient, Mark, PuzzleLevels};
 use super::{positive, RunOpts, ScenarioError};
 use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
 use crate::report::{Plot, Report, Series};
@@ -100,7 +99,6 @@ const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
 pub const GROUP_LEGIT: u16 = 0;
 /// Statistics group of the attackers.
 pub const GROUP_ATTACK: u16 = 1;
-const IP_PROTO_UDP: u8 = 17;
 /// The attacked server (declared protected: flows are per source).
 const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 
@@ -332,23 +330,9 @@ enum Mode {
 struct FpHost {
     mode: Mode,
     group: u16,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    sender: Sender,
-    receiver: Receiver,
-    echoes: VecDeque<(u64, Capability)>,
+    fp: CapClient,
     regular: Vec<u8>,
     request_len: usize,
-    rtt_ns: u64,
-    period_ns: u64,
-    last_echo: u64,
-    request_sent: Option<u64>,
-    seeds: SeedChain,
-    policy: PuzzlePolicy,
-    level: u8,
-    base_level: u8,
-    level_step: u8,
-    max_level: u8,
     next: Option<u64>,
     last_send: u64,
     stop_ns: u64,
@@ -360,8 +344,6 @@ struct FpHost {
     /// Flat senders only: stop at the first best-effort mark of a period
     /// and resume when the router's next period begins (the `exact` attacker).
     window_exact: bool,
-    /// Router period (wire timestamp, ms) in which a privileged packet was seen.
-    priv_ts: Option<u32>,
     /// `window_exact`: paused until this time.
     paused_until: u64,
     /// `window_exact`: the router, to read the flow's window from.
@@ -375,7 +357,7 @@ impl FpHost {
         if self.window_exact {
             // Router time is the simulation's virtual time (ms): the period
             // ends D_p after its wire timestamp.
-            let resume = u64::from(ts) * 1_000_000 + self.period_ns + 1_000_000;
+            let resume = u64::from(ts) * 1_000_000 + self.fp.period_ns + 1_000_000;
             if resume > self.paused_until {
                 self.paused_until = resume;
                 if self.next.is_some() {
@@ -384,7 +366,7 @@ impl FpHost {
             }
         }
         if self.mark_aware {
-            let rtt = self.rtt_ns;
+            let rtt = self.fp.rtt_ns;
             if let Mode::Aimd { cwnd, last_cut, .. } = &mut self.mode {
                 if at >= *last_cut + rtt {
                     *cwnd = (*cwnd / 2.0).max(1.0);
@@ -401,7 +383,7 @@ impl FpHost {
     fn window_used_up(&mut self, now: u64) -> bool {
         let Some(o) = &self.oracle else { return false };
         let fp = o.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(e) = fp.router().flow(u64::from(u32::from(self.src))) else { return false };
+        let Some(e) = fp.router().flow(u64::from(u32::from(self.fp.src))) else { return false };
         if !(e.completed_first_period() && e.rate_limited()) {
             return false;
         }
@@ -429,16 +411,6 @@ impl FpHost {
         (self.regular.len() as f64 * 8.0 * 1e9 / rate) as u64
     }
 
-    fn apply_echoes(&mut self, now: u64) {
-        while self.echoes.front().is_some_and(|e| e.0 <= now) {
-            if let Some((_, c)) = self.echoes.pop_front() {
-                self.sender.on_returned(c);
-                self.last_echo = now;
-                self.request_sent = None;
-            }
-        }
-    }
-
     /// Plans the next emission after one at `now` (or a wake-up at `now`).
     fn reschedule(&mut self, now: u64, gap: u64) {
         let mut t = match self.mode {
@@ -451,28 +423,11 @@ impl FpHost {
             }
             Mode::Flat { .. } => Some(self.last_send + gap),
         };
-        if let Some(r) = self.request_sent {
-            // Waiting for the answer to a request: retry after three RTTs,
-            // or wake up when the capability comes back.
-            let retry = r + 3 * self.rtt_ns;
-            let echo = self.echoes.front().map(|e| e.0).unwrap_or(u64::MAX);
-            t = Some(retry.min(echo).max(now));
+        if let Some(w) = self.fp.request_wake(now) {
+            // Waiting for the answer to a request.
+            t = Some(w);
         }
         self.next = t.filter(|&t| t < self.stop_ns);
-    }
-
-    fn request(&mut self, ctx: &mut EmitCtx<'_>) -> Frame {
-        let epoch = self.policy.epoch_at(ctx.now.unix_ms());
-        let nonce = self
-            .seeds
-            .seed(epoch)
-            .and_then(|s| puzzle::solve(s, &self.src.octets(), &self.dst.octets(), self.level, 0))
-            .unwrap_or(0);
-        let mut shim = [0u8; REQUEST_LEN];
-        let puzzle = Puzzle { epoch, level: self.level, nonce };
-        let _ = Sender::write_request(&mut shim, IP_PROTO_UDP, puzzle);
-        let payload = vec![0u8; self.request_len - 20 - REQUEST_LEN];
-        ctx.frame(&ipv4_packet(self.src, self.dst, &shim, &payload))
     }
 }
 
@@ -483,37 +438,15 @@ impl Source for FpHost {
 
     fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
         let now = ctx.now_ns;
-        self.apply_echoes(now);
-        if now < self.paused_until && self.sender.has_capability() {
+        self.fp.apply_echoes(now);
+        if now < self.paused_until && self.fp.sender.has_capability() {
             self.next = Some(self.paused_until).filter(|&t| t < self.stop_ns);
             return None;
         }
-        if self.sender.has_capability() && self.window_used_up(now) {
+        if self.fp.sender.has_capability() && self.window_used_up(now) {
             return None;
         }
-        // No capability back for two periods: the latest one has expired.
-        if self.sender.has_capability() && now > self.last_echo + 2 * self.period_ns {
-            self.sender = Sender::new();
-        }
-        let frame = if self.sender.has_capability() {
-            let mut f = ctx.frame(&self.regular);
-            let shim = &mut f.data_mut()[20..20 + REGULAR_LEN];
-            self.sender.write_regular(shim, IP_PROTO_UDP)?;
-            Some(f)
-        } else if self.request_sent.is_none_or(|r| now >= r + 3 * self.rtt_ns) {
-            if self.request_sent.is_some() {
-                // Unanswered: retry with a harder puzzle (a higher-priority
-                // request sub-queue), as Portcullis senders do.
-                self.level = (self.level + self.level_step).min(self.max_level);
-            } else {
-                self.level = self.base_level;
-            }
-            self.request_sent = Some(now);
-            self.last_echo = now;
-            Some(self.request(ctx))
-        } else {
-            None
-        };
+        let frame = self.fp.next_frame(ctx, &self.regular, self.request_len);
         let gap = match self.mode {
             Mode::Flat { rate_bps } => {
                 let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
@@ -538,11 +471,11 @@ impl Source for FpHost {
     }
 
     fn feedback_delay_ns(&self) -> Option<u64> {
-        matches!(self.mode, Mode::Aimd { .. }).then_some(self.rtt_ns / 2)
+        matches!(self.mode, Mode::Aimd { .. }).then_some(self.fp.rtt_ns / 2)
     }
 
     fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
-        let rtt = self.rtt_ns;
+        let rtt = self.fp.rtt_ns;
         if let Mode::Aimd { cwnd, in_flight, last_cut, .. } = &mut self.mode {
             *in_flight = in_flight.saturating_sub(1);
             match fb {
@@ -561,30 +494,15 @@ impl Source for FpHost {
     }
 
     fn on_delivered_packet(&mut self, pkt: &[u8], now_ns: u64) {
-        if let Some(shim) = pkt.get(20..) {
-            self.receiver.on_packet(shim);
-            if let Ok(v) = ShimView::new_checked(shim) {
-                let ts = v.ts();
-                match v.packet_type() {
-                    Some(PacketType::Privileged) => {
-                        self.privileged.borrow_mut()[usize::from(self.group.min(1))] +=
-                            pkt.len() as u64;
-                        self.priv_ts = Some(ts);
-                    }
-                    // Best effort after privileged packets of the same period:
-                    // the window W_R is used up.
-                    Some(PacketType::BestEffort) if self.priv_ts == Some(ts) => {
-                        self.on_window_exhausted(ts, now_ns + self.rtt_ns / 2);
-                    }
-                    _ => {}
-                }
+        let (mark, wake) = self.fp.on_delivered(pkt, now_ns);
+        match mark {
+            Mark::Privileged => {
+                self.privileged.borrow_mut()[usize::from(self.group.min(1))] += pkt.len() as u64;
             }
+            Mark::WindowExhausted(ts) => self.on_window_exhausted(ts, now_ns + self.fp.rtt_ns / 2),
+            Mark::Other => {}
         }
-        let due = now_ns + self.rtt_ns / 2;
-        for c in self.receiver.take_echoes() {
-            self.echoes.push_back((due, c));
-        }
-        if self.request_sent.is_some() {
+        if let Some(due) = wake {
             // A host waiting for its request's answer wakes up for it.
             let n = self.next.map_or(due, |n| n.min(due));
             self.next = (n < self.stop_ns).then_some(n);
@@ -656,23 +574,21 @@ pub fn fig53_run(
         Box::new(FpHost {
             mode,
             group,
-            src,
-            dst,
-            sender: Sender::new(),
-            receiver: Receiver::new(),
-            echoes: VecDeque::new(),
+            fp: CapClient::new(
+                src,
+                dst,
+                rtt_ns,
+                period_ns,
+                seeds.clone(),
+                policy,
+                PuzzleLevels {
+                    base: p.puzzle_level,
+                    step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
+                    max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
+                },
+            ),
             regular: reg,
             request_len: p.packet_bytes,
-            rtt_ns,
-            period_ns,
-            last_echo: 0,
-            request_sent: None,
-            seeds: seeds.clone(),
-            policy,
-            level: p.puzzle_level,
-            base_level: p.puzzle_level,
-            level_step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
-            max_level: p.puzzle_level.saturating_add(p.legit_max_extra_level),
             next: Some(start),
             last_send: start,
             stop_ns,
@@ -680,7 +596,6 @@ pub fn fig53_run(
             privileged: privileged.clone(),
             mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
             window_exact: group == GROUP_ATTACK && strategy == Strategy::Exact,
-            priv_ts: None,
             paused_until: 0,
             oracle: (group == GROUP_ATTACK && strategy == Strategy::Exact).then(|| stage.clone()),
         }) as Box<dyn Source>

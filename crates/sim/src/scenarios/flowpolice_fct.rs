@@ -62,27 +62,25 @@
 //! back-off), so real TCP would do worse.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 
 use ::flowpolice::egress::{self as fp_egress, EgressConfig};
 use ::flowpolice::flowkey::FlowKeying;
-use ::flowpolice::host::{ipv4_packet, Receiver, Sender};
-use ::flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
+use ::flowpolice::host::ipv4_packet;
+use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
 use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
-use ::flowpolice::{Capability, Puzzle};
-use packet::flowpolice::{FlowPolice as ShimView, PacketType, REGULAR_LEN, REQUEST_LEN};
+use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
 use pipeline::{Fifo, Frame, PacketBuf, Pipeline};
 use serde::Deserialize;
 
 use super::flowpolice::{InitialWindowParam, OverWindowParam, GROUP_ATTACK, GROUP_LEGIT};
+use super::fp_client::{CapClient, Mark, PuzzleLevels};
 use super::{positive, RunOpts, ScenarioError};
 use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
 use crate::report::{Plot, Report, Series};
 
 const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
-const IP_PROTO_UDP: u8 = 17;
 /// Bytes of every packet that are not file data (IP and transport headers).
 const HEADER_BYTES: usize = 40;
 /// The server the files are sent to (a protected destination: flows are per source).
@@ -330,40 +328,16 @@ struct Host {
     group: u16,
     /// Plain IP packets (no FlowPolice router on the path).
     plain: bool,
-    src: Ipv4Addr,
-    sender: Sender,
-    receiver: Receiver,
-    echoes: VecDeque<(u64, Capability)>,
+    fp: CapClient,
     regular: Vec<u8>,
-    rtt_ns: u64,
-    period_ns: u64,
-    last_echo: u64,
-    request_sent: Option<u64>,
-    seeds: SeedChain,
-    policy: PuzzlePolicy,
-    level: u8,
-    base_level: u8,
-    level_step: u8,
-    max_level: u8,
     next: Option<u64>,
     last_send: u64,
     stop_ns: u64,
     seq: u32,
     mark_aware: bool,
-    priv_ts: Option<u32>,
 }
 
 impl Host {
-    fn apply_echoes(&mut self, now: u64) {
-        while self.echoes.front().is_some_and(|e| e.0 <= now) {
-            if let Some((_, c)) = self.echoes.pop_front() {
-                self.sender.on_returned(c);
-                self.last_echo = now;
-                self.request_sent = None;
-            }
-        }
-    }
-
     /// Plans the next emission after one at `now` (or a wake-up at `now`).
     fn reschedule(&mut self, now: u64, gap: u64) {
         let len = self.regular.len() as f64 * 8.0 * 1e9;
@@ -383,56 +357,11 @@ impl Host {
             Role::Transfer(x) => x.started.is_some(),
             Role::Flood { .. } => true,
         };
-        if let (Some(r), true, false) = (self.request_sent, active, self.plain) {
-            // Waiting for a request's answer: retry after three RTTs, or
-            // wake up when the capability comes back.
-            let retry = r + 3 * self.rtt_ns;
-            let echo = self.echoes.front().map(|e| e.0).unwrap_or(u64::MAX);
-            t = Some(retry.min(echo).max(now));
+        if let (Some(w), true, false) = (self.fp.request_wake(now), active, self.plain) {
+            // Waiting for a request's answer.
+            t = Some(w);
         }
         self.next = t.filter(|&t| t < self.stop_ns);
-    }
-
-    fn request(&mut self, ctx: &mut EmitCtx<'_>) -> Frame {
-        let epoch = self.policy.epoch_at(ctx.now.unix_ms());
-        let nonce = self
-            .seeds
-            .seed(epoch)
-            .and_then(|s| puzzle::solve(s, &self.src.octets(), &VICTIM.octets(), self.level, 0))
-            .unwrap_or(0);
-        let mut shim = [0u8; REQUEST_LEN];
-        let puzzle = Puzzle { epoch, level: self.level, nonce };
-        let _ = Sender::write_request(&mut shim, IP_PROTO_UDP, puzzle);
-        let payload = vec![0u8; self.regular.len() - 20 - REQUEST_LEN];
-        ctx.frame(&ipv4_packet(self.src, VICTIM, &shim, &payload))
-    }
-
-    /// A FlowPolice packet (regular or request) or nothing while waiting
-    /// for a request's answer.
-    fn fp_frame(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
-        let now = ctx.now_ns;
-        // No capability back for two periods: the latest one has expired.
-        if self.sender.has_capability() && now > self.last_echo + 2 * self.period_ns {
-            self.sender = Sender::new();
-        }
-        if self.sender.has_capability() {
-            let mut f = ctx.frame(&self.regular);
-            let shim = &mut f.data_mut()[20..20 + REGULAR_LEN];
-            self.sender.write_regular(shim, IP_PROTO_UDP)?;
-            Some(f)
-        } else if self.request_sent.is_none_or(|r| now >= r + 3 * self.rtt_ns) {
-            if self.request_sent.is_some() {
-                // Unanswered: retry with a harder puzzle (Portcullis).
-                self.level = (self.level + self.level_step).min(self.max_level);
-            } else {
-                self.level = self.base_level;
-            }
-            self.request_sent = Some(now);
-            self.last_echo = now;
-            Some(self.request(ctx))
-        } else {
-            None
-        }
     }
 }
 
@@ -443,7 +372,7 @@ impl Source for Host {
 
     fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
         let now = ctx.now_ns;
-        self.apply_echoes(now);
+        self.fp.apply_echoes(now);
         let mut new_flow = false;
         if let Role::Transfer(x) = &mut self.role {
             if x.started.is_none() {
@@ -470,19 +399,19 @@ impl Source for Host {
                 if x.fresh_source {
                     // A fresh source address: a new flow at the router.
                     let trial = x.trials_total - x.trials_left;
-                    let [_, _, a, b] = self.src.octets();
-                    self.src = Ipv4Addr::new(10, (2 + trial) as u8, a, b);
+                    let [_, _, a, b] = self.fp.src.octets();
+                    self.fp.src = Ipv4Addr::new(10, (2 + trial) as u8, a, b);
                     let payload = &self.regular[20 + REGULAR_LEN..];
-                    self.regular = ipv4_packet(self.src, VICTIM, &[0; REGULAR_LEN], payload);
+                    self.regular = ipv4_packet(self.fp.src, VICTIM, &[0; REGULAR_LEN], payload);
                 }
             }
-            self.sender = Sender::new();
-            self.receiver = Receiver::new();
-            self.request_sent = None;
-            self.echoes.clear();
-            self.priv_ts = None;
+            self.fp.reset_flow();
         }
-        let frame = if self.plain { Some(ctx.frame(&self.regular)) } else { self.fp_frame(ctx) };
+        let frame = if self.plain {
+            Some(ctx.frame(&self.regular))
+        } else {
+            self.fp.next_frame(ctx, &self.regular, self.regular.len())
+        };
         let gap = match self.role {
             Role::Flood { rate_bps } => {
                 let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
@@ -508,11 +437,11 @@ impl Source for Host {
     }
 
     fn feedback_delay_ns(&self) -> Option<u64> {
-        matches!(self.role, Role::Transfer(_)).then_some(self.rtt_ns / 2)
+        matches!(self.role, Role::Transfer(_)).then_some(self.fp.rtt_ns / 2)
     }
 
     fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
-        let rtt = self.rtt_ns;
+        let rtt = self.fp.rtt_ns;
         let Role::Transfer(x) = &mut self.role else { return };
         let Some(start) = x.started else { return };
         x.in_flight = x.in_flight.saturating_sub(1);
@@ -553,33 +482,18 @@ impl Source for Host {
         if self.plain {
             return;
         }
-        if let Some(shim) = pkt.get(20..) {
-            self.receiver.on_packet(shim);
-            if let Ok(v) = ShimView::new_checked(shim) {
-                let ts = v.ts();
-                match v.packet_type() {
-                    Some(PacketType::Privileged) => self.priv_ts = Some(ts),
-                    // Best effort after privileged packets of the same
-                    // period: the window is used up (an ECN-like signal).
-                    Some(PacketType::BestEffort) if self.priv_ts == Some(ts) => {
-                        let at = now_ns + self.rtt_ns / 2;
-                        let rtt = self.rtt_ns;
-                        if let (true, Role::Transfer(x)) = (self.mark_aware, &mut self.role) {
-                            if at >= x.last_cut + rtt {
-                                x.cwnd = (x.cwnd / 2.0).max(1.0);
-                                x.last_cut = at;
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+        let (mark, wake) = self.fp.on_delivered(pkt, now_ns);
+        if let (Mark::WindowExhausted(_), true, Role::Transfer(x)) =
+            (mark, self.mark_aware, &mut self.role)
+        {
+            // The window is used up (an ECN-like signal).
+            let at = now_ns + self.fp.rtt_ns / 2;
+            if at >= x.last_cut + self.fp.rtt_ns {
+                x.cwnd = (x.cwnd / 2.0).max(1.0);
+                x.last_cut = at;
             }
         }
-        let due = now_ns + self.rtt_ns / 2;
-        for c in self.receiver.take_echoes() {
-            self.echoes.push_back((due, c));
-        }
-        if self.request_sent.is_some() {
+        if let Some(due) = wake {
             // A host waiting for its request's answer wakes up for it.
             let n = self.next.map_or(due, |n| n.min(due));
             self.next = (n < self.stop_ns).then_some(n);
@@ -650,27 +564,25 @@ pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun
             role,
             group,
             plain,
-            src,
-            sender: Sender::new(),
-            receiver: Receiver::new(),
-            echoes: VecDeque::new(),
+            fp: CapClient::new(
+                src,
+                VICTIM,
+                rtt_ns,
+                period_ns,
+                seeds.clone(),
+                policy,
+                PuzzleLevels {
+                    base: p.puzzle_level,
+                    step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
+                    max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
+                },
+            ),
             regular,
-            rtt_ns,
-            period_ns,
-            last_echo: 0,
-            request_sent: None,
-            seeds: seeds.clone(),
-            policy,
-            level: p.puzzle_level,
-            base_level: p.puzzle_level,
-            level_step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
-            max_level: p.puzzle_level.saturating_add(p.legit_max_extra_level),
             next: Some(start),
             last_send: start,
             stop_ns,
             seq: 0,
             mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
-            priv_ts: None,
         }) as Box<dyn Source>
     };
     let mut hosts = Vec::new();

@@ -5,6 +5,7 @@
 pub mod fair;
 pub mod flowpolice;
 pub mod flowpolice_fct;
+mod fp_client;
 pub mod sibra;
 pub mod zlane;
 pub mod zworld;
