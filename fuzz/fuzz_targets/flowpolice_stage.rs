@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
     cfg.params.over_window = match ctl[0] >> 6 {
         0 => flowpolice::OverWindow::DropWhenMisbehaving,
         1 => flowpolice::OverWindow::Demote,
+        2 => flowpolice::OverWindow::DropWhileLossy,
         _ => flowpolice::OverWindow::Drop,
     };
     let Ok(mut st) = FlowPolice::new(cfg) else { return };

@@ -72,6 +72,8 @@ fuzz_target!(|data: &[u8]| {
         }
         t
     };
+    // The router's one-pass EPIC-Z reader agrees with the full views.
+    assert_eq!(packet::scion::epic_fields(&pkt), via_views(&pkt));
     let now = Now::from_unix_ns(NOW_NS);
     let cfg = RouterConfig {
         local_ia: TRANSIT,
@@ -100,3 +102,26 @@ fuzz_target!(|data: &[u8]| {
     sched.dequeue(now.plus_ns(1_000_000), 64, &mut out);
     assert_eq!(sched.queued(), 0);
 });
+
+/// What `epic_fields` must return, computed through the header and path views.
+fn via_views(b: &[u8]) -> Result<packet::scion::EpicFields, packet::Error> {
+    use packet::scion::{EpicPath, PathType, ScionHeader};
+    let h = ScionHeader::new_checked(b)?;
+    if h.path_type() != PathType::EPIC_Z {
+        return Err(packet::Error::unsupported("not an EPIC-Z path"));
+    }
+    let e = EpicPath::new_checked(h.path())?;
+    let sp = e.scion_path();
+    Ok(packet::scion::EpicFields {
+        src_ia: h.src_ia(),
+        src_type_len: h.src_type_len(),
+        src_host: h.src_host_raw().padded(),
+        pkt_id: e.pkt_id(),
+        flags: e.flags(),
+        info0_timestamp: sp.info_field(0).expect("checked path has an info field").timestamp(),
+        hvf: e.current_hvf().expect("checked path has its current HVF"),
+        hop_mac: sp.current_hop().mac(),
+        payload_len: h.payload_len(),
+        header_len: h.header_len(),
+    })
+}

@@ -635,6 +635,19 @@ fn verdict_line(v: &pb::Verdict) -> String {
         v.out_of_validity,
         v.duplicate_groups,
         v.replay_prefix
+    ) + &misplaced_line(v)
+}
+
+/// The signed SEC-21 misplaced-mark histogram, if the verdict carries one.
+fn misplaced_line(v: &pb::Verdict) -> String {
+    let Some(m) = &v.misplaced else { return String::new() };
+    let hits: Vec<String> = m.hits.iter().map(u32::to_string).collect();
+    format!(
+        "  misplaced marks: own slot {} probed {} hits [{}] significant slot {}\n",
+        m.own_slot,
+        m.probed,
+        hits.join(" "),
+        m.significant_slot
     )
 }
 

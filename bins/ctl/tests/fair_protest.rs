@@ -250,6 +250,7 @@ async fn protests_are_verified_signed_listed_and_rate_limited() {
         ("ACK", SRC, DST, ME)
     );
     assert_eq!(v.source_prefix, "10.1.0.0/16");
+    assert_eq!(v.misplaced, None); // no failed marks, no histogram
     let sv = SignedVerdict::decode(&unhex(&v.signed_verdict_hex)).unwrap();
     assert!(sv.verify(&me_trust));
     assert_eq!(sv.body.protest_id, good.protest_id);
@@ -264,6 +265,8 @@ async fn protests_are_verified_signed_listed_and_rate_limited() {
     let (ok, out, err) = ctl(&env, &["fair", "submit-protest", "--file", f.to_str().unwrap()]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("REJECT MARK_FAILURES") && out.contains("failed 300"), "{out}");
+    // The signed SEC-21 histogram is shown (every failed record was probed).
+    assert!(out.contains("misplaced marks: own slot") && out.contains("probed 300"), "{out}");
 
     // 3. A bad complainant signature: REJECT BAD_POLICY_SIGNATURE.
     let mut badsig = protest(DST, now, false);

@@ -511,6 +511,12 @@ impl Desk {
             max_excess_bytes: b.max_excess_bytes,
             verdict_time_unix: b.verdict_time,
             signed_verdict_hex: hex(&s.verdict.encode()),
+            misplaced: b.misplaced.map(|m| pb::MisplacedMarks {
+                own_slot: m.own_slot as u32,
+                probed: m.probed,
+                hits: m.misplaced.to_vec(),
+                significant_slot: m.significant().map_or(-1, |s| s as i32),
+            }),
         }
     }
 

@@ -18,15 +18,8 @@ pub const SV_ITERATIONS: u32 = 1000;
 /// The DRKey PRF: AES-128 CBC-MAC with a zero IV over the padded input.
 #[inline]
 pub fn prf(key: &Aes, input: &Input) -> Key {
-    // Unrolled CBC-MAC for the only two input sizes (one or two blocks).
-    let blocks = input.blocks();
-    let mut state = blocks[0];
-    key.encrypt_block(&mut state);
-    if let Some(b1) = blocks.get(1) {
-        state.iter_mut().zip(b1).for_each(|(s, b)| *s ^= b);
-        key.encrypt_block(&mut state);
-    }
-    Key::from(state)
+    // One cipher call for the whole (one- or two-block) chain.
+    Key::from(key.cbc_mac_blocks(input.blocks()))
 }
 
 /// A level-0 secret value `SV_A` for one protocol and epoch, with its AES key

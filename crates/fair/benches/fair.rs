@@ -15,7 +15,7 @@ use fair::dest::{DestChannel, DestConfig, FairDestination};
 use fair::keys::{KeyRing, TestKeySource, T_M};
 use fair::policy::{self, AsEntry, Grant, TrustStore};
 use fair::protest::{ProtestRequest, Verifier, VerifyConfig};
-use fair::record::{Record, RecordSink, RECORD_LEN};
+use fair::record::{Record, RecordRing};
 use fair::source::{FairSource, SourceChannel, SourceConfig};
 use fair::store::{HeaderStore, StoreConfig};
 use fair::transit::{FairTransit, TransitConfig};
@@ -124,7 +124,7 @@ fn bench_transit(c: &mut Criterion) {
     });
     let mut d = FairDestination::new(
         DestConfig { framing: Framing::Ip, ..Default::default() },
-        RingSink::default(),
+        RecordRing::new(1 << 14),
     );
     d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
     d.add_channel(
@@ -165,23 +165,6 @@ fn bench_transit(c: &mut Criterion) {
     });
     assert_eq!(d.stats.icv_fail, 0);
     g.finish();
-}
-
-/// Encodes records into a 1 MiB in-memory ring (the store's per-packet work without I/O).
-#[derive(Default)]
-struct RingSink {
-    buf: Vec<u8>,
-}
-
-impl RecordSink for RingSink {
-    fn append(&mut self, r: &Record) {
-        if self.buf.len() + RECORD_LEN > 1 << 20 {
-            self.buf.clear();
-        }
-        let at = self.buf.len();
-        self.buf.resize(at + RECORD_LEN, 0);
-        r.encode((&mut self.buf[at..]).try_into().unwrap());
-    }
 }
 
 fn bench_protest(c: &mut Criterion) {

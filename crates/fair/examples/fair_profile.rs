@@ -15,7 +15,7 @@ use fair::common::Framing;
 use fair::crypto::MarkBinding;
 use fair::dest::{DestChannel, DestConfig, FairDestination};
 use fair::keys::{KeyRing, TestKeySource, T_M};
-use fair::record::{Record, RecordSink, RECORD_LEN};
+use fair::record::RecordRing;
 use fair::source::{FairSource, SourceChannel, SourceConfig};
 use fair::transit::{FairTransit, TransitConfig};
 use mac::Key;
@@ -57,22 +57,6 @@ fn reset(b: &mut Batch<Frame>, pkt: &[u8]) {
     for i in 0..BURST {
         b.buf_mut(i).set(pkt).unwrap();
         *b.meta_mut(i) = Meta::new(0);
-    }
-}
-
-#[derive(Default)]
-struct RingSink {
-    buf: Vec<u8>,
-}
-
-impl RecordSink for RingSink {
-    fn append(&mut self, r: &Record) {
-        if self.buf.len() + RECORD_LEN > 1 << 20 {
-            self.buf.clear();
-        }
-        let at = self.buf.len();
-        self.buf.resize(at + RECORD_LEN, 0);
-        r.encode((&mut self.buf[at..]).try_into().unwrap());
     }
 }
 
@@ -127,7 +111,7 @@ fn main() {
             let big = u64::MAX / 4_000_000_000;
             let mut d = FairDestination::new(
                 DestConfig { framing: Framing::Ip, ..Default::default() },
-                RingSink::default(),
+                RecordRing::new(1 << 14),
             );
             d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
             d.add_channel(DestChannel::new(1, 1, &Key::from([7; 16]), 0, big, big, 0), 0, 7);

@@ -49,7 +49,10 @@ impl TokenBucket {
     /// Takes `len` bytes if they conform; otherwise takes nothing.
     #[inline]
     pub fn try_consume(&mut self, len: u64, now_ns: u64) -> bool {
-        self.refill(now_ns);
+        // Packets of one burst share a timestamp: refill once.
+        if now_ns != self.last_ns {
+            self.refill(now_ns);
+        }
         let need = len.saturating_mul(NANO);
         if self.tokens >= need {
             self.tokens -= need;

@@ -149,23 +149,20 @@ pub struct Hot {
     pub v6: bool,
     /// The MAC'd length field (IPv6 Payload Length / IPv4 Total Length).
     pub len_field: u16,
-    /// Source timestamp.
-    pub ts: u16,
-    /// Sequence number (24 bits).
-    pub seqno: u32,
-    /// ICV.
-    pub icv: u8,
     /// NextAS byte (SB and pointer).
     pub next_as: u8,
     /// Slot count N.
     pub n_slots: u8,
+    /// Header bytes 0..8 as one big-endian word (next header ‖ hdr_len ‖
+    /// ts ‖ seqno ‖ ICV): the MAC blocks take `ts ‖ seqno` from it in one shift.
+    pub w: u64,
 }
 
 /// Outcome of [`hot_meta`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HotStatus {
-    /// `out` holds the header.
-    Ok,
+    /// The header's hot fields.
+    Ok(Hot),
     /// The metadata does not describe a usable FAIR header: locate from scratch.
     Fallback,
     /// The header is truncated (§2.9).
@@ -184,18 +181,29 @@ impl Hot {
         let v6 = p.carrier() == Carrier::Ipv6;
         let at = p.l3_off + if v6 { 4 } else { 2 };
         let l: &[u8; 2] = frame.get(at..at + 2)?.try_into().ok()?;
-        Some(Hot {
-            l3_off: u16::try_from(p.l3_off).ok()?,
-            fair_off: u16::try_from(off).ok()?,
-            len: u8::try_from(p.loc.len).ok()?,
-            v6,
-            len_field: u16::from_be_bytes(*l),
-            ts: u16::from_be_bytes([h[2], h[3]]),
-            seqno: u32::from_be_bytes([0, h[4], h[5], h[6]]),
-            icv: h[7],
-            next_as: h[8],
-            n_slots: (p.loc.len - packet::fair::FIXED_LEN) as u8,
-        })
+        u16::try_from(off + p.loc.len).ok()?;
+        if p.loc.len < packet::fair::FIXED_LEN || p.loc.len > 255 {
+            return None;
+        }
+        Some(hot_from(p.l3_off, off, v6, p.loc.len, h, u16::from_be_bytes(*l)))
+    }
+
+    /// Source timestamp.
+    #[inline(always)]
+    pub fn ts(&self) -> u16 {
+        (self.w >> 32) as u16
+    }
+
+    /// Sequence number (24 bits).
+    #[inline(always)]
+    pub fn seqno(&self) -> u32 {
+        (self.w >> 8) as u32 & 0x00FF_FFFF
+    }
+
+    /// ICV.
+    #[inline(always)]
+    pub fn icv(&self) -> u8 {
+        self.w as u8
     }
 
     /// The slot pointer (NextAS without the SB).
@@ -252,94 +260,250 @@ impl Hot {
     }
 }
 
+/// The FAIR header length for `hdr_len` (§2.5, §2.6), `None` when out of range.
+#[inline(always)]
+fn fair_len(v6: bool, hdr_len: u8) -> Option<usize> {
+    if v6 {
+        // 1 ≤ hdr_len ≤ 16.
+        (hdr_len.wrapping_sub(1) < 16).then_some((hdr_len as usize + 1) * 8)
+    } else {
+        // 9 ≤ hdr_len ≤ 136.
+        (hdr_len.wrapping_sub(9) < 128).then_some(hdr_len as usize)
+    }
+}
+
+/// [`Hot`] from the 9 fixed header bytes (already length-checked).
+#[inline(always)]
+fn hot_from(l3_off: usize, off: usize, v6: bool, len: usize, h: &[u8; 9], len_field: u16) -> Hot {
+    // One 8-byte load for nh ‖ hdr_len ‖ ts ‖ seqno ‖ icv.
+    let w = u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    Hot {
+        l3_off: l3_off as u16,
+        fair_off: off as u16,
+        len: len as u8,
+        v6,
+        len_field,
+        next_as: h[8],
+        n_slots: (len - packet::fair::FIXED_LEN) as u8,
+        w,
+    }
+}
+
 /// Fast path for a header an earlier stage found (`meta.proto == Fair`):
 /// location and hot fields from one slice of the frame, with the §2.9 header
-/// checks, written to `out`.
+/// checks.
 #[inline(always)]
-pub fn hot_meta(frame: &[u8], meta: &Meta, out: &mut Hot) -> HotStatus {
-    if meta.proto != Proto::Fair || meta.proto_off == NO_OFFSET || meta.l3_off == NO_OFFSET {
-        return HotStatus::Fallback;
-    }
-    let v6 = match meta.l3 {
-        L3::Ipv6 => true,
-        L3::Ipv4 => false,
-        L3::None => return HotStatus::Fallback,
+pub fn hot_meta(frame: &[u8], meta: &Meta) -> HotStatus {
+    let v6 = match (meta.proto, meta.l3) {
+        (Proto::Fair, L3::Ipv6) => true,
+        (Proto::Fair, L3::Ipv4) => false,
+        _ => return HotStatus::Fallback,
     };
     let (l3_off, off) = (meta.l3_off as usize, meta.proto_off as usize);
-    // FAIR follows at least a full IPv4 header (IPv6: the fixed header).
-    if off < l3_off + if v6 { 40 } else { 20 } {
+    // FAIR follows at least a full IPv4 header (IPv6: the fixed header); this
+    // also rejects an unset `l3_off` (0xFFFF).
+    if meta.proto_off == NO_OFFSET || off < l3_off + if v6 { 40 } else { 20 } {
         return HotStatus::Fallback;
     }
-    let Some(h) = frame.get(off..off + packet::fair::FIXED_LEN) else {
+    let Some(h) = frame.get(off..off + 9) else {
         return HotStatus::Truncated;
     };
-    let len = if v6 {
-        if !(1..=16).contains(&h[1]) {
-            return HotStatus::Malformed;
-        }
-        (h[1] as usize + 1) * 8
-    } else {
-        if !(9..=136).contains(&h[1]) {
-            return HotStatus::Malformed;
-        }
-        h[1] as usize
+    let h: &[u8; 9] = h.try_into().unwrap_or(&[0; 9]);
+    let Some(len) = fair_len(v6, h[1]) else {
+        return HotStatus::Malformed;
     };
     if off + len > frame.len() {
         return HotStatus::Truncated;
     }
-    let n_slots = (len - packet::fair::FIXED_LEN) as u8;
-    if h[8] & 0x7F > n_slots {
+    if (h[8] & 0x7F) as usize > len - packet::fair::FIXED_LEN {
         return HotStatus::Malformed;
     }
+    // The length field lies before the header (l3_off + 6 ≤ off), so this never fails.
     let at = l3_off + if v6 { 4 } else { 2 };
-    *out = Hot {
-        l3_off: meta.l3_off,
-        fair_off: meta.proto_off,
-        len: len as u8,
-        v6,
-        len_field: u16::from_be_bytes([frame[at], frame[at + 1]]),
-        ts: u16::from_be_bytes([h[2], h[3]]),
-        seqno: u32::from_be_bytes([0, h[4], h[5], h[6]]),
-        icv: h[7],
-        next_as: h[8],
-        n_slots,
-    };
-    HotStatus::Ok
+    let lf = frame.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    HotStatus::Ok(hot_from(l3_off, off, v6, len, h, lf))
 }
 
-/// [`hot_meta`], else [`locate_meta`] (recording the header in the metadata)
-/// and [`Hot::read`]. `Ok(false)`: not a FAIR packet.
+/// Locates the FAIR header of the IP packet at `l3_off` from scratch with the
+/// §2.9 rules of `packet::fair::locate_ipv6` / `locate_ipv4` (same accept set,
+/// same drop reasons; a differential test holds them together), reading the
+/// hot fields on the way. `Ok(None)`: not a FAIR packet.
+#[inline]
+pub fn hot_scratch(
+    frame: &[u8],
+    l3_off: usize,
+    v6: bool,
+    code: u8,
+) -> Result<Option<Hot>, DropReason> {
+    let ip = frame.get(l3_off..).unwrap_or(&[]);
+    let (off, end) = if v6 {
+        let Some(f) = ip.get(..40) else { return Err(DropReason::Truncated) };
+        if f[0] >> 4 != 6 {
+            return Err(DropReason::Malformed);
+        }
+        let end = 40 + u16::from_be_bytes([f[4], f[5]]) as usize;
+        if end > ip.len() {
+            return Err(DropReason::Malformed);
+        }
+        let (mut nh, mut off) = (f[6], 40usize);
+        if nh == packet::ipv4::protocol::HOP_BY_HOP && code != nh {
+            // Hop-by-Hop first: FAIR may follow it.
+            let Some(hbh) = ip.get(40..42).filter(|_| end >= 42) else {
+                return Err(DropReason::Malformed);
+            };
+            let hl = (hbh[1] as usize + 1) * 8;
+            if end < 40 + hl {
+                return Err(DropReason::Malformed);
+            }
+            nh = hbh[0];
+            off += hl;
+        }
+        if nh != code {
+            return Ok(None);
+        }
+        (off, end)
+    } else {
+        let Some(f) = ip.get(..20) else { return Err(DropReason::Truncated) };
+        let hl = (f[0] & 0x0F) as usize * 4;
+        if f[0] >> 4 != 4 || hl < 20 {
+            return Err(DropReason::Malformed);
+        }
+        let end = u16::from_be_bytes([f[2], f[3]]) as usize;
+        if end > ip.len() || end < hl {
+            return Err(DropReason::Malformed);
+        }
+        if f[9] != code {
+            return Ok(None);
+        }
+        (hl, end)
+    };
+    // Inside the IP packet every §2.9 failure is a length error (Malformed).
+    let ip = &ip[..end];
+    let Some(h) = ip.get(off..off + 9) else { return Err(DropReason::Malformed) };
+    let h: &[u8; 9] = h.try_into().unwrap_or(&[0; 9]);
+    let Some(len) = fair_len(v6, h[1]) else { return Err(DropReason::Malformed) };
+    if off + len > end || (h[8] & 0x7F) as usize > len - packet::fair::FIXED_LEN {
+        return Err(DropReason::Malformed);
+    }
+    // Offsets are kept as u16 (metadata width).
+    if l3_off + off + len > u16::MAX as usize {
+        return Err(DropReason::Malformed);
+    }
+    let at = if v6 { 4 } else { 2 };
+    let lf = u16::from_be_bytes([ip[at], ip[at + 1]]);
+    Ok(Some(hot_from(l3_off, l3_off + off, v6, len, h, lf)))
+}
+
+/// [`hot_meta`], else a from-scratch locate ([`hot_scratch`]) that records the
+/// header in the metadata. `Ok(None)`: not a FAIR packet.
 #[inline(always)]
 pub fn locate_hot(
     frame: &[u8],
     meta: &mut Meta,
     framing: Framing,
     codes: Codes,
-    out: &mut Hot,
-) -> Result<bool, DropReason> {
-    match hot_meta(frame, meta, out) {
-        HotStatus::Ok => Ok(true),
-        HotStatus::Truncated => Err(DropReason::Truncated),
-        HotStatus::Malformed => Err(DropReason::Malformed),
-        HotStatus::Fallback => locate_hot_slow(frame, meta, framing, codes, out),
+) -> Result<Option<Hot>, DropReason> {
+    // The slow path only fills the metadata and the fast reader runs again:
+    // one inlined read site keeps the fields in registers in the burst loop.
+    for _ in 0..2 {
+        match hot_meta(frame, meta) {
+            HotStatus::Ok(h) => return Ok(Some(h)),
+            HotStatus::Truncated => return Err(DropReason::Truncated),
+            HotStatus::Malformed => return Err(DropReason::Malformed),
+            HotStatus::Fallback => {
+                if !locate_hot_slow(frame, meta, framing, codes)? {
+                    return Ok(None);
+                }
+            }
+        }
     }
+    // Unreachable: the slow path leaves metadata `hot_meta` accepts.
+    Err(DropReason::Malformed)
 }
 
+/// Locates from scratch and records the header in `meta` (`Ok(false)`: not FAIR).
 #[inline(never)]
 fn locate_hot_slow(
     frame: &[u8],
     meta: &mut Meta,
     framing: Framing,
     codes: Codes,
-    out: &mut Hot,
 ) -> Result<bool, DropReason> {
-    let Some(p) = locate_meta(frame, meta, framing, codes)? else { return Ok(false) };
-    set_meta(meta, &p);
-    match Hot::read(frame, &p) {
-        Some(h) => {
-            *out = h;
-            Ok(true)
+    let Some((l3_off, l3)) = l3_of(frame, meta, framing) else { return Ok(false) };
+    let v6 = l3 == L3::Ipv6;
+    let Some(h) = hot_scratch(frame, l3_off, v6, codes.for_l3(l3))? else { return Ok(false) };
+    meta.l3_off = h.l3_off;
+    meta.l3 = l3;
+    meta.proto = Proto::Fair;
+    meta.proto_off = h.fair_off;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A FAIR packet (bare IP) with `n` slots, optionally behind IPv6 Hop-by-Hop.
+    fn fair_packet(v6: bool, hbh: bool, n: usize, body: usize) -> Vec<u8> {
+        let mut p = if v6 {
+            let mut p = vec![0u8; 40 + body];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&(body as u16).to_be_bytes());
+            p[6] = 17;
+            if hbh {
+                p[6] = 0;
+                p[40] = 17;
+                p[41] = 0; // 8-byte HBH
+            }
+            p
+        } else {
+            let mut p = vec![0u8; 20 + body];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&((20 + body) as u16).to_be_bytes());
+            p[9] = 17;
+            p
+        };
+        let l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
+        let p2 = wire::insert(&mut p, 0, l3, n, 253).unwrap();
+        let f = p2.fair_off();
+        p[f + 2..f + 8].copy_from_slice(&[0xbe, 0xef, 1, 2, 3, 0x5d]);
+        p
+    }
+
+    proptest! {
+        /// The lean locator (from scratch and through the metadata) accepts and
+        /// rejects exactly what `packet::fair`'s locators do, with the same
+        /// drop reasons and the same hot fields.
+        #[test]
+        fn lean_locate_matches_packet_locators(
+            v6: bool, hbh: bool, slots in 0usize..4, body in 8usize..40,
+            edits in proptest::collection::vec((0usize..96, any::<u8>()), 0..4),
+            cut in 0usize..120,
+        ) {
+            let n = if v6 { [7, 15, 23, 7][slots] } else { slots * 3 };
+            let mut p = fair_packet(v6, hbh && v6, n, body);
+            for (at, v) in edits {
+                if let Some(b) = p.get_mut(at) { *b = v; }
+            }
+            p.truncate(p.len().saturating_sub(cut % 16));
+            let codes = Codes::default();
+            let m0 = Meta::new(0);
+            let want = locate_meta(&p, &m0, Framing::Ip, codes)
+                .map(|o| o.map(|f| Hot::read(&p, &f).unwrap()));
+            let mut m = Meta::new(0);
+            let got = locate_hot(&p, &mut m, Framing::Ip, codes);
+            prop_assert_eq!(got, want);
+            if let Ok(Some(h)) = got {
+                // The recorded metadata leads the fast path to the same header.
+                prop_assert_eq!(hot_meta(&p, &m), HotStatus::Ok(h));
+                let f = locate_meta(&p, &m0, Framing::Ip, codes).unwrap().unwrap();
+                prop_assert_eq!(h.pkt(), f);
+                prop_assert_eq!((h.ts(), h.seqno(), h.icv()), {
+                    let v = f.view(&p);
+                    (v.timestamp(), v.seqno(), v.icv())
+                });
+            }
         }
-        None => Err(DropReason::Malformed),
     }
 }

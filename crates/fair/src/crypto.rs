@@ -61,6 +61,23 @@ pub fn mark_block(
     (((hi as u128) << 64) | lo as u128).to_be_bytes()
 }
 
+/// [`mark_block`] in `Paper` binding from the header word `w` of
+/// [`crate::common::Hot::w`] (bytes 2..7 are `ts ‖ seqno`): the transit fast path.
+#[inline(always)]
+pub fn mark_block_paper_w(len: u16, w: u64, nonce: u8) -> Block {
+    let hi = ((((TAG_SLOT_PAPER << 4) | (nonce & 0x0F)) as u64) << 56)
+        | ((len as u64) << 40)
+        | ((w >> 8) & 0xFF_FFFF_FFFF);
+    ((hi as u128) << 64).to_be_bytes()
+}
+
+/// [`icv_block`] from the header word `w` of [`crate::common::Hot::w`].
+#[inline(always)]
+pub fn icv_block_w(len: u16, w: u64) -> Block {
+    let hi = ((TAG_ICV as u64) << 60) | ((len as u64) << 40) | ((w >> 8) & 0xFF_FFFF_FFFF);
+    ((hi as u128) << 64).to_be_bytes()
+}
+
 /// The 8-bit ICV: the leading byte of `AES_{K_SD}(icv_block)`.
 #[inline]
 pub fn icv(k_sd: &Aes, len: u16, ts: u16, seqno: u32) -> u8 {
@@ -280,6 +297,13 @@ mod tests {
                 [198, 51, 100, 7]
             ),
             0x55
+        );
+        // The header-word forms agree with the field forms.
+        let w = u64::from_be_bytes([0x11, 0x01, 0xbe, 0xef, 0, 0, 1, 0x5d]);
+        assert_eq!(icv_block_w(0x1c, w), icv_block(0x1c, 0xbeef, 1));
+        assert_eq!(
+            mark_block_paper_w(0x1c, w, 0xa),
+            mark_block(MarkBinding::Paper, 0x1c, 0xbeef, 1, 0xa, z, z)
         );
         // IPv4 worked example of §2.8.
         assert_eq!(enc(KSD, icv_block(0x2d, 1, 0xffffff)), h16("c00aada6c6d77459bf9a890f68265b7d"));

@@ -18,10 +18,10 @@ use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, NO_OFFSET
 use crate::bucket::TokenBucket;
 use crate::common::{locate_hot, Codes, Framing, Hot};
 use crate::conformance::{Monitor, Violation, DEFAULT_DUP_WINDOW};
-use crate::crypto::icv_block;
+use crate::crypto::icv_block_w;
 use crate::lpm::{key_v4, key_v6, FastMap, PrefixTable};
 use crate::record::{Record, RecordSink};
-use crate::time::{is_fresh, is_past, unwrap_near};
+use crate::time::{is_past, unwrap_near, FRESH};
 use crate::wire;
 
 /// Per-channel counters at the destination.
@@ -38,20 +38,26 @@ pub struct ChannelStats {
 }
 
 /// One channel as the destination sees it.
+///
+/// Laid out for the per-packet path (`repr(C)`, cache-line aligned): the
+/// policer (integer token bucket), id and expected marks share the first cache
+/// line, the counters follow, then K_SD's round keys and the monitor; the
+/// stage prefetches a channel's lines when a burst first meets it.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct DestChannel {
+    policer: TokenBucket,
     /// Channel id (written into records).
     pub id: u32,
-    k_sd: Aes,
     /// Source ASN.
     pub src_asn: u32,
     /// Expected number of marks (cooperating ASes in the policy).
     pub expected_marks: u8,
-    /// The streaming conformance monitor.
-    pub monitor: Monitor,
-    policer: TokenBucket,
     /// Counters.
     pub stats: ChannelStats,
+    k_sd: Aes,
+    /// The streaming conformance monitor.
+    pub monitor: Monitor,
 }
 
 impl DestChannel {
@@ -244,25 +250,6 @@ impl<S: RecordSink> FairDestination<S> {
     pub fn sink_mut(&mut self) -> &mut S {
         &mut self.sink
     }
-
-    /// The source-address key and the channel of a packet (`None`: unknown channel).
-    #[inline]
-    fn src_key(frame: &[u8], h: &Hot) -> Option<u128> {
-        let ip = frame.get(h.l3_off as usize..)?;
-        Some(if h.v6 {
-            key_v6(ip.get(8..24)?.try_into().ok()?)
-        } else {
-            let a: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
-            key_v4(a)
-        })
-    }
-
-    #[inline]
-    fn classify(&self, key: u128, port: u16, n_slots: u8) -> Option<u32> {
-        let asn = *self.src_fib.lookup(key)?;
-        let nb = self.port_neighbor.get(port as usize).copied().unwrap_or(0);
-        self.index.get(&(asn, nb, n_slots)).or_else(|| self.index.get(&(asn, 0, n_slots))).copied()
-    }
 }
 
 /// One packet that passed pass 1.
@@ -280,54 +267,81 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
 
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
+        let n16 = crate::time::now16(now_s);
+        // Split borrows: the loops see plain locals, not fields behind `self`.
+        let FairDestination { cfg, src_fib, port_neighbor, index, channels, sink, events, stats } =
+            self;
+        let cfg = *cfg;
         let mut todo = [Todo::default(); BURST];
         let mut blocks: [Block; BURST] = [[0; 16]; BURST];
         let mut n = 0usize;
         // Classification is cached across the burst: packets of one source
-        // (same address, port and slot count) arrive back to back.
-        let mut last: Option<(u128, u16, u8, Option<u32>)> = None;
+        // (same raw address bytes, port and slot count) arrive back to back.
+        let mut last: Option<(u128, bool, u16, u8, Option<u32>)> = None;
         // Pass 1: locate, freshness, classify, ICV inputs.
         for i in batch.live() {
             let (buf, meta) = batch.get_mut(i);
             let frame = buf.data();
-            let mut h = Hot::default();
-            match locate_hot(frame, meta, self.cfg.framing, self.cfg.codes, &mut h) {
-                Ok(true) => {}
-                Ok(false) => {
-                    if self.cfg.require_policy {
+            let h = match locate_hot(frame, meta, cfg.framing, cfg.codes) {
+                Ok(Some(h)) => h,
+                Ok(None) => {
+                    if cfg.require_policy {
                         batch.drop_packet(i, DropReason::Policy);
                     }
                     continue;
                 }
                 Err(r) => {
-                    self.stats.malformed += 1;
+                    stats.malformed += 1;
                     batch.drop_packet(i, r);
                     continue;
                 }
-            }
-            if !is_fresh(h.ts, now_s) {
-                self.stats.stale += 1;
+            };
+            // Fresh iff now − ts ∈ {−3..3} (mod 2^16).
+            if n16.wrapping_sub(h.ts()).wrapping_add(FRESH) > 2 * FRESH {
+                stats.stale += 1;
                 batch.drop_packet(
                     i,
-                    if is_past(h.ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
+                    if is_past(h.ts(), now_s) {
+                        DropReason::Expired
+                    } else {
+                        DropReason::FromFuture
+                    },
                 );
                 continue;
             }
             let port = meta.port;
-            let ci = match Self::src_key(frame, &h) {
-                Some(key) => match last {
-                    Some((k, p, ns, c)) if k == key && p == port && ns == h.n_slots => c,
+            let ci = match src_raw(frame, &h) {
+                Some(raw) => match last {
+                    Some((r, v6, p, ns, c))
+                        if r == raw && v6 == h.v6 && p == port && ns == h.n_slots =>
+                    {
+                        c
+                    }
                     _ => {
-                        let c = self.classify(key, port, h.n_slots);
-                        last = Some((key, port, h.n_slots, c));
+                        let key = if h.v6 {
+                            key_v6(raw.to_ne_bytes())
+                        } else {
+                            let b = raw.to_ne_bytes();
+                            key_v4([b[0], b[1], b[2], b[3]])
+                        };
+                        let c = classify(src_fib, port_neighbor, index, key, port, h.n_slots);
+                        last = Some((raw, h.v6, port, h.n_slots, c));
+                        // A channel new to this burst: start loading its state
+                        // (key schedule for pass 2, policer and monitor for pass 3).
+                        if let Some(ch) = c.and_then(|c| channels.get(c as usize)) {
+                            memhint::prefetch(&ch.policer);
+                            memhint::prefetch(&ch.stats);
+                            memhint::prefetch(&ch.k_sd);
+                            memhint::prefetch(&ch.monitor);
+                        }
                         c
                     }
                 },
                 None => None,
             };
             let Some(ci) = ci else {
-                self.stats.unknown_channel += 1;
-                match self.cfg.unknown_channel {
+                stats.unknown_channel += 1;
+                match cfg.unknown_channel {
                     UnknownChannel::Drop => batch.drop_packet(i, DropReason::UnknownKey),
                     UnknownChannel::Deliver => {
                         let (buf, meta) = batch.get_mut(i);
@@ -336,11 +350,13 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
                 }
                 continue;
             };
-            blocks[n] = icv_block(h.len_field, h.ts, h.seqno);
-            todo[n] = Todo { pkt: i as u8, chan: ci, h };
-            n += 1;
+            if let (Some(b), Some(t)) = (blocks.get_mut(n), todo.get_mut(n)) {
+                *b = icv_block_w(h.len_field, h.w);
+                *t = Todo { pkt: i as u8, chan: ci, h };
+                n += 1;
+            }
         }
-        // Pass 2: ICVs, pipelined across runs of the same channel.
+        // Pass 2: ICVs, pipelined across runs of the same channel (normally one call).
         let mut s = 0;
         while s < n {
             let c = todo[s].chan;
@@ -348,54 +364,89 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
             while e < n && todo[e].chan == c {
                 e += 1;
             }
-            if let Some(ch) = self.channels.get(c as usize) {
+            if let Some(ch) = channels.get(c as usize) {
                 ch.k_sd.encrypt_blocks(&mut blocks[s..e]);
             }
             s = e;
         }
         // Pass 3: verify, capture, monitor, police, strip.
-        let strip_v6 = self.cfg.strip_ipv6;
+        let (mut accepted, mut captured) = (0u64, 0u64);
+        let arrival = now_s as u32;
         for (t, b) in todo[..n].iter().zip(&blocks[..n]) {
             let (i, h) = (t.pkt as usize, &t.h);
             // One ICV byte: the accept/drop outcome is observable anyway, so a
             // plain comparison leaks nothing a constant-time one would hide.
-            if h.icv != b[0] {
-                self.stats.icv_fail += 1;
+            if h.icv() != b[0] {
+                stats.icv_fail += 1;
                 batch.drop_packet(i, DropReason::BadMac);
                 continue;
             }
-            let Some(ch) = self.channels.get_mut(t.chan as usize) else { continue };
+            let Some(ch) = channels.get_mut(t.chan as usize) else { continue };
             let (buf, meta) = batch.get_mut(i);
             let frame = buf.data();
-            self.sink.append(&Record::capture_hot(frame, h, ch.id, now_s as u32));
-            self.stats.captured += 1;
+            let id = ch.id;
+            sink.append_with(|out| Record::write_hot(out, frame, h, id, arrival));
+            captured += 1;
             let net = h.net_len();
-            if let Some(v) = ch.monitor.account_seqno(unwrap_near(h.ts, now_s), h.seqno, net, now_s)
+            if let Some(v) =
+                ch.monitor.account_seqno(unwrap_near(h.ts(), now_s), h.seqno(), net, now_s)
             {
-                self.stats.violations += 1;
-                self.events.push((ch.id, v));
+                stats.violations += 1;
+                events.push((id, v));
             }
-            if h.ptr() != ch.expected_marks {
-                ch.stats.mark_count_mismatch += 1;
-            }
+            ch.stats.mark_count_mismatch += u64::from(h.ptr() != ch.expected_marks);
             ch.stats.packets += 1;
             ch.stats.bytes += net;
             if !ch.policer.try_consume(net, now.mono_ns) {
                 ch.stats.nonconforming += 1;
-                if self.cfg.drop_nonconforming {
+                if cfg.drop_nonconforming {
                     batch.drop_packet(i, DropReason::OverRate);
                     continue;
                 }
             }
-            self.stats.accepted += 1;
-            if !h.v6 || strip_v6 {
+            accepted += 1;
+            if !h.v6 || cfg.strip_ipv6 {
                 strip(buf, meta, h);
             }
         }
-        self.sink.end_burst();
+        stats.accepted += accepted;
+        stats.captured += captured;
+        sink.end_burst();
     }
 }
 
+/// The source address bytes as a raw (native-order) word, IPv4 in the low
+/// 4 bytes: a cheap cache key; converted to an LPM key only on a miss.
+#[inline(always)]
+fn src_raw(frame: &[u8], h: &Hot) -> Option<u128> {
+    let l3 = h.l3_off as usize;
+    if h.v6 {
+        let a: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
+        Some(u128::from_ne_bytes(a))
+    } else {
+        let a: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&a);
+        Some(u128::from_ne_bytes(b))
+    }
+}
+
+/// The channel of a source key, ingress port and slot count.
+#[inline(never)]
+fn classify(
+    src_fib: &PrefixTable<u32>,
+    port_neighbor: &[u32],
+    index: &FastMap<(u32, u32, u8), u32>,
+    key: u128,
+    port: u16,
+    n_slots: u8,
+) -> Option<u32> {
+    let asn = *src_fib.lookup(key)?;
+    let nb = port_neighbor.get(port as usize).copied().unwrap_or(0);
+    index.get(&(asn, nb, n_slots)).or_else(|| index.get(&(asn, 0, n_slots))).copied()
+}
+
+#[inline(always)]
 fn strip<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
     if wire::strip_hot(buf, h).is_ok() {
         meta.proto = Proto::None;

@@ -48,10 +48,19 @@
 //!   the channel's rate), so its alarm agrees with the verifiers' deduplication.
 //! * **Protest hygiene.** [`protest::ProtestGate`] rate-limits protests per
 //!   complainant and globally before any signature or per-record work.
-//! * **Fast path.** Stages read the hot header fields once ([`common::Hot`]),
-//!   trust a parse stage's `Meta::proto_off` after the §2.9 header checks,
-//!   look keys up once per burst (per timestamp offset), reserve sequence
-//!   numbers once per run of a channel, and run the AES of a burst pipelined.
+//! * **Fast path.** Stages read the hot header fields once ([`common::Hot`],
+//!   `ts ‖ seqno ‖ ICV` as one 8-byte word the MAC blocks shift out), trust a
+//!   parse stage's `Meta::proto_off` after the §2.9 header checks, else locate
+//!   with a lean locator held equal to `packet::fair`'s by a differential
+//!   test; look keys up once per burst (per timestamp offset), reserve
+//!   sequence numbers once per run of a channel, and run the AES of a burst in
+//!   one pipelined call per key. Transit draws a burst's nonces in one
+//!   generator step and bumps NextAS in the checking pass. The destination
+//!   writes each 64-byte record straight into the sink's buffer
+//!   ([`record::RecordSink::append_with`], [`record::RecordRing`]), refills a
+//!   policer once per burst, prefetches a channel's state when a burst first
+//!   meets it, and strips the header by patching the IP header in the
+//!   register copy that moves it.
 //!
 //! The §9 test checklist (every test case ID → test) is `tests/README.md`.
 //!

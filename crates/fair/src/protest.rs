@@ -12,9 +12,14 @@
 //! also tests the other slots of every record whose own slot fails and keeps a
 //! histogram [`MisplacedMarks`]; [`attribute_with_misplaced`] uses it so that a
 //! pointer rewound upstream is not blamed on the destination. **Decision:** the
-//! histogram is advisory, local output next to the signed verdict; the verdict
-//! wire format (§2.11) is unchanged, so peers see it only if it is shipped
-//! alongside (e.g. in the control API's report).
+//! histogram travels *inside* the signed verdict body whenever some of the
+//! verifier's marks failed ([`VerdictBody::misplaced`]), so round 2
+//! ([`evaluate_outcome`]) can use it and nobody can add, drop or alter it
+//! without breaking the signature. Encoding: bit 7 of the decision byte flags
+//! an extension of [`MISPLACED_EXT_LEN`] bytes after the §2.11 body; a verdict
+//! without a histogram encodes exactly as before (old verdicts still decode and
+//! verify), and a decoder that predates the flag rejects an extended verdict
+//! instead of misreading it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -110,17 +115,26 @@ pub struct VerdictBody {
     pub max_excess_bytes: u64,
     /// When the verdict was made.
     pub verdict_time: u64,
+    /// The SEC-21 misplaced-mark histogram, present when some of this AS's
+    /// marks failed (signed with the rest of the body; see the module docs).
+    pub misplaced: Option<MisplacedMarks>,
 }
 
 const BODY_LEN: usize = 32 + 4 + 1 + 1 + 6 * 4 + 2 + 3 * 8;
+/// Decision-byte flag: a misplaced-mark extension follows the §2.11 body.
+const EXT_MISPLACED: u8 = 0x80;
+/// Length of the misplaced-mark extension: own slot (u8), probed (u32) and
+/// one u32 per kept slot, big endian.
+pub const MISPLACED_EXT_LEN: usize = 1 + 4 + 4 * RECORD_SLOTS;
 
 impl VerdictBody {
-    /// The canonical encoding of §2.11 (without signature).
-    pub fn encode(&self) -> [u8; BODY_LEN] {
-        let mut b = [0u8; BODY_LEN];
+    /// The canonical encoding of §2.11 (without signature), followed by the
+    /// misplaced-mark extension when [`misplaced`](Self::misplaced) is set.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; BODY_LEN];
         b[..32].copy_from_slice(&self.protest_id);
         b[32..36].copy_from_slice(&self.asn.to_be_bytes());
-        b[36] = self.decision as u8;
+        b[36] = self.decision as u8 | if self.misplaced.is_some() { EXT_MISPLACED } else { 0 };
         b[37] = self.reason as u8;
         let mut o = 38;
         for v in [
@@ -140,18 +154,43 @@ impl VerdictBody {
             b[o..o + 8].copy_from_slice(&v.to_be_bytes());
             o += 8;
         }
+        if let Some(m) = &self.misplaced {
+            // `own_slot` < RECORD_SLOTS whenever the verifier set it (k ≤ 12 on records).
+            b.push(m.own_slot.min(u8::MAX as usize) as u8);
+            b.extend_from_slice(&m.probed.to_be_bytes());
+            for h in m.misplaced {
+                b.extend_from_slice(&h.to_be_bytes());
+            }
+        }
         b
     }
 
-    fn decode(b: &[u8; BODY_LEN]) -> Option<Self> {
+    /// Decodes a body from the front of `b`; returns it and the bytes used.
+    fn decode(b: &[u8]) -> Option<(Self, usize)> {
+        let ext = b.get(..BODY_LEN)?.get(36)? & EXT_MISPLACED != 0;
+        let len = BODY_LEN + if ext { MISPLACED_EXT_LEN } else { 0 };
+        let b = b.get(..len)?;
         let u32at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let u64at = |o: usize| u64::from_be_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
-        let decision = match b[36] {
+        let decision = match b[36] & !EXT_MISPLACED {
             1 => Decision::Ack,
             2 => Decision::Reject,
             _ => return None,
         };
-        Some(VerdictBody {
+        let misplaced = if ext {
+            let own_slot = b[BODY_LEN] as usize;
+            if own_slot >= RECORD_SLOTS {
+                return None;
+            }
+            Some(MisplacedMarks {
+                own_slot,
+                probed: u32at(BODY_LEN + 1),
+                misplaced: core::array::from_fn(|i| u32at(BODY_LEN + 5 + 4 * i)),
+            })
+        } else {
+            None
+        };
+        let body = VerdictBody {
             protest_id: b[..32].try_into().ok()?,
             asn: u32at(32),
             decision,
@@ -166,7 +205,9 @@ impl VerdictBody {
             first_violation_ts: u64at(64),
             max_excess_bytes: u64at(72),
             verdict_time: u64at(80),
-        })
+            misplaced,
+        };
+        Some((body, len))
     }
 }
 
@@ -193,7 +234,7 @@ impl SignedVerdict {
 
     /// `body ‖ u16 sig_len ‖ sig`.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = self.body.encode().to_vec();
+        let mut v = self.body.encode();
         v.extend_from_slice(&(self.sig.len() as u16).to_be_bytes());
         v.extend_from_slice(&self.sig);
         v
@@ -201,9 +242,9 @@ impl SignedVerdict {
 
     /// Decodes [`encode`](Self::encode).
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let body = VerdictBody::decode(b.get(..BODY_LEN)?.try_into().ok()?)?;
-        let n = u16::from_be_bytes(b.get(BODY_LEN..BODY_LEN + 2)?.try_into().ok()?) as usize;
-        let sig = b.get(BODY_LEN + 2..)?;
+        let (body, at) = VerdictBody::decode(b)?;
+        let n = u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?) as usize;
+        let sig = b.get(at + 2..)?;
         (sig.len() == n && n <= 512).then(|| SignedVerdict { body, sig: sig.to_vec() })
     }
 }
@@ -470,7 +511,7 @@ impl Verifier {
         trust: &TrustStore,
         now: u64,
     ) -> SignedVerdict {
-        self.verify_inner(req, trust, now, &mut MisplacedMarks::default())
+        self.verify_protest_report(req, trust, now).verdict
     }
 
     /// Round 1 with the misplaced-mark diagnostic (§5.8, SEC-21): the same
@@ -483,8 +524,12 @@ impl Verifier {
         now: u64,
     ) -> VerifyReport {
         let mut misplaced = MisplacedMarks::default();
-        let verdict = self.verify_inner(req, trust, now, &mut misplaced);
-        VerifyReport { verdict, misplaced }
+        let mut body = self.verify_inner(req, trust, now, &mut misplaced);
+        // Only a verifier that probed failed records has a histogram to sign.
+        if misplaced.probed > 0 {
+            body.misplaced = Some(misplaced);
+        }
+        VerifyReport { verdict: SignedVerdict::sign(body, &self.signer), misplaced }
     }
 
     /// A REJECT body for `req` with `reason` and no per-record counts yet.
@@ -504,6 +549,7 @@ impl Verifier {
             first_violation_ts: 0,
             max_excess_bytes: 0,
             verdict_time: now,
+            misplaced: None,
         }
     }
 
@@ -513,9 +559,9 @@ impl Verifier {
         trust: &TrustStore,
         now: u64,
         diag: &mut MisplacedMarks,
-    ) -> SignedVerdict {
+    ) -> VerdictBody {
         let mut body = self.reject_body(req, Reason::Malformed, now);
-        let done = |b: VerdictBody| SignedVerdict::sign(b, &self.signer);
+        let done = |b: VerdictBody| b;
         // (i) policy and complainant.
         let Some(pol) = PolicyPacket::decode(&req.policy) else { return done(body) };
         let Some(pn) = pol.pn.clone() else { return done(body) };
@@ -838,13 +884,16 @@ pub struct ProtestOutcome {
 }
 
 /// Round 2 at any AS: checks every verdict signature and the protest id, orders
-/// verdicts by path, and attributes. Invalid or foreign verdicts count as missing.
+/// verdicts by path, and attributes with the misplaced-mark histograms the
+/// verdicts carry ([`attribute_with_misplaced`]). Invalid or foreign verdicts
+/// count as missing.
 pub fn evaluate_outcome(o: &ProtestOutcome, trust: &TrustStore) -> Option<Attribution> {
     let pol = PolicyPacket::decode(&o.policy)?;
     if !pol.verify_signatures(trust) {
         return None;
     }
     let mut v: Vec<Option<(Decision, Reason)>> = vec![None; pol.transit.len()];
+    let mut misplaced: Vec<Option<usize>> = vec![None; pol.transit.len()];
     let mut j_star: Option<usize> = None;
     for sv in &o.verdicts {
         if sv.body.protest_id != o.protest_id || !sv.verify(trust) {
@@ -852,13 +901,15 @@ pub fn evaluate_outcome(o: &ProtestOutcome, trust: &TrustStore) -> Option<Attrib
         }
         if let Some(k) = pol.transit.iter().position(|e| e.asn == sv.body.asn) {
             v[k] = Some((sv.body.decision, sv.body.reason));
+            // Signed, so a histogram here is c_k's own claim (SEC-21).
+            misplaced[k] = sv.body.misplaced.and_then(|m| m.significant());
             if sv.body.replay_prefix >= 0 {
                 let j = sv.body.replay_prefix as usize;
                 j_star = Some(j_star.map_or(j, |x| x.min(j)));
             }
         }
     }
-    Some(attribute(&v, j_star))
+    Some(attribute_with_misplaced(&v, j_star, &misplaced))
 }
 
 /// §5.7.4: the stored records of the violation window `[window_start, second]`
@@ -970,6 +1021,7 @@ mod tests {
             first_violation_ts: 77,
             max_excess_bytes: 1234,
             verdict_time: 99,
+            misplaced: Option::None,
         };
         let sv = SignedVerdict::sign(body, &s[1]);
         assert!(sv.verify(&t));
@@ -982,5 +1034,71 @@ mod tests {
                 assert!(!x.verify(&t), "byte {i}");
             }
         }
+    }
+
+    /// SEC-21 in the signed verdict: the histogram is encoded after the §2.11
+    /// body (flag bit in the decision byte), the signature covers it, and
+    /// changing, adding or removing it breaks verification.
+    #[test]
+    fn u_v3_misplaced_histogram_is_signed() {
+        let (t, s) = crate::policy::tests_support::world();
+        let mut hist = [0u32; RECORD_SLOTS];
+        hist[..3].copy_from_slice(&[40, 2, 3]);
+        let m = MisplacedMarks { own_slot: 1, probed: 60, misplaced: hist };
+        let body = VerdictBody {
+            protest_id: [4; 32],
+            asn: 101,
+            decision: Reject,
+            reason: MarkFailures,
+            n_records: 100,
+            n_considered: 100,
+            n_failed: 60,
+            n_excluded_old: 0,
+            n_out_of_validity: 0,
+            n_dup_groups: 0,
+            replay_prefix: -1,
+            first_violation_ts: 0,
+            max_excess_bytes: 0,
+            verdict_time: 7,
+            misplaced: Some(m),
+        };
+        let sv = SignedVerdict::sign(body, &s[1]);
+        assert!(sv.verify(&t));
+        let enc = sv.encode();
+        assert_eq!(enc.len(), BODY_LEN + MISPLACED_EXT_LEN + 2 + 64);
+        assert_eq!(enc[36], 0x82);
+        assert_eq!(&enc[BODY_LEN..BODY_LEN + 9], &[1, 0, 0, 0, 60, 0, 0, 0, 40]);
+        let back = SignedVerdict::decode(&enc).unwrap();
+        assert_eq!(back, sv);
+        assert_eq!(back.body.misplaced.and_then(|m| m.significant()), Some(0));
+        // Every body byte, histogram included, is covered by the signature.
+        for i in 0..BODY_LEN + MISPLACED_EXT_LEN {
+            let mut e = enc.clone();
+            e[i] ^= 0x01;
+            if let Some(x) = SignedVerdict::decode(&e) {
+                assert!(!x.verify(&t), "byte {i}");
+            }
+        }
+        // Tampering at the field level: altered, stripped or injected histograms fail.
+        let mut x = sv.clone();
+        x.body.misplaced.as_mut().unwrap().misplaced[0] = 0;
+        assert!(!x.verify(&t));
+        let mut x = sv.clone();
+        x.body.misplaced = Option::None;
+        assert!(!x.verify(&t));
+        let mut plain = sv.clone();
+        plain.body.misplaced = Option::None;
+        let plain = SignedVerdict::sign(plain.body, &s[1]);
+        let mut x = plain.clone();
+        x.body.misplaced = Some(m);
+        assert!(!x.verify(&t));
+        // Without a histogram the §2.11 encoding is unchanged.
+        assert_eq!(plain.encode().len(), BODY_LEN + 2 + 64);
+        assert_eq!(plain.encode()[36], Reject as u8);
+        // Truncated extension and an out-of-range own slot are rejected.
+        assert!(SignedVerdict::decode(&enc[..BODY_LEN + 10]).is_none());
+        let mut e = enc.clone();
+        e[BODY_LEN] = RECORD_SLOTS as u8;
+        assert!(SignedVerdict::decode(&e).is_none());
     }
 }

@@ -22,6 +22,17 @@ pub const RECORD_SLOTS: usize = 12;
 /// Largest raw `HeaderRecord` accepted (§2.11).
 pub const MAX_WIRE_RECORD: usize = 512;
 
+/// `KEEP[n]`: the top `n` bytes of a big-endian 16-byte word (slot masking).
+const KEEP: [u128; RECORD_SLOTS + 1] = {
+    let mut k = [0u128; RECORD_SLOTS + 1];
+    let mut n = 1;
+    while n <= RECORD_SLOTS {
+        k[n] = !(u128::MAX >> (8 * n as u32));
+        n += 1;
+    }
+    k
+};
+
 const FLAG_V6: u8 = 1;
 const FLAG_TRUNC: u8 = 2;
 
@@ -142,13 +153,85 @@ impl Record {
             truncated: n > RECORD_SLOTS,
             n_slots: h.n_slots,
             len_field: h.len_field,
-            ts: h.ts,
-            seqno: h.seqno,
-            icv: h.icv,
+            ts: h.ts(),
+            seqno: h.seqno(),
+            icv: h.icv(),
             next_as: h.next_as,
             src,
             dst,
             slots,
+        }
+    }
+
+    /// The 64-byte encoding of [`capture_hot`](Self::capture_hot) built
+    /// straight from the frame (equal to `capture_hot(..).encode(..)`, which a
+    /// property test checks).
+    #[inline]
+    pub fn encode_hot(
+        frame: &[u8],
+        h: &crate::common::Hot,
+        channel: u32,
+        arrival: u32,
+    ) -> [u8; RECORD_LEN] {
+        let mut out = [0u8; RECORD_LEN];
+        Self::write_hot(&mut out, frame, h, channel, arrival);
+        out
+    }
+
+    /// [`encode_hot`](Self::encode_hot) into `out` (every byte written): a
+    /// few fixed-size copies and no intermediate [`Record`], so a sink can
+    /// let the destination write straight into its buffer
+    /// ([`RecordSink::append_with`]).
+    #[inline(always)]
+    pub fn write_hot(
+        out: &mut [u8; RECORD_LEN],
+        frame: &[u8],
+        h: &crate::common::Hot,
+        channel: u32,
+        arrival: u32,
+    ) {
+        let n = h.n_slots as usize;
+        let flags = if h.v6 { FLAG_V6 } else { 0 } | if n > RECORD_SLOTS { FLAG_TRUNC } else { 0 };
+        // Bytes 0..20: channel ‖ arrival ‖ flags ‖ N ‖ len ‖ ts ‖ seqno ‖ icv ‖ NextAS ‖ 0,
+        // assembled in registers; ts ‖ seqno ‖ icv come from the header word.
+        let a = ((channel as u64) << 32) | arrival as u64;
+        let b = ((flags as u64) << 56)
+            | ((h.n_slots as u64) << 48)
+            | ((h.len_field as u64) << 32)
+            | ((h.w >> 16) & 0xFFFF_FFFF);
+        let c = (((h.w & 0xFFFF) as u32) << 16) | ((h.next_as as u32) << 8);
+        out[0..8].copy_from_slice(&a.to_be_bytes());
+        out[8..16].copy_from_slice(&b.to_be_bytes());
+        out[16..20].copy_from_slice(&c.to_be_bytes());
+        let l3 = h.l3_off as usize;
+        let a = if h.v6 { frame.get(l3 + 8..l3 + 40) } else { None };
+        if let Some(a) = a {
+            // Source and destination address are adjacent: one 32-byte copy.
+            out[20..52].copy_from_slice(a);
+        } else {
+            out[20..52].fill(0);
+            if let Some(a) = frame.get(l3 + 12..l3 + 20).filter(|_| !h.v6) {
+                out[20..24].copy_from_slice(&a[..4]);
+                out[36..40].copy_from_slice(&a[4..]);
+            }
+        }
+        let off = h.fair_off as usize + packet::fair::FIXED_LEN;
+        if let Some(s) = frame.get(off..off + 16) {
+            // One 16-byte load, bytes beyond the N slots masked off.
+            let w = u128::from_be_bytes(s.try_into().unwrap_or([0; 16]));
+            let m = (w & KEEP[n.min(RECORD_SLOTS)]) >> 32;
+            out[48..64].copy_from_slice(&m.to_be_bytes());
+            // Bytes 48..52 were the destination's tail: restore them.
+            if let Some(d) = a {
+                out[48..52].copy_from_slice(&d[28..32]);
+            } else {
+                out[48..52].fill(0);
+            }
+        } else {
+            out[52..64].fill(0);
+            if let Some(s) = frame.get(off..off + n.min(RECORD_SLOTS)) {
+                out[52..52 + s.len()].copy_from_slice(s);
+            }
         }
     }
 
@@ -278,9 +361,33 @@ impl Record {
 }
 
 /// Where the destination stage puts captured records.
+///
+/// The destination hands over the 64-byte encoding ([`append_raw`](Self::append_raw));
+/// sinks that keep bytes (the header store, [`RecordRing`]) copy it, others
+/// decode it (the default).
 pub trait RecordSink: Send {
     /// Appends one record (in memory; no I/O per packet).
     fn append(&mut self, r: &Record);
+    /// Appends one record given in its [`Record::encode`] form.
+    /// Default: decode and [`append`](Self::append).
+    #[inline]
+    fn append_raw(&mut self, rec: &[u8; RECORD_LEN]) {
+        if let Ok(r) = Record::decode(rec) {
+            self.append(&r);
+        }
+    }
+    /// Appends one record that `fill` encodes in place (what the destination
+    /// stage calls; `fill` writes all 64 bytes). Sinks with a byte buffer
+    /// hand out the slot itself; the default goes through [`append_raw`](Self::append_raw).
+    #[inline]
+    fn append_with(&mut self, fill: impl FnOnce(&mut [u8; RECORD_LEN]))
+    where
+        Self: Sized,
+    {
+        let mut b = [0u8; RECORD_LEN];
+        fill(&mut b);
+        self.append_raw(&b);
+    }
     /// Called once per burst (a store may flush here when its buffer is full).
     fn end_burst(&mut self) {}
 }
@@ -297,6 +404,80 @@ pub struct NullSink;
 
 impl RecordSink for NullSink {
     fn append(&mut self, _r: &Record) {}
+    #[inline]
+    fn append_raw(&mut self, _rec: &[u8; RECORD_LEN]) {}
+}
+
+/// A preallocated in-memory ring of encoded records: appending is one
+/// 64-byte copy; when full, the oldest record is overwritten (and counted).
+/// A worker's staging area between the data plane and a store or exporter.
+#[derive(Clone, Debug)]
+pub struct RecordRing {
+    slots: Box<[[u8; RECORD_LEN]]>,
+    mask: usize,
+    /// Records appended so far (the next write goes to `head & mask`).
+    head: u64,
+    /// Records taken by [`drain`](Self::drain) so far.
+    tail: u64,
+    /// Records overwritten before they were drained.
+    pub overwritten: u64,
+}
+
+impl RecordRing {
+    /// A ring of `capacity` records, rounded up to a power of two (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        let cap = capacity.max(1).next_power_of_two();
+        RecordRing {
+            slots: vec![[0u8; RECORD_LEN]; cap].into_boxed_slice(),
+            mask: cap - 1,
+            head: 0,
+            tail: 0,
+            overwritten: 0,
+        }
+    }
+
+    /// Records held (not yet drained).
+    pub fn len(&self) -> usize {
+        (self.head - self.tail) as usize
+    }
+
+    /// Whether no record is held.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// Hands every held record to `f`, oldest first, and empties the ring.
+    pub fn drain(&mut self, mut f: impl FnMut(&[u8; RECORD_LEN])) {
+        while self.tail < self.head {
+            f(&self.slots[self.tail as usize & self.mask]);
+            self.tail += 1;
+        }
+    }
+}
+
+impl RecordSink for RecordRing {
+    fn append(&mut self, r: &Record) {
+        let mut b = [0u8; RECORD_LEN];
+        r.encode(&mut b);
+        self.append_raw(&b);
+    }
+
+    #[inline]
+    fn append_raw(&mut self, rec: &[u8; RECORD_LEN]) {
+        self.append_with(|s| *s = *rec);
+    }
+
+    #[inline]
+    fn append_with(&mut self, fill: impl FnOnce(&mut [u8; RECORD_LEN])) {
+        if let Some(s) = self.slots.get_mut(self.head as usize & self.mask) {
+            fill(s);
+        }
+        self.head += 1;
+        if self.head - self.tail > self.mask as u64 + 1 {
+            self.tail += 1;
+            self.overwritten += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -315,10 +496,47 @@ mod tests {
             prop_assert_eq!(Record::decode(&b), Ok(r));
         }
 
+        /// The direct encoding equals capture + encode on any frame and header position.
+        #[test]
+        fn encode_hot_matches_capture(frame in proptest::collection::vec(any::<u8>(), 20..120),
+                                      l3 in 0usize..8, rel in 20usize..48, n in 0u8..=40, v6: bool,
+                                      channel: u32, arrival: u32) {
+            let off = l3 + rel;
+            prop_assume!(off + 9 <= frame.len());
+            let h9: [u8; 9] = frame[off..off + 9].try_into().unwrap();
+            let w = u64::from_be_bytes(h9[..8].try_into().unwrap());
+            let n = n.min((frame.len() - off - 9) as u8);
+            let h = crate::common::Hot {
+                l3_off: l3 as u16, fair_off: off as u16, len: 9 + n, v6, len_field: 77,
+                next_as: h9[8], n_slots: n, w,
+            };
+            let mut want = [0u8; RECORD_LEN];
+            Record::capture_hot(&frame, &h, channel, arrival).encode(&mut want);
+            prop_assert_eq!(Record::encode_hot(&frame, &h, channel, arrival), want);
+        }
+
         #[test]
         fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = Record::decode(&b);
             let _ = Record::from_wire(&b, 253, 0, 0);
         }
+    }
+
+    #[test]
+    fn ring_keeps_newest_and_counts_overwrites() {
+        let mut r = RecordRing::new(3); // → 4
+        for i in 0..6u8 {
+            r.append_raw(&[i; RECORD_LEN]);
+        }
+        assert_eq!((r.len(), r.overwritten), (4, 2));
+        let mut got = Vec::new();
+        r.drain(|b| got.push(b[0]));
+        assert_eq!(got, vec![2, 3, 4, 5]);
+        assert!(r.is_empty());
+        // The default `append_raw` decodes into `append`.
+        let rec = Record::decode(&[0u8; RECORD_LEN]).unwrap();
+        let mut v: Vec<Record> = Vec::new();
+        v.append_raw(&[0u8; RECORD_LEN]);
+        assert_eq!(v, vec![rec]);
     }
 }

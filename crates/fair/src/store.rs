@@ -258,18 +258,23 @@ impl HeaderStore {
     /// Appends a record to the in-memory buffer (no I/O unless the buffer or segment is full).
     #[inline]
     pub fn append(&mut self, r: &Record) {
-        if r.arrival as u64 >= self.seg_start + self.cfg.segment_secs {
-            let _ = self.roll(r.arrival as u64);
+        let mut b = [0u8; RECORD_LEN];
+        r.encode(&mut b);
+        self.append_raw(&b);
+    }
+
+    /// [`append`](Self::append) of an encoded record (one 64-byte copy).
+    #[inline]
+    pub fn append_raw(&mut self, rec: &[u8; RECORD_LEN]) {
+        let arrival = u32::from_be_bytes([rec[4], rec[5], rec[6], rec[7]]) as u64;
+        if arrival >= self.seg_start + self.cfg.segment_secs {
+            let _ = self.roll(arrival);
         }
         if self.block_n == 0 {
             self.block_start = self.buf.len();
             self.buf.extend_from_slice(&[0u8; BLK_HDR]);
         }
-        let at = self.buf.len();
-        self.buf.resize(at + RECORD_LEN, 0);
-        let out: &mut [u8; RECORD_LEN] =
-            (&mut self.buf[at..at + RECORD_LEN]).try_into().expect("record slice");
-        r.encode(out);
+        self.buf.extend_from_slice(rec);
         self.block_n += 1;
         self.stats.appended += 1;
         if self.block_n == self.cfg.block_records {
@@ -377,6 +382,11 @@ impl crate::record::RecordSink for HeaderStore {
     #[inline]
     fn append(&mut self, r: &Record) {
         HeaderStore::append(self, r);
+    }
+
+    #[inline]
+    fn append_raw(&mut self, rec: &[u8; RECORD_LEN]) {
+        HeaderStore::append_raw(self, rec);
     }
 
     fn end_burst(&mut self) {

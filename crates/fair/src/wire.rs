@@ -296,6 +296,7 @@ pub fn strip<B: PacketBuf + ?Sized>(buf: &mut B, p: &FairPkt) -> Result<(), pipe
 /// [`strip`] for a header read into a [`crate::common::Hot`] (the
 /// destination's fast path): the same result, with the IP header moved by
 /// fixed-size copy instead of a `memmove` call for the common header sizes.
+#[inline(always)]
 pub fn strip_hot<B: PacketBuf + ?Sized>(
     buf: &mut B,
     h: &crate::common::Hot,
@@ -306,6 +307,18 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
         return Err(pipeline::NoRoom);
     }
     let orig = d[at];
+    // Common prefix sizes: patch the IP header in a register copy while
+    // moving it (no read-after-write of the patched bytes).
+    let done = match at {
+        20 => strip_fixed::<20>(d, h, orig),
+        34 => strip_fixed::<34>(d, h, orig),
+        40 => strip_fixed::<40>(d, h, orig),
+        54 => strip_fixed::<54>(d, h, orig),
+        _ => false,
+    };
+    if done {
+        return buf.adj(len);
+    }
     let ip = &mut d[l3..];
     if h.v6 {
         let nh = if at - l3 == 40 { 6 } else { 40 };
@@ -324,6 +337,43 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
     buf.adj(len)
 }
 
+/// [`strip_hot`] for a FAIR header at frame offset `N`: copies `d[..N]`,
+/// restores the IP header fields in the copy, writes it `len` bytes later.
+/// `false` when the IP header does not fit the copy (the caller falls back).
+#[inline(always)]
+fn strip_fixed<const N: usize>(d: &mut [u8], h: &crate::common::Hot, orig: u8) -> bool {
+    let (l3, len) = (h.l3_off as usize, h.len as usize);
+    let mut w = [0u8; N];
+    match d.get(..N) {
+        Some(s) => w.copy_from_slice(s),
+        None => return false,
+    }
+    let Some(ip) = w.get_mut(l3..) else { return false };
+    if h.v6 {
+        let nh = if N - l3 == 40 { 6 } else { 40 };
+        if ip.len() < 41 && nh == 40 {
+            return false;
+        }
+        ip[nh] = orig;
+        let pl = u16::from_be_bytes([ip[4], ip[5]]).saturating_sub(len as u16);
+        ip[4..6].copy_from_slice(&pl.to_be_bytes());
+    } else {
+        if ip.len() < 20 || (ip[0] & 0x0F) as usize * 4 > ip.len() {
+            return false;
+        }
+        ip[9] = orig;
+        let mut v = Ipv4::new_unchecked(&mut *ip);
+        let tl = v.total_len();
+        v.set_total_len(tl.saturating_sub(len as u16));
+        v.fill_checksum();
+    }
+    match d.get_mut(len..len + N) {
+        Some(t) => t.copy_from_slice(&w),
+        None => return false,
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +388,51 @@ mod tests {
         assert_eq!(layout(Carrier::Ipv4, 4, 0), Some((4, 13)));
         assert_eq!(layout(Carrier::Ipv4, 0, 0), Some((0, 9)));
         assert_eq!(layout(Carrier::Ipv4, 127, 1), None);
+    }
+}
+
+#[cfg(test)]
+mod strip_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `strip_hot` (fixed-size fast paths included) leaves exactly the bytes `strip` does.
+        #[test]
+        fn strip_hot_matches_strip(v6: bool, eth: bool, opts in 0usize..3, n in 0usize..20,
+                                   body in 0usize..64, fill: u8) {
+            let l3_off = if eth { 14 } else { 0 };
+            let mut p = vec![fill; l3_off];
+            let hl = 20 + 4 * opts;
+            let ip_len = if v6 { 40 + body } else { hl + body };
+            let mut ip = vec![fill.wrapping_add(1); ip_len];
+            let l3 = if v6 {
+                ip[0] = 0x60;
+                ip[4..6].copy_from_slice(&(body as u16).to_be_bytes());
+                ip[6] = 17;
+                L3::Ipv6
+            } else {
+                ip[0] = 0x40 | (hl / 4) as u8;
+                ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+                ip[9] = 6;
+                L3::Ipv4
+            };
+            p.extend_from_slice(&ip);
+            let n = if v6 { [7, 15, 23][n % 3] } else { n };
+            let mut a = p.clone();
+            let f = insert(&mut a, l3_off, l3, n, FAIR_NH).unwrap();
+            let mut b = a.clone();
+            let mut meta = pipeline::Meta::new(0);
+            meta.l3 = l3;
+            meta.l3_off = l3_off as u16;
+            meta.proto = pipeline::Proto::Fair;
+            meta.proto_off = f.fair_off() as u16;
+            let crate::common::HotStatus::Ok(h) = crate::common::hot_meta(&b, &meta) else {
+                panic!("header not found");
+            };
+            strip(&mut a, &f).unwrap();
+            strip_hot(&mut b, &h).unwrap();
+            prop_assert_eq!(&a, &b);
+        }
     }
 }

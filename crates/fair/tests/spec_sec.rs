@@ -488,8 +488,11 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     assert_eq!(reasons(&v), vec![MF; 4]);
     assert!(a.proven_to.is_empty());
     assert_eq!(a.culprit, Culprit::NotProven);
-    // Without the diagnostic, v_m = MF points after c4, i.e. at the destination.
-    assert_eq!(a.tampering, Some(4));
+    // Without the diagnostic, v_m = MF points after c4, i.e. at the destination;
+    // round 2 reads the signed histograms out of the verdicts and does not.
+    let kinds: Vec<_> = v.iter().map(|x| Some((x.body.decision, x.body.reason))).collect();
+    assert_eq!(fair::protest::attribute(&kinds, None).tampering, Some(4));
+    assert_eq!(a.tampering, Some(2));
     // The misplaced-mark histogram: c3's marks sit in slot 0, c4's in slot 1.
     let req = ProtestRequest::build(
         &w.policy,
@@ -503,6 +506,8 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     for (r, sv) in reports.iter().zip(&v) {
         assert_eq!(r.verdict.body, sv.body); // same verdict as verify_protest
         assert_eq!(r.misplaced.probed, sv.body.n_failed);
+        // The histogram is part of the signed verdict.
+        assert_eq!(sv.body.misplaced, Some(r.misplaced));
     }
     let n = v[0].body.n_considered;
     assert!(n > 100, "{n}");
@@ -521,7 +526,6 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     }
     // Attribution with the diagnostic: the pointer was rewound upstream of c3
     // (destroyed after c2), not by the destination.
-    let kinds: Vec<_> = v.iter().map(|x| Some((x.body.decision, x.body.reason))).collect();
     let a2 = attribute_with_misplaced(&kinds, None, &sig);
     assert_eq!(a2.tampering, Some(2));
     assert_ne!(a2.tampering, Some(w.m));
@@ -539,6 +543,7 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     for x in &h.verifiers {
         let r = x.verify_protest_report(&req, &h.trust, T0 + 60);
         assert_eq!((r.misplaced.probed, r.misplaced.significant()), (0, None));
+        assert_eq!(r.verdict.body.misplaced, None); // v1 encoding unchanged
     }
 }
 

@@ -70,10 +70,35 @@ pub struct FlowEntry {
     /// `P_id`: capabilities issued this period (≤ `K_th`).
     pub p_id: u16,
     flags: u8,
+    /// `P_R` of the period in which the flow was classified misbehaving, as a
+    /// [`volume_code`] ([`OverWindow::DropWhenMisbehaving`]).
+    misbehaving_volume: u8,
 }
 
 const _: () = assert!(core::mem::size_of::<FlowEntry>() == 48);
 const _: () = assert!(core::mem::align_of::<FlowEntry>() == 16);
+
+/// A per-period packet count in one byte (a minifloat: exact below 8, then
+/// three mantissa bits per power of two; never above the count, at most
+/// 12.5 % below it). Only compared once per period, at the period end.
+pub const fn volume_code(n: u32) -> u8 {
+    if n < 8 {
+        n as u8
+    } else {
+        let e = 31 - n.leading_zeros(); // ≥ 3
+        (((e - 2) << 3) | ((n >> (e - 3)) & 7)) as u8
+    }
+}
+
+/// The count a [`volume_code`] stands for (rounded down).
+pub const fn volume_of(code: u8) -> u64 {
+    if code < 8 {
+        code as u64
+    } else {
+        let e = (code >> 3) as u32 + 2;
+        (8 + (code & 7) as u64) << (e - 3)
+    }
+}
 
 /// `now − then` on the 32-bit millisecond clock.
 #[inline(always)]
@@ -94,6 +119,7 @@ impl FlowEntry {
         s_t: 0,
         p_id: 0,
         flags: 0,
+        misbehaving_volume: 0,
     };
 
     /// A freshly created flow (thesis §3.6.1: all fields zero, `T_A` = now).
@@ -120,8 +146,8 @@ impl FlowEntry {
         self.flags & T_C != 0
     }
 
-    /// Whether the flow is classified misbehaving (`L_R > L↓` at the last
-    /// period end while policed; thesis §3.6.3).
+    /// Whether the flow is classified misbehaving (thesis §3.6.3; the rule is
+    /// at [`OverWindow::DropWhenMisbehaving`]).
     #[inline]
     pub const fn misbehaving(&self) -> bool {
         self.flags & MISBEHAVING != 0
@@ -182,8 +208,8 @@ impl FlowEntry {
     /// `R_W` of the thesis (the window a newly policed or released flow gets) is the
     /// `P_R` of the period that just ended (spec decision), or its delivered part
     /// ([`Params::initial_window`]). The floor
-    /// [`Params::w_min`] bounds the multiplicative decrease. The flow is
-    /// classified misbehaving while the smoothed loss is above `L↓`.
+    /// [`Params::w_min`] bounds the multiplicative decrease. Afterwards the
+    /// flow is classified for the over-window policy ([`OverWindow`]).
     pub fn rate_limit(&mut self, p: &Params) {
         let recent = self.loss_rate();
         // Lines 13–16: count consecutive low-loss periods.
@@ -221,7 +247,28 @@ impl FlowEntry {
             }
             self.l_r = loss as f32;
         }
-        self.set_flag(MISBEHAVING, bad);
+        // Classification for the over-window policy (thesis: "keep sending
+        // large volume of traffic in spite of severe losses").
+        let misbehaving = if p.over_window != OverWindow::DropWhenMisbehaving {
+            bad
+        } else if self.misbehaving() {
+            // Released once the flow backed off as much as the router's own
+            // multiplicative decrease; the router's counted drops keep `bad`
+            // up for any flow whose minimum rate exceeds its window.
+            let backed_off = self.p_r <= p.responsive_volume()
+                || f64::from(self.p_r)
+                    <= (1.0 - p.beta) * volume_of(self.misbehaving_volume) as f64;
+            bad && !backed_off
+        } else {
+            // Fresh evidence only: after a back-off release the history stays
+            // high for a while, and the flow's best effort is what decides.
+            let fresh = bad && recent > p.l_down && self.p_r > p.responsive_volume();
+            if fresh {
+                self.misbehaving_volume = volume_code(self.p_r);
+            }
+            fresh
+        };
+        self.set_flag(MISBEHAVING, misbehaving);
     }
 
     /// Whether a packet at `now_ms` is the first of a new period (`T_A + D_p < now`).
@@ -287,7 +334,11 @@ impl FlowEntry {
         } else if self.rate_limited() && self.p_r > self.w_r {
             match p.over_window {
                 OverWindow::Demote => Mark::BestEffort,
-                OverWindow::DropWhenMisbehaving if !self.misbehaving() => Mark::BestEffort,
+                OverWindow::DropWhenMisbehaving | OverWindow::DropWhileLossy
+                    if !self.misbehaving() =>
+                {
+                    Mark::BestEffort
+                }
                 _ => Mark::Dropped,
             }
         } else {
@@ -365,6 +416,7 @@ mod tests {
         let p = Params::default();
         let mut e = policed(100);
         e.p_id = 10; // nothing came back: loss 1.0
+        e.p_r = 100; // a large volume in spite of it
         e.rate_limit(&p);
         assert_eq!(e.w_r, 50);
         assert_eq!(e.l_r, 0.5);
@@ -403,6 +455,51 @@ mod tests {
         // Unpoliced flows are never dropped.
         e.set_flag(R_T, false);
         assert_eq!(e.count_and_mark(&hard), Mark::Privileged);
+    }
+
+    #[test]
+    fn volume_codes_round_down_by_at_most_an_eighth() {
+        for n in (0..5000u32).chain([u32::MAX, u32::MAX / 3, 1 << 31]) {
+            let v = volume_of(volume_code(n));
+            assert!(v <= u64::from(n) && v * 8 >= u64::from(n) * 7, "{n} -> {v}");
+        }
+        assert_eq!(volume_of(volume_code(200)), 192);
+    }
+
+    #[test]
+    fn misbehaving_needs_fresh_loss_and_ends_on_back_off() {
+        let p = Params::default();
+        let mut e = policed(100);
+        // A lossy period with 120 arrivals: classified.
+        e.p_r = 120;
+        e.p_id = 10;
+        e.rate_limit(&p);
+        assert!(e.misbehaving());
+        // Still lossy (its drops count) with 70 arrivals: more than half of 120.
+        e.p_r = 70;
+        e.rate_limit(&p);
+        assert!(e.misbehaving());
+        // 60 arrivals: backed off to half, released although the loss stays high.
+        e.p_r = 60;
+        e.rate_limit(&p);
+        assert!(!e.misbehaving() && e.l_r > 0.8);
+        // High history alone does not classify it again; fresh loss does.
+        e.w_v = u128::MAX;
+        e.p_r = 500;
+        e.rate_limit(&p);
+        assert!(!e.misbehaving() && e.l_r > 0.4);
+        e.w_v = 0;
+        e.rate_limit(&p);
+        assert!(e.misbehaving());
+        // The earlier policy knows no back-off release.
+        let old = Params { over_window: OverWindow::DropWhileLossy, ..p };
+        let mut e = policed(100);
+        e.p_r = 120;
+        e.p_id = 10;
+        e.rate_limit(&old);
+        e.p_r = 1;
+        e.rate_limit(&old);
+        assert!(e.misbehaving());
     }
 
     #[test]

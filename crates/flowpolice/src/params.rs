@@ -10,20 +10,52 @@ pub const MAX_K_TH: u16 = 128;
 /// priority at the bottleneck. Strict priority is work-conserving, though: a flat
 /// flood keeps whatever capacity the privileged class leaves, so it is not
 /// "throttled to almost zero" as the thesis' Fig. 5.3 reports. The thesis also
-/// says that a flow whose `packetLoss` exceeds `L↓` is classified as
-/// *maliciously behaved*; [`OverWindow::DropWhenMisbehaving`] (the default)
-/// acts on that classification.
+/// calls a flow whose `packetLoss` exceeds `L↓` *maliciously behaved*, and
+/// describes misbehaved flows as those that "keep sending large volume of
+/// traffic in spite of severe losses"; [`OverWindow::DropWhenMisbehaving`]
+/// (the default) acts on exactly that classification.
+///
+/// While the router drops a flow's excess, each drop in the first half of a
+/// period consumes a packet ID that never comes back: the drop counts as a
+/// loss, so a flood's loss evidence keeps reflecting its excess and its window
+/// stays at the floor (without it a flow whose excess is dropped at the router
+/// would look loss-free and regain its window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum OverWindow {
     /// Mark over-window packets best effort, always (thesis text, literally).
     Demote,
-    /// Mark them best effort while the flow complies; drop them at the router
-    /// while it is classified misbehaving: its smoothed `packetLoss` (`L_R`) was
-    /// above `L↓` at the last period end. A complying flow (TCP-like) leaves that
-    /// state within a few periods (λ halves the history per clean period); a
-    /// flat flood never does. Default.
+    /// Drop over-window packets at the router while the flow is classified
+    /// misbehaving, mark them best effort otherwise. Default.
+    ///
+    /// * **Classified** at a period end when the smoothed `packetLoss` is above
+    ///   `L↓`, the period just ended was itself lossy (`recentLoss > L↓`:
+    ///   fresh evidence, not only history) and the flow sent a large volume
+    ///   in it (`P_R` above [`Params::responsive_volume`]). That `P_R` is
+    ///   remembered as its classification volume.
+    /// * **Released** at a period end when `packetLoss ≤ L↓` (it complied long
+    ///   enough for the history to decay) *or* when it backed off: its `P_R`
+    ///   fell to `(1 − β)` of its classification volume or below, or to
+    ///   [`Params::responsive_volume`]; i.e. it did not "keep sending large
+    ///   volume in spite of severe losses".
+    ///
+    /// The back-off release is what keeps new legitimate flows from being
+    /// locked out: a TCP-like flow that starts while a flood is not yet
+    /// throttled is classified on losses others caused; once dropped it backs
+    /// off to about one packet per RTT, which is still over a window at the
+    /// floor, so the router's own (counted) drops would keep its loss high
+    /// forever ([`OverWindow::DropWhileLossy`]). A flat flood never halves its
+    /// volume and stays dropped; a flow that does halve it only regains best
+    /// effort (the thesis' own treatment), and is classified again as soon as
+    /// its best-effort excess meets severe loss.
     #[default]
     DropWhenMisbehaving,
+    /// Like [`OverWindow::DropWhenMisbehaving`] without the back-off release:
+    /// dropped while the smoothed `packetLoss` is above `L↓` at each period
+    /// end. The router's own drops count as losses, so a flow whose minimum
+    /// rate (e.g. TCP's one packet per RTT) exceeds its window never leaves
+    /// this state while it sends (the policy of earlier versions; kept for
+    /// comparison).
+    DropWhileLossy,
     /// Drop over-window packets of every policed flow (hard rate limiting, for a
     /// router that owns the bottleneck link; not work-conserving).
     Drop,
@@ -107,12 +139,10 @@ pub struct Params {
     /// reclaimed by a new flow (default 2, allowed 2..=1000).
     pub idle_periods: u32,
     /// What happens to packets over the window (default
-    /// [`OverWindow::DropWhenMisbehaving`]). A packet the router drops for this
-    /// reason while capabilities are being issued (first half of the period,
-    /// `P_id < K_th`) consumes a packet ID that never comes back: the drop
-    /// counts as a loss, so the flow's loss evidence keeps reflecting its excess
-    /// (without it a flow whose excess is dropped at the router would look
-    /// loss-free and regain its window).
+    /// [`OverWindow::DropWhenMisbehaving`]; see there for when a flow counts
+    /// as misbehaving). A packet the router drops for this reason while
+    /// capabilities are being issued (first half of the period, `P_id < K_th`)
+    /// consumes a packet ID that never comes back: the drop counts as a loss.
     pub over_window: OverWindow,
     /// `R_W`, the window policing starts from (default
     /// [`InitialWindow::Received`]).
@@ -180,6 +210,21 @@ impl Params {
     #[inline]
     pub const fn half_period_ms(&self) -> u64 {
         self.period_ms as u64 / 2
+    }
+
+    /// Packets per period up to which a flow is never dropped for
+    /// misbehaving, only demoted ([`OverWindow::DropWhenMisbehaving`]):
+    /// `⌈K_th / 8⌉` (16 at the default `K_th`). A responsive sender that
+    /// lost everything for a while sends about that little (a TCP in
+    /// retransmission-timeout back-off sends a few segments per period),
+    /// while the router's drops, counted as its losses, would keep it over
+    /// a window at the floor; a flood sending this little is only what the
+    /// thesis' marking lets through anyway. (Derived from `K_th`, the
+    /// per-period feedback budget, rather than a field of its own so that
+    /// `Params` keeps its fields.)
+    #[inline]
+    pub const fn responsive_volume(&self) -> u32 {
+        (self.k_th as u32).div_ceil(8)
     }
 }
 

@@ -203,7 +203,20 @@ impl Router {
         hash: u64,
         now_ms: u64,
     ) -> Result<Pending, Reject> {
-        let i = self.table.find(cap.flow_id, hash).ok_or(Reject::Expired)?;
+        let home = self.table.home(hash);
+        self.regular_update_at(cap, home, now_ms)
+    }
+
+    /// [`regular_update`](Self::regular_update) with the flow's home slot
+    /// ([`FlowTable::home`]) already computed.
+    #[inline]
+    pub fn regular_update_at(
+        &mut self,
+        cap: &Capability,
+        home: usize,
+        now_ms: u64,
+    ) -> Result<Pending, Reject> {
+        let i = self.table.find_at(cap.flow_id, home).ok_or(Reject::Expired)?;
         let p = &self.params;
         let e = self.table.entry_mut(i);
         e.maybe_roll(now_ms, p);

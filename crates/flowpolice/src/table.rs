@@ -254,6 +254,25 @@ impl FlowTable {
         memhint::prefetch(&c.0[3]);
     }
 
+    /// Starts loading the first line of the chunk at slot `home` (from
+    /// [`home`](Self::home); it holds the first entry and the second one's
+    /// flow ID).
+    #[inline(always)]
+    pub fn prefetch_first(&self, home: usize) {
+        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
+            memhint::prefetch(&c.0[0]);
+        }
+    }
+
+    /// Starts loading the second and third lines of the chunk at slot `home`.
+    #[inline(always)]
+    pub fn prefetch_rest(&self, home: usize) {
+        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
+            memhint::prefetch(&c.0[1].w_v);
+            memhint::prefetch(&c.0[3]);
+        }
+    }
+
     /// Starts loading the home chunk and the window's tags (insertions).
     #[inline(always)]
     pub fn prefetch_insert(&self, hash: u64) {
@@ -267,9 +286,16 @@ impl FlowTable {
     /// Finds the slot holding `flow_id` (whose hash is `hash`).
     #[inline]
     pub fn find(&self, flow_id: u64, hash: u64) -> Option<usize> {
-        let h = self.home(hash);
+        self.find_at(flow_id, self.home(hash))
+    }
+
+    /// [`find`](Self::find) with the home slot already computed
+    /// ([`home`](Self::home) of the flow's hash).
+    #[inline]
+    pub fn find_at(&self, flow_id: u64, h: usize) -> Option<usize> {
         let first = h / CHUNK_SLOTS;
-        for (c, chunk) in self.chunks[first..first + self.window / CHUNK_SLOTS].iter().enumerate() {
+        let window = self.chunks.get(first..first + self.window / CHUNK_SLOTS)?;
+        for (c, chunk) in window.iter().enumerate() {
             for (k, e) in chunk.0.iter().enumerate() {
                 if e.flow_id == flow_id && e.is_occupied() {
                     return Some(h + c * CHUNK_SLOTS + k);

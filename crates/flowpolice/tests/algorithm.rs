@@ -192,6 +192,54 @@ proptest! {
         prop_assert!(s.w_r() <= p_r_clean);
     }
 
+    /// The lockout of new flows (issue 6): a TCP-like flow classified
+    /// misbehaving on losses others caused (a flood not yet throttled) backs
+    /// off to its minimum rate, which is still over its window. Under the
+    /// default policy it is released as soon as a period shows the back-off
+    /// and from then on nothing of it is dropped (its excess is best effort);
+    /// a flow that backs off by less than β stays dropped; under
+    /// `DropWhileLossy` its own counted drops keep it locked out.
+    #[test]
+    fn backed_off_flow_leaves_the_drop_state(
+        attack_rate in 60u32..300,
+        attack_loss in 0.2f64..0.8,
+        floor in 3u32..40,
+        w_min in 1u32..3,
+    ) {
+        prop_assume!(floor * 2 <= attack_rate);
+        let run = |policy: OverWindow, rate: u32| {
+            let mut s = Sim::new(Params { over_window: policy, w_min, ..Params::default() });
+            // Two periods under the unthrottled flood: heavy downstream loss.
+            s.period(attack_rate, attack_loss);
+            s.period(attack_rate, attack_loss);
+            let classified = s.r.flow(FLOW).unwrap().misbehaving();
+            // The flood is throttled (no downstream loss); the flow sends at
+            // `rate` per period whatever its window.
+            let logs: Vec<PeriodLog> = (0..8).map(|_| s.period(rate, 0.0)).collect();
+            (classified, logs, s.r.flow(FLOW).unwrap().misbehaving())
+        };
+        let (classified, logs, still) = run(OverWindow::DropWhenMisbehaving, floor);
+        prop_assert!(classified);
+        prop_assert!(!still);
+        // The period that shows the back-off is judged when the next starts:
+        // at most one more period with drops.
+        for (k, log) in logs.iter().enumerate().skip(2) {
+            prop_assert_eq!(log.dropped, 0, "period {}: {:?}", k, log);
+            prop_assert_eq!(log.privileged + log.best_effort + log.requests, floor);
+        }
+        // Backing off by less than β is not enough.
+        let stubborn = (attack_rate * 3).div_ceil(4);
+        let (_, logs, still) = run(OverWindow::DropWhenMisbehaving, stubborn);
+        prop_assert!(still);
+        prop_assert!(logs.iter().all(|l| l.dropped > 0));
+        // The earlier policy: locked out while the flow sends.
+        if floor > w_min + 1 {
+            let (_, logs, still) = run(OverWindow::DropWhileLossy, floor);
+            prop_assert!(still);
+            prop_assert!(logs[7].dropped > 0);
+        }
+    }
+
     /// Flow regeneration (thesis §4): however a fresh flow times its packets, none
     /// is privileged before its first period ended.
     #[test]
@@ -280,50 +328,57 @@ fn capability_misuse_is_rejected() {
 
 /// The default over-window policy: a flow that keeps flooding far over its
 /// window is classified misbehaving, its excess is dropped at the router and
-/// counts as loss, so its window stays at the floor; once it sends within its
-/// window it is no longer misbehaving and its window grows again.
+/// counts as loss, so its window stays at the floor; once it backs off it is
+/// released (the back-off release), and once its history has decayed its
+/// window grows again. Under `DropWhileLossy` the release waits for the
+/// history to decay.
 #[test]
 fn flooding_flow_is_dropped_and_recovers_once_it_complies() {
-    let mut s = Sim::new(Params::default());
-    s.period(20, 0.0);
-    let mut log = PeriodLog::default();
-    for _ in 0..8 {
-        // 300 packets per period, a quarter lost downstream.
-        log = s.period(300, 0.25);
-    }
-    let e = s.r.flow(FLOW).unwrap();
-    assert!(e.misbehaving() && e.rate_limited());
-    assert_eq!(e.w_r, 1, "window at the floor");
-    assert!(log.dropped > 250, "{log:?}");
-    assert!(log.privileged <= 1 && log.best_effort == 0, "{log:?}");
-    // Complying: its one privileged packet early in the period, and one packet
-    // in the second half that carries the returned capability back (no new
-    // capability is issued there, so it costs no loss). The loss history
-    // decays (λ = 0.5), the flow leaves the misbehaving state and grows by Δ.
-    let d = u64::from(s.params().period_ms);
-    let complying_period = |s: &mut Sim| {
-        let start = u64::from(s.r.flow(FLOW).unwrap().t_a) + d + 1;
+    for (policy, release_within) in
+        [(OverWindow::DropWhenMisbehaving, 2), (OverWindow::DropWhileLossy, 9)]
+    {
+        let mut s = Sim::new(Params { over_window: policy, ..Params::default() });
+        s.period(20, 0.0);
         let mut log = PeriodLog::default();
-        s.packet(start, 0.0, &mut log);
-        s.packet(start + d * 3 / 4, 0.0, &mut log);
-        s.t = start + d - 1;
-        log
-    };
-    let mut periods = 0;
-    while s.r.flow(FLOW).unwrap().misbehaving() {
-        complying_period(&mut s);
-        periods += 1;
-        assert!(periods < 10, "still misbehaving after {periods} compliant periods");
+        for _ in 0..8 {
+            // 300 packets per period, a quarter lost downstream.
+            log = s.period(300, 0.25);
+        }
+        let e = s.r.flow(FLOW).unwrap();
+        assert!(e.misbehaving() && e.rate_limited());
+        assert_eq!(e.w_r, 1, "window at the floor");
+        assert!(log.dropped > 250, "{log:?}");
+        assert!(log.privileged <= 1 && log.best_effort == 0, "{log:?}");
+        // Complying: its one privileged packet early in the period, and one
+        // packet in the second half that carries the returned capability back
+        // (no new capability is issued there, so it costs no loss).
+        let d = u64::from(s.params().period_ms);
+        let complying_period = |s: &mut Sim| {
+            let start = u64::from(s.r.flow(FLOW).unwrap().t_a) + d + 1;
+            let mut log = PeriodLog::default();
+            s.packet(start, 0.0, &mut log);
+            s.packet(start + d * 3 / 4, 0.0, &mut log);
+            s.t = start + d - 1;
+            log
+        };
+        // (A period is judged when the next one starts: the first complying
+        // period ends the flooding one.)
+        let mut periods = 0;
+        while s.r.flow(FLOW).unwrap().misbehaving() {
+            complying_period(&mut s);
+            periods += 1;
+            assert!(periods <= release_within, "{policy:?}: misbehaving after {periods} periods");
+        }
+        assert_eq!(s.r.flow(FLOW).unwrap().unverified(), 0);
+        // The window holds while the history (λ = 0.5 per period) is between
+        // L↑ and L↓, then grows by Δ per period; nothing is dropped any more.
+        let w = s.w_r();
+        let mut grown = 0;
+        for _ in 0..12 {
+            let log = complying_period(&mut s);
+            assert_eq!(log.dropped, 0, "{log:?}");
+            grown = s.w_r() - w;
+        }
+        assert!(grown >= 3 * 4, "{policy:?}: window grew by {grown} only");
     }
-    assert_eq!(s.r.flow(FLOW).unwrap().unverified(), 0);
-    // The window holds while the history is between L↑ and L↓, then grows by
-    // Δ per period; nothing is dropped any more.
-    let w = s.w_r();
-    let mut grown = 0;
-    for _ in 0..8 {
-        let log = complying_period(&mut s);
-        assert_eq!(log.dropped, 0, "{log:?}");
-        grown = s.w_r() - w;
-    }
-    assert!(grown >= 3 * 4, "window grew by {grown} only");
 }

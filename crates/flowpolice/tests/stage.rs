@@ -302,3 +302,34 @@ proptest::proptest! {
         }
     }
 }
+
+/// The fast path (option-less IPv4) and the generic walk (here: an IPv4
+/// header with options, or shim flags set) give the same verdict and the
+/// same rewritten shim.
+#[test]
+fn fast_path_and_generic_walk_agree() {
+    let run = |options: bool, flags: bool| {
+        let mut st = FlowPolice::new(config()).unwrap();
+        let c = establish(&mut st, now(0));
+        let mut pkt = regular_v4(SRC, DST, c);
+        if flags {
+            pkt[21] |= 0x01; // sent as zero; the router resets them
+        }
+        if options {
+            // One 4-byte option (four NOPs): IHL 6, total length + 4.
+            pkt.splice(20..20, [1u8; 4]);
+            pkt[0] = 0x46;
+            let tl = u16::from_be_bytes([pkt[2], pkt[3]]) + 4;
+            pkt[2..4].copy_from_slice(&tl.to_be_bytes());
+        }
+        let shim = if options { 24 } else { 20 };
+        let (out, v) = run_one(&mut st, pkt, now(10));
+        (out[shim..].to_vec(), v, *st.counters())
+    };
+    let fast = run(false, false);
+    assert_eq!(fast.1, Verdict::Forward { port: 3, class: class::BEST_EFFORT });
+    assert_eq!(fast.2.restamped, 1);
+    for (options, flags) in [(true, false), (false, true), (true, true)] {
+        assert_eq!(run(options, flags), fast, "options {options}, flags {flags}");
+    }
+}

@@ -1,10 +1,5 @@
 //! Expanded AES-128 key schedules, CBC-MAC, and batched CBC-MAC.
 
-use aes::cipher::consts::U16;
-use aes::cipher::{
-    Array, BlockCipherEncBackend, BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser, KeyInit,
-};
-
 use crate::Key;
 
 /// Size of an AES block in bytes.
@@ -13,20 +8,19 @@ pub const BLOCK: usize = 16;
 /// One AES block.
 pub type Block = [u8; BLOCK];
 
-/// Most messages MACed in one pass of [`Aes::cbc_mac_batch`]; matches a burst.
-const LANES: usize = 32;
-
-/// An expanded AES-128 key schedule (176 bytes), zeroized on drop.
+/// An expanded AES-128 key schedule, zeroized on drop.
 ///
-/// Encryption-only (`aes::Aes128Enc`): every MAC here only encrypts, and
-/// skipping the decryption round keys makes expansion cheaper and halves the
-/// size (176 instead of 352 bytes), which matters for key caches.
+/// Encryption-only: every MAC here only encrypts. The cipher is the
+/// workspace's `aesni` crate: AES-NI intrinsics with run-time detection
+/// (checked once, when the key is expanded) and a fallback through
+/// RustCrypto's `aes` crate; every call is one direct call, with no
+/// per-call dispatch or round-key set-up.
 ///
 /// Expanding a key costs about as much as encrypting a few blocks, so routers
 /// keep one `Aes` per key (or cache them, as DRKey does) instead of expanding
 /// per packet.
 #[derive(Clone)]
-pub struct Aes(aes::Aes128Enc);
+pub struct Aes(aesni::Aes128);
 
 impl Aes {
     /// Expands `key`.
@@ -35,20 +29,29 @@ impl Aes {
     }
 
     /// Expands raw key bytes (prefer [`Aes::new`] with a zeroizing [`Key`]).
+    #[inline]
     pub fn from_bytes(key: &[u8; 16]) -> Self {
-        Aes(aes::Aes128Enc::new(&Array::from(*key)))
+        Aes(aesni::Aes128::new(key))
     }
 
     /// Encrypts one block in place.
     #[inline]
     pub fn encrypt_block(&self, block: &mut Block) {
-        self.0.encrypt_block(Array::cast_from_core_mut(block));
+        self.0.encrypt_block(block);
     }
 
-    /// Encrypts independent blocks in place; AES-NI runs eight at a time.
+    /// Encrypts independent blocks in place; eight run interleaved.
     #[inline]
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        self.0.encrypt_blocks(Array::cast_slice_from_core_mut(blocks));
+        self.0.encrypt_blocks(blocks);
+    }
+
+    /// Encrypts independent blocks in place, block `i` under its own key
+    /// `key(i)` (e.g. one per on-path AS or per source host); eight run
+    /// interleaved, whatever their keys.
+    #[inline]
+    pub fn encrypt_each<'k>(key: impl Fn(usize) -> &'k Aes, blocks: &mut [Block]) {
+        aesni::cbc_lanes(|i| &key(i).0, blocks, 1, |_, _| [0; BLOCK]);
     }
 
     /// CBC-MAC with a zero IV over `msg` zero-padded to a multiple of 16 bytes;
@@ -69,26 +72,40 @@ impl Aes {
     #[inline]
     pub fn cbc_mac_blocks(&self, blocks: &[Block]) -> Block {
         let mut state = [0u8; BLOCK];
-        self.0.encrypt_with_backend(ChainBlocks { state: &mut state, blocks });
+        self.0.cbc_chain(&mut state, blocks.len(), |j| blocks[j]);
         state
     }
 
     /// CBC chaining of `msg` (zero-padded to whole blocks) starting from
     /// `state`, then one more block `last` if given (an empty `msg` and no
-    /// `last` leave `state` as is); one cipher dispatch for
-    /// the whole chain (the `aes` crate's per-call CPU-feature dispatch and
-    /// round-key set-up dominate a lone block). The building block of CMAC.
+    /// `last` leave `state` as is); one cipher call for the whole chain.
+    /// The building block of CMAC.
     #[inline]
     pub fn cbc_chain(&self, state: &mut Block, msg: &[u8], last: Option<&Block>) {
-        self.0.encrypt_with_backend(Chain { state, msg, last, mask: None });
+        let n = msg.len().div_ceil(BLOCK);
+        let steps = n + usize::from(last.is_some());
+        self.0.cbc_chain(state, steps, |j| match last {
+            Some(l) if j == n => *l,
+            _ => padded_block(msg, j),
+        });
     }
 
     /// [`cbc_chain`](Self::cbc_chain) whose final block is `last ⊕ mask`
-    /// (CMAC's subkey), XORed inside the cipher call: a block assembled in
-    /// memory right before the call would stall on store forwarding.
+    /// (CMAC's subkey), XORed inside the cipher call.
     #[inline]
     pub fn cbc_chain_masked(&self, state: &mut Block, msg: &[u8], last: &Block, mask: &Block) {
-        self.0.encrypt_with_backend(Chain { state, msg, last: Some(last), mask: Some(mask) });
+        let n = msg.len().div_ceil(BLOCK);
+        self.0.cbc_chain(
+            state,
+            n + 1,
+            |j| {
+                if j == n {
+                    xor(last, mask)
+                } else {
+                    padded_block(msg, j)
+                }
+            },
+        );
     }
 
     /// CBC-MACs `tags.len()` independent messages of `blocks` blocks each under
@@ -96,25 +113,15 @@ impl Aes {
     ///
     /// `block(i, j)` supplies block `j` of message `i` (so callers can gather
     /// fields straight from packet headers without copying whole messages).
-    /// Messages are processed side by side: each chaining step encrypts one block
-    /// of up to 32 messages in a single [`encrypt_blocks`](Self::encrypt_blocks)
-    /// call, which AES-NI pipelines.
+    /// Messages are processed side by side, eight chains interleaved.
     pub fn cbc_mac_batch(
         &self,
         blocks: usize,
-        mut block: impl FnMut(usize, usize) -> Block,
+        block: impl FnMut(usize, usize) -> Block,
         tags: &mut [Block],
     ) {
-        for (chunk_no, chunk) in tags.chunks_mut(LANES).enumerate() {
-            let base = chunk_no * LANES;
-            chunk.fill([0u8; BLOCK]);
-            for j in 0..blocks {
-                for (k, state) in chunk.iter_mut().enumerate() {
-                    xor_into(state, &block(base + k, j));
-                }
-                self.encrypt_blocks(chunk);
-            }
-        }
+        tags.fill([0u8; BLOCK]);
+        aesni::cbc_lanes(|_| &self.0, tags, blocks, block);
     }
 }
 
@@ -123,26 +130,30 @@ impl Aes {
     /// message `i` under its **own** key `key(i)` (e.g. per-source-host DRKeys
     /// in Z-Lane/EPIC), writing one tag per message.
     ///
-    /// Same results as `key(i).cbc_mac_blocks(..)` per message, but the loop
-    /// runs block `j` of every message before block `j + 1` of any, so
-    /// consecutive AES calls never depend on each other and the CPU overlaps
-    /// their rounds (a single CBC-MAC is one serial chain of AES latencies).
+    /// Same results as `key(i).cbc_mac_blocks(..)` per message, but eight
+    /// messages' chains run interleaved, so the CPU overlaps their AES rounds
+    /// (a single CBC-MAC is one serial chain of AES latencies).
     pub fn cbc_mac_multi<'k>(
         blocks: usize,
         key: impl Fn(usize) -> &'k Aes,
-        mut block: impl FnMut(usize, usize) -> Block,
+        block: impl FnMut(usize, usize) -> Block,
         tags: &mut [Block],
     ) {
-        for (chunk_no, chunk) in tags.chunks_mut(LANES).enumerate() {
-            let base = chunk_no * LANES;
-            chunk.fill([0u8; BLOCK]);
-            for j in 0..blocks {
-                for (k, state) in chunk.iter_mut().enumerate() {
-                    xor_into(state, &block(base + k, j));
-                    key(base + k).encrypt_block(state);
-                }
-            }
-        }
+        tags.fill([0u8; BLOCK]);
+        aesni::cbc_lanes(|i| &key(i).0, tags, blocks, block);
+    }
+
+    /// Like [`cbc_mac_multi`](Self::cbc_mac_multi), but each lane's chain
+    /// starts from the value already in `states[i]` (e.g. a block to
+    /// encrypt, or a partial chain) instead of zero.
+    #[inline]
+    pub fn cbc_chain_multi<'k>(
+        blocks: usize,
+        key: impl Fn(usize) -> &'k Aes,
+        block: impl FnMut(usize, usize) -> Block,
+        states: &mut [Block],
+    ) {
+        aesni::cbc_lanes(|i| &key(i).0, states, blocks, block);
     }
 }
 
@@ -152,70 +163,36 @@ impl core::fmt::Debug for Aes {
     }
 }
 
+/// Block `j` of `msg`, zero-padded if it is the partial last one.
+#[inline(always)]
+pub(crate) fn padded_block(msg: &[u8], j: usize) -> Block {
+    let start = (j * BLOCK).min(msg.len());
+    let end = (start + BLOCK).min(msg.len());
+    let chunk = &msg[start..end];
+    match <&Block>::try_from(chunk) {
+        Ok(b) => *b,
+        Err(_) => {
+            let mut b = [0u8; BLOCK];
+            b[..chunk.len()].copy_from_slice(chunk);
+            b
+        }
+    }
+}
+
+/// `a ⊕ b` as one 128-bit operation.
+#[inline(always)]
+pub(crate) fn xor(a: &Block, b: &Block) -> Block {
+    (u128::from_ne_bytes(*a) ^ u128::from_ne_bytes(*b)).to_ne_bytes()
+}
+
 /// `state ^= data` over `data.len()` (≤ 16) bytes; missing bytes count as zero padding.
 #[inline(always)]
 pub(crate) fn xor_into(state: &mut Block, data: &[u8]) {
     if let Ok(b) = <&Block>::try_from(data) {
-        xor_block(state, b);
+        *state = xor(state, b);
     } else {
         for (s, d) in state.iter_mut().zip(data) {
             *s ^= d;
-        }
-    }
-}
-
-/// `state ^= b` as one 128-bit operation.
-#[inline(always)]
-pub(crate) fn xor_block(state: &mut Block, b: &Block) {
-    *state = (u128::from_ne_bytes(*state) ^ u128::from_ne_bytes(*b)).to_ne_bytes();
-}
-
-/// CBC chain over a byte message (zero-padded) plus an optional final block,
-/// run inside one backend call.
-struct Chain<'a> {
-    state: &'a mut Block,
-    msg: &'a [u8],
-    last: Option<&'a Block>,
-    mask: Option<&'a Block>,
-}
-
-impl BlockSizeUser for Chain<'_> {
-    type BlockSize = U16;
-}
-
-impl BlockCipherEncClosure for Chain<'_> {
-    #[inline(always)]
-    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
-        for c in self.msg.chunks(BLOCK) {
-            xor_into(self.state, c);
-            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
-        }
-        if let Some(l) = self.last {
-            xor_block(self.state, l);
-            if let Some(m) = self.mask {
-                xor_block(self.state, m);
-            }
-            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
-        }
-    }
-}
-
-/// CBC chain over whole blocks inside one backend call.
-struct ChainBlocks<'a> {
-    state: &'a mut Block,
-    blocks: &'a [Block],
-}
-
-impl BlockSizeUser for ChainBlocks<'_> {
-    type BlockSize = U16;
-}
-
-impl BlockCipherEncClosure for ChainBlocks<'_> {
-    #[inline(always)]
-    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
-        for b in self.blocks {
-            xor_block(self.state, b);
-            backend.encrypt_block_inplace(Array::cast_from_core_mut(self.state));
         }
     }
 }

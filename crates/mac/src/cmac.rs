@@ -5,7 +5,7 @@
 //! packets under one key and keep one cached object per key. The `cmac` crate
 //! is the oracle in this crate's tests.
 
-use crate::aes128::{xor_into, Aes, Block, BLOCK};
+use crate::aes128::{padded_block, xor_into, Aes, Block, BLOCK};
 use crate::Key;
 
 /// An AES-CMAC key: the expanded AES key plus the two RFC 4493 subkeys.
@@ -44,6 +44,13 @@ impl Cmac {
     /// The underlying expanded AES key.
     pub fn aes(&self) -> &Aes {
         &self.aes
+    }
+
+    /// The RFC 4493 subkeys (K1, K2), for callers that assemble masked
+    /// final blocks themselves and run the chains through
+    /// [`Aes::cbc_mac_multi`] (e.g. fixed-layout inputs of a whole burst).
+    pub fn subkeys(&self) -> (&Block, &Block) {
+        (&self.k1, &self.k2)
     }
 
     /// The final block of `msg`, masked with K1 (complete) or padded and masked with K2.
@@ -112,6 +119,78 @@ impl Cmac {
             },
             tags,
         );
+    }
+}
+
+impl Cmac {
+    /// CMACs `tags.len()` independent messages of the same length `len`,
+    /// message `i` under its **own** key `key(i)` (per-host DRKeys), writing
+    /// one tag per message. Eight messages' chains run interleaved whatever
+    /// their keys; same results as `key(i).mac(message(i))`.
+    pub fn mac_multi<'k, 'm>(
+        len: usize,
+        key: impl Fn(usize) -> &'k Cmac,
+        message: impl Fn(usize) -> &'m [u8],
+        tags: &mut [Block],
+    ) {
+        let n_blocks = len.div_ceil(BLOCK).max(1);
+        tags.fill([0u8; BLOCK]);
+        Aes::cbc_chain_multi(
+            n_blocks,
+            |i| &key(i).aes,
+            |i, j| {
+                let msg = message(i);
+                debug_assert_eq!(msg.len(), len);
+                if j + 1 == n_blocks {
+                    key(i).last_block(msg).0
+                } else {
+                    padded_block(msg, j)
+                }
+            },
+            tags,
+        );
+    }
+
+    /// CMACs of messages the caller supplies as `n_blocks` (≥ 1) whole
+    /// blocks each, message `i` under its own key `key(i)`; `padded` says
+    /// the messages' length is not a multiple of 16, so the caller already
+    /// appended CMAC's `10*` padding to the last block (which is then masked
+    /// with K2 instead of K1). Eight messages run interleaved. For
+    /// fixed-layout inputs gathered straight from packet fields, without
+    /// byte-level slicing per block.
+    #[inline]
+    pub fn mac_blocks_multi<'k>(
+        n_blocks: usize,
+        padded: bool,
+        key: impl Fn(usize) -> &'k Cmac,
+        block: impl Fn(usize, usize) -> Block,
+        tags: &mut [Block],
+    ) {
+        let last = n_blocks.max(1) - 1;
+        tags.fill([0u8; BLOCK]);
+        Aes::cbc_chain_multi(
+            n_blocks.max(1),
+            |i| &key(i).aes,
+            |i, j| {
+                let b = block(i, j);
+                if j < last {
+                    b
+                } else {
+                    let k = key(i);
+                    crate::aes128::xor(&b, if padded { &k.k2 } else { &k.k1 })
+                }
+            },
+            tags,
+        );
+    }
+
+    /// The tags of one-block messages, block `i` under its own key `key(i)`,
+    /// in place: `blocks[i] = CMAC_{key(i)}(blocks[i])` (each equal to
+    /// [`mac_block`](Self::mac_block)); eight run interleaved. E.g. a
+    /// gateway's AS-level HVFs, one per on-path AS.
+    #[inline]
+    pub fn mac_block_multi<'k>(key: impl Fn(usize) -> &'k Cmac, blocks: &mut [Block]) {
+        Aes::cbc_chain_multi(1, |i| &key(i).aes, |i, _| key(i).k1, blocks);
     }
 }
 

@@ -98,4 +98,49 @@ proptest! {
             prop_assert_eq!(*t, c.mac(m));
         }
     }
+
+    #[test]
+    fn multi_key_cmac_equals_single(
+        keys in proptest::collection::vec(any::<[u8; 16]>(), 1..5),
+        len in 0usize..70,
+        n in 0usize..40,
+        seed in any::<u8>(),
+    ) {
+        let cs: Vec<Cmac> = keys.iter().map(|k| Cmac::new(&Key::from(*k))).collect();
+        let msgs: Vec<Vec<u8>> = (0..n).map(|i| (0..len).map(|k| seed ^ (i * 7 + k) as u8).collect()).collect();
+        let mut tags = vec![[0xa5u8; 16]; n];
+        Cmac::mac_multi(len, |i| &cs[i % cs.len()], |i| &msgs[i], &mut tags);
+        for (i, (m, t)) in msgs.iter().zip(&tags).enumerate() {
+            prop_assert_eq!(*t, cs[i % cs.len()].mac(m));
+        }
+        // The same messages as pre-padded blocks.
+        let nb = len.div_ceil(16).max(1);
+        let padded = len % 16 != 0 || len == 0;
+        let blocks_of = |i: usize, j: usize| -> [u8; 16] {
+            let mut b = [0u8; 16];
+            let m = &msgs[i];
+            let end = (16 * j + 16).min(m.len());
+            let start = (16 * j).min(end);
+            b[..end - start].copy_from_slice(&m[start..end]);
+            if padded && j + 1 == nb {
+                b[end - start] = 0x80;
+            }
+            b
+        };
+        let mut tags2 = vec![[0u8; 16]; n];
+        Cmac::mac_blocks_multi(nb, padded, |i| &cs[i % cs.len()], blocks_of, &mut tags2);
+        prop_assert_eq!(&tags2, &tags);
+        // One-block messages in place, and `encrypt_each`.
+        let mut blocks: Vec<[u8; 16]> = (0..n).map(|i| [seed ^ i as u8; 16]).collect();
+        let orig = blocks.clone();
+        Cmac::mac_block_multi(|i| &cs[i % cs.len()], &mut blocks);
+        let mut enc = orig.clone();
+        mac::Aes::encrypt_each(|i| cs[i % cs.len()].aes(), &mut enc);
+        for i in 0..n {
+            prop_assert_eq!(blocks[i], cs[i % cs.len()].mac_block(&orig[i]));
+            let mut e = orig[i];
+            cs[i % cs.len()].aes().encrypt_block(&mut e);
+            prop_assert_eq!(enc[i], e);
+        }
+    }
 }

@@ -1,10 +1,15 @@
 //! A burst of up to [`BURST`] packets with per-packet metadata.
 
+use core::ops::Range;
+
 use crate::buf::PacketBuf;
 use crate::verdict::{Class, DropReason, Verdict};
 
 /// Packets per burst: the unit of I/O, of stage processing and of AES batching.
 pub const BURST: usize = 32;
+
+// The live set is a `u32` bit mask.
+const _: () = assert!(BURST <= 32);
 
 /// Offset value meaning "this header is absent / not parsed".
 pub const NO_OFFSET: u16 = u16::MAX;
@@ -80,6 +85,16 @@ impl Meta {
     }
 }
 
+/// The mask with the lowest `n` bits set (`n <= 32`).
+#[inline]
+const fn full_mask(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
 /// An iterator over the indices of a bit mask (lowest first); a copy, so the
 /// batch may be changed while iterating.
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +136,14 @@ pub struct Batch<B> {
     bufs: Vec<B>,
     meta: [Meta; BURST],
     live: u32,
+    /// The port every packet arrived on, if they all share one (a hint kept
+    /// by the methods that add packets; cleared when metadata is handed out
+    /// mutably, since the caller could change `Meta::port`).
+    ingress: Option<u16>,
+    /// The port every live packet is forwarded to, if known to be one (a
+    /// hint kept by [`forward`](Self::forward) and
+    /// [`forward_all`](Self::forward_all); cleared like `ingress`).
+    egress: Option<u16>,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -132,7 +155,13 @@ impl<B: PacketBuf> Default for Batch<B> {
 impl<B: PacketBuf> Batch<B> {
     /// An empty batch; its storage is reused for every burst.
     pub fn new() -> Self {
-        Batch { bufs: Vec::with_capacity(BURST), meta: [Meta::new(0); BURST], live: 0 }
+        Batch {
+            bufs: Vec::with_capacity(BURST),
+            meta: [Meta::new(0); BURST],
+            live: 0,
+            ingress: None,
+            egress: None,
+        }
     }
 
     /// Number of packets (live or not).
@@ -159,7 +188,95 @@ impl<B: PacketBuf> Batch<B> {
         self.bufs.push(buf);
         self.meta[i] = Meta::new(port);
         self.live |= 1 << i;
+        self.note_added(i == 0, port);
         Ok(i)
+    }
+
+    /// Updates the port hints after packets from `port` were added (their
+    /// verdicts forward back out of `port`).
+    #[inline]
+    fn note_added(&mut self, was_empty: bool, port: u16) {
+        if was_empty {
+            self.ingress = Some(port);
+            self.egress = Some(port);
+        } else {
+            if self.ingress != Some(port) {
+                self.ingress = None;
+            }
+            if self.egress != Some(port) {
+                self.egress = None;
+            }
+        }
+    }
+
+    /// Forgets the port hints (metadata is being handed out mutably).
+    #[inline]
+    fn forget_hints(&mut self) {
+        self.ingress = None;
+        self.egress = None;
+    }
+
+    /// The port every packet of the batch arrived on, if it is known that
+    /// they all share one. Known after packets are added with
+    /// [`push`](Self::push) or [`extend_with`](Self::extend_with) from one
+    /// port; unknown (`None`) for an empty batch and after metadata was
+    /// handed out mutably ([`meta_mut`](Self::meta_mut),
+    /// [`get_mut`](Self::get_mut), [`metas_mut`](Self::metas_mut)). A
+    /// stage can then decide once for the whole burst.
+    pub fn ingress_port(&self) -> Option<u16> {
+        self.ingress
+    }
+
+    /// The port every live packet is being forwarded to, if it is known to
+    /// be one and the same: after [`forward_all`](Self::forward_all), or
+    /// when every packet added and every [`forward`](Self::forward) since
+    /// named the same port. `None` when unknown (see
+    /// [`ingress_port`](Self::ingress_port)). Lets the runtime hand a burst
+    /// to one TX queue without looking at each verdict.
+    pub fn egress_port(&self) -> Option<u16> {
+        self.egress
+    }
+
+    /// Sets the flow hash of packet `i` (keeps the port hints, unlike
+    /// [`meta_mut`](Self::meta_mut)).
+    pub fn set_hash(&mut self, i: usize, hash: u32) {
+        self.meta[i].hash = hash;
+    }
+
+    /// The metadata of packet `i`, mutable, keeping the port hints: for this
+    /// crate's own stages that never change `Meta::port` or the verdict
+    /// (the parser filling in offsets).
+    pub(crate) fn meta_mut_keep_hints(&mut self, i: usize) -> &mut Meta {
+        &mut self.meta[i]
+    }
+
+    /// Forwards every live packet on `port`, keeping its traffic class
+    /// (the whole burst routed at once, e.g. by ingress port).
+    pub fn forward_all(&mut self, port: u16) {
+        let live = self.live;
+        let n = self.bufs.len();
+        let mut all_forward = true;
+        // A live packet whose verdict a stage set by hand (not a forward) is
+        // left alone, and then there is no common egress to claim.
+        if live == full_mask(n) {
+            // The usual case: nothing dropped, no per-packet live test.
+            for m in &mut self.meta[..n] {
+                match &mut m.verdict {
+                    Verdict::Forward { port: p, .. } => *p = port,
+                    _ => all_forward = false,
+                }
+            }
+        } else {
+            for (i, m) in self.meta[..n].iter_mut().enumerate() {
+                if (live >> i) & 1 != 0 {
+                    match &mut m.verdict {
+                        Verdict::Forward { port: p, .. } => *p = port,
+                        _ => all_forward = false,
+                    }
+                }
+            }
+        }
+        self.egress = all_forward.then_some(port);
     }
 
     /// Bit mask of live packets (bit i = packet i).
@@ -199,11 +316,13 @@ impl<B: PacketBuf> Batch<B> {
 
     /// The metadata of packet `i`, mutable.
     pub fn meta_mut(&mut self, i: usize) -> &mut Meta {
+        self.forget_hints();
         &mut self.meta[i]
     }
 
     /// Buffer and metadata of packet `i` together, both mutable.
     pub fn get_mut(&mut self, i: usize) -> (&mut B, &mut Meta) {
+        self.forget_hints();
         (&mut self.bufs[i], &mut self.meta[i])
     }
 
@@ -222,6 +341,9 @@ impl<B: PacketBuf> Batch<B> {
     /// Sets packet `i` to be forwarded on `port` in `class` (it stays live).
     pub fn forward(&mut self, i: usize, port: u16, class: Class) {
         self.meta[i].verdict = Verdict::Forward { port, class };
+        if self.egress != Some(port) {
+            self.egress = None;
+        }
     }
 
     /// Sets the traffic class of a forwarded packet `i`, keeping its port.
@@ -231,6 +353,69 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
+    /// The metadata of all packets (live or not), in index order.
+    pub fn metas(&self) -> &[Meta] {
+        &self.meta[..self.bufs.len()]
+    }
+
+    /// The metadata of all packets, mutable (a stage that rewrites every
+    /// packet's verdict can walk this slice instead of [`live`](Self::live)
+    /// when [`all_live`](Self::all_live) holds).
+    pub fn metas_mut(&mut self) -> &mut [Meta] {
+        self.forget_hints();
+        let n = self.bufs.len();
+        &mut self.meta[..n]
+    }
+
+    /// The buffers of all packets, in index order.
+    pub fn bufs(&self) -> &[B] {
+        &self.bufs
+    }
+
+    /// Whether every packet in the batch is still live (none dropped or
+    /// handed to control).
+    pub fn all_live(&self) -> bool {
+        self.live == full_mask(self.bufs.len())
+    }
+
+    /// Appends packets that arrived on `port` in one step: `fill` receives
+    /// the buffer vector and appends to it (at most up to [`BURST`] buffers in
+    /// total; it must not remove any). The new packets get fresh metadata
+    /// ([`Meta::new`]) in one pass and become live; returns their index range.
+    ///
+    /// This is the zero-copy receive path: an I/O backend can let its driver
+    /// write buffer handles straight into the vector's spare capacity (at
+    /// least [`BURST`] is reserved), instead of pushing packet by packet.
+    /// Buffers beyond [`BURST`] are dropped (a contract violation by `fill`).
+    pub fn extend_with(&mut self, port: u16, fill: impl FnOnce(&mut Vec<B>)) -> Range<usize> {
+        let start = self.bufs.len();
+        fill(&mut self.bufs);
+        debug_assert!(self.bufs.len() >= start, "extend_with: fill removed buffers");
+        debug_assert!(self.bufs.len() <= BURST, "extend_with: more than BURST buffers");
+        self.bufs.truncate(BURST);
+        let end = self.bufs.len();
+        let start = start.min(end);
+        if start < end {
+            self.meta[start..end].fill(Meta::new(port));
+            self.live |= full_mask(end) & !full_mask(start);
+            self.note_added(start == 0, port);
+        }
+        start..end
+    }
+
+    /// Empties the batch in one step: `f` receives the buffer vector and the
+    /// metadata of every packet (same order) and may move any buffers out
+    /// (e.g. hand the whole vector to a TX burst when every packet goes to
+    /// the same port, or partition it by verdict); whatever `f` leaves in
+    /// the vector is dropped afterwards.
+    pub fn drain_with(&mut self, f: impl FnOnce(&mut Vec<B>, &[Meta])) {
+        let n = self.bufs.len();
+        f(&mut self.bufs, &self.meta[..n]);
+        self.bufs.clear();
+        self.live = 0;
+        self.forget_hints();
+    }
+
     /// Empties the batch, handing each buffer and its metadata to `f`
     /// (the runtime transmits forwarded packets and recycles the rest).
     pub fn drain(&mut self, mut f: impl FnMut(B, Meta)) {
@@ -238,12 +423,14 @@ impl<B: PacketBuf> Batch<B> {
             f(b, self.meta[i]);
         }
         self.live = 0;
+        self.forget_hints();
     }
 
     /// Removes all packets, dropping the buffers.
     pub fn clear(&mut self) {
         self.bufs.clear();
         self.live = 0;
+        self.forget_hints();
     }
 }
 
@@ -275,5 +462,112 @@ mod tests {
         let mut n = 0;
         b.drain(|_, _| n += 1);
         assert_eq!((n, b.len(), b.live_mask()), (BURST, 0, 0));
+    }
+
+    #[test]
+    fn extend_with_initialises_meta_and_live_bits() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        b.push(vec![9], 3).unwrap();
+        b.meta_mut(0).hash = 77;
+        b.drop_packet(0, DropReason::Policy);
+        // Stale metadata in the slots about to be reused must be overwritten.
+        b.meta_mut(1).hash = 5;
+        let r = b.extend_with(4, |v| v.extend((0..3u8).map(|i| vec![i])));
+        assert_eq!(r, 1..4);
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.live_mask(), 0b1110);
+        assert!(!b.all_live());
+        assert_eq!(b.meta(0).hash, 77);
+        for i in 1..4 {
+            assert_eq!(*b.meta(i), Meta::new(4));
+            assert_eq!(b.data(i), &[i as u8 - 1]);
+        }
+        assert_eq!(b.metas().len(), 4);
+        assert_eq!(b.bufs().len(), 4);
+        // Filling to the brim sets every bit, including bit 31.
+        let r = b.extend_with(5, |v| v.extend((0..BURST - 4).map(|_| vec![0])));
+        assert_eq!(r, 4..BURST);
+        assert_eq!(b.live_mask(), !1u32);
+        // A full batch takes nothing more.
+        assert_eq!(b.extend_with(5, |_| {}), BURST..BURST);
+        for m in b.metas_mut() {
+            m.port = 1;
+        }
+        assert!(b.metas().iter().all(|m| m.port == 1));
+    }
+
+    #[test]
+    fn port_hints_are_kept_or_forgotten_conservatively() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        assert_eq!((b.ingress_port(), b.egress_port()), (None, None));
+        b.extend_with(3, |v| v.extend((0..4u8).map(|i| vec![i])));
+        assert_eq!((b.ingress_port(), b.egress_port()), (Some(3), Some(3)));
+        b.set_hash(1, 9);
+        assert_eq!((b.meta(1).hash, b.ingress_port()), (9, Some(3)));
+        // Same-port forwards keep the egress hint, another port clears it.
+        b.forward(0, 3, Class(1));
+        assert_eq!(b.egress_port(), Some(3));
+        b.forward(1, 5, Class(1));
+        assert_eq!(b.egress_port(), None);
+        b.drop_packet(2, DropReason::Policy);
+        b.forward_all(7);
+        assert_eq!(b.egress_port(), Some(7));
+        // Live packets go to 7 keeping their class; the dropped one is untouched.
+        assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 7, class: Class(1) });
+        assert_eq!(b.meta(1).verdict, Verdict::Forward { port: 7, class: Class(1) });
+        assert_eq!(b.meta(3).verdict, Verdict::Forward { port: 7, class: Class(0) });
+        assert_eq!(b.meta(2).verdict, Verdict::Drop(DropReason::Policy));
+        // Packets from another port clear the ingress hint.
+        b.push(vec![9], 4).unwrap();
+        assert_eq!((b.ingress_port(), b.egress_port()), (None, None));
+        b.clear();
+        b.push(vec![1], 2).unwrap();
+        assert_eq!((b.ingress_port(), b.egress_port()), (Some(2), Some(2)));
+        // Mutable metadata may change anything: both hints are forgotten.
+        b.meta_mut(0).verdict = Verdict::ToControl;
+        assert_eq!((b.ingress_port(), b.egress_port()), (None, None));
+        b.clear();
+        b.push(vec![1], 2).unwrap();
+        let _ = b.get_mut(0);
+        assert_eq!(b.ingress_port(), None);
+        b.clear();
+        b.push(vec![1], 2).unwrap();
+        let _ = b.metas_mut();
+        assert_eq!(b.egress_port(), None);
+        // A live packet with a hand-set non-forward verdict: no common egress.
+        b.clear();
+        b.push(vec![1], 2).unwrap();
+        b.push(vec![2], 2).unwrap();
+        b.meta_mut(1).verdict = Verdict::ToControl;
+        b.forward_all(6);
+        assert_eq!(b.egress_port(), None);
+        assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 6, class: Class(0) });
+        assert_eq!(b.meta(1).verdict, Verdict::ToControl);
+        b.drain_with(|_, _| {});
+        assert_eq!((b.ingress_port(), b.egress_port(), b.len()), (None, None, 0));
+    }
+
+    #[test]
+    fn all_live_and_drain_with() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        assert!(b.all_live());
+        b.extend_with(2, |v| v.extend((0..5u8).map(|i| vec![i])));
+        assert!(b.all_live());
+        b.drop_packet(3, DropReason::BadMac);
+        let mut seen = Vec::new();
+        b.drain_with(|bufs, metas| {
+            assert_eq!(bufs.len(), metas.len());
+            // Take only the live ones out; the rest is dropped by the batch.
+            for (k, m) in metas.iter().enumerate().rev() {
+                if m.class().is_some() {
+                    seen.push(bufs.swap_remove(k)[0]);
+                }
+            }
+        });
+        seen.sort();
+        assert_eq!(seen, [0, 1, 2, 4]);
+        assert_eq!((b.len(), b.live_mask()), (0, 0));
+        b.extend_with(0, |v| v.push(vec![1]));
+        assert_eq!(b.live_mask(), 1);
     }
 }

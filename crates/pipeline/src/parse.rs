@@ -191,7 +191,8 @@ impl<B: PacketBuf> Stage<B> for Parse {
                         batch.drop_packet(i, DropReason::Unsupported);
                         continue;
                     }
-                    let m = batch.meta_mut(i);
+                    // Only layer fields change: the batch's port hints stay valid.
+                    let m = batch.meta_mut_keep_hints(i);
                     m.l3 = l.l3;
                     m.l3_off = l.l3_off;
                     m.l4_off = l.l4_off;
@@ -307,6 +308,9 @@ mod tests {
         assert_ne!(batch.meta(0).hash, 0);
         assert_eq!(batch.meta(1).verdict, Verdict::Drop(DropReason::BadChecksum));
         assert_eq!(batch.meta(2).verdict, Verdict::Drop(DropReason::Truncated));
+        // Parsing changes no port or verdict of a live packet: the batch's
+        // port hints survive it, so later stages and the runtime can use them.
+        assert_eq!((batch.ingress_port(), batch.egress_port()), (Some(3), Some(3)));
     }
 
     #[test]

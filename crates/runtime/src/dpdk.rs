@@ -17,6 +17,14 @@
 //! * Each worker has its own mbuf pool; [`Mbuf`] implements
 //!   [`PacketBuf`] directly over the mbuf, so a `Batch<Mbuf>` is built without
 //!   copying. Only single-segment mbufs are accepted (others are freed on RX).
+//! * Per burst, the hot path is: `rte_eth_rx_burst` writes the mbuf pointers
+//!   straight into the batch's buffer vector ([`Batch::extend_with`]; `Mbuf`
+//!   is a transparent pointer), one pass over the new mbufs ORs their flags
+//!   and segment counts (the RSS hash and multi-segment handling only run if
+//!   that pass found any) and prefetches their first data line (`[io.dpdk]
+//!   prefetch`, on by default). The worker then hands a burst that goes to one
+//!   port to `rte_eth_tx_burst` as the batch's own vector, and frees dropped
+//!   packets with one `rte_pktmbuf_free_bulk` per burst ([`WorkerIo::free_bulk`]).
 
 use std::ffi::{CStr, CString};
 use std::ptr::NonNull;
@@ -248,14 +256,10 @@ pub struct DpdkIo {
     clock: WallClock,
     /// `[io.dpdk] unix_time_s` in ns: the pinned Unix clock, if any.
     pinned_unix_ns: Option<u64>,
-    rx_raw: [*mut sys::rte_mbuf; BURST],
     registered: bool,
     software_hash: bool,
+    prefetch: bool,
 }
-
-// SAFETY: the raw pointer arrays are scratch space only (never hold owned
-// mbufs between calls); the queue is used by exactly one worker thread.
-unsafe impl Send for DpdkIo {}
 
 /// Stops and closes the ports and frees the pools, after the workers have stopped.
 pub type Teardown = Box<dyn FnOnce() + Send>;
@@ -368,9 +372,9 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             ports: ports.clone(),
             clock: WallClock::new(),
             pinned_unix_ns: c.unix_time_s.map(|s| s.saturating_mul(1_000_000_000)),
-            rx_raw: [std::ptr::null_mut(); BURST],
             registered: false,
             software_hash: c.software_hash,
+            prefetch: c.prefetch,
         })
         .collect();
     let teardown_ports = ports.clone();
@@ -413,44 +417,79 @@ impl WorkerIo for DpdkIo {
 
     #[inline]
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Mbuf>) -> usize {
-        let room = (BURST - batch.len()) as u16;
-        // SAFETY: started port, this worker's own queue, room for `room` pointers.
-        let n = unsafe { sys::shim_rx_burst(port, self.queue, self.rx_raw.as_mut_ptr(), room) };
-        let n = usize::from(n).min(BURST);
-        // Start loading every packet's first data line now, so that the
-        // pipeline's parser finds the headers in cache (the mbuf headers
-        // themselves were just written by the driver).
-        for &raw in &self.rx_raw[..n] {
-            // SAFETY: the driver returned n valid mbufs; reading their header
-            // fields is in bounds; a prefetch never faults.
-            unsafe {
-                let m = &*raw;
-                prefetch((m.buf_addr as *const u8).add(usize::from(m.data_off)));
+        let (queue, want_prefetch) = (self.queue, self.prefetch);
+        // OR of every received mbuf's `ol_flags`, and whether any of them
+        // has more than one segment: both rare, so one pass checks them for
+        // the whole burst and the per-packet work below is skipped.
+        let mut flags = 0u64;
+        let new = batch.extend_with(port, |bufs| {
+            let start = bufs.len();
+            let room = BURST.saturating_sub(start);
+            if room == 0 {
+                return;
+            }
+            bufs.reserve(room); // a no-op: a batch keeps BURST slots
+            let dst = bufs.spare_capacity_mut().as_mut_ptr().cast::<*mut sys::rte_mbuf>();
+            // SAFETY: started port, this worker's own queue; `dst` has room
+            // for `room` pointers (`Mbuf` is a transparent mbuf pointer, so
+            // the vector's spare slots are an array of `rte_mbuf *`).
+            let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
+            let n = n.min(room);
+            let mut segs = 0u16;
+            for k in 0..n {
+                // SAFETY: the driver wrote n valid, non-NULL mbuf pointers
+                // whose headers it just filled; reading them is in bounds
+                // and a prefetch never faults.
+                unsafe {
+                    let m = &**dst.add(k);
+                    flags |= m.ol_flags;
+                    segs |= m.nb_segs ^ 1;
+                    // Start loading the first data line now, so that the
+                    // pipeline's parser finds the headers in cache.
+                    if want_prefetch {
+                        prefetch((m.buf_addr as *const u8).add(usize::from(m.data_off)));
+                    }
+                }
+            }
+            let mut keep = n;
+            if segs != 0 {
+                // Multi-segment frames are unsupported: free them here and
+                // close the gaps (rare; jumbo frames on a scatter-RX port).
+                keep = 0;
+                for k in 0..n {
+                    // SAFETY: as above; each pointer is either moved down
+                    // to slot `keep <= k` or freed, never both.
+                    unsafe {
+                        let raw = *dst.add(k);
+                        if (*raw).nb_segs == 1 {
+                            *dst.add(keep) = raw;
+                            keep += 1;
+                        } else {
+                            sys::shim_pktmbuf_free(raw);
+                        }
+                    }
+                }
+            }
+            // SAFETY: slots [start, start + keep) now hold owned, valid,
+            // single-segment mbufs, i.e. initialised `Mbuf`s; keep <= room.
+            unsafe { bufs.set_len(start + keep) };
+        });
+        if flags & RX_RSS_HASH != 0 || self.software_hash {
+            for i in new.clone() {
+                let buf = batch.buf(i);
+                let m = buf.m();
+                let hash = if m.ol_flags & RX_RSS_HASH != 0 {
+                    // SAFETY: the flag says the driver filled `hash.rss`.
+                    unsafe { m.__bindgen_anon_2.hash.rss }
+                } else if self.software_hash {
+                    flow_hash(buf.data())
+                } else {
+                    0
+                };
+                batch.set_hash(i, hash);
             }
         }
-        let mut got = 0;
-        for &raw in &self.rx_raw[..n] {
-            // SAFETY: the driver hands us ownership of each received mbuf
-            // (never NULL among the first n).
-            let m = unsafe { Mbuf::from_raw(NonNull::new_unchecked(raw)) };
-            let hdr = m.m();
-            if hdr.nb_segs != 1 {
-                continue; // dropped (freed) here: multi-segment frames are unsupported
-            }
-            let hash = if hdr.ol_flags & RX_RSS_HASH != 0 {
-                // SAFETY: valid mbuf we own; the flag says the hash field is set.
-                unsafe { sys::shim_mbuf_rss_hash(raw) }
-            } else if self.software_hash {
-                flow_hash(m.data())
-            } else {
-                0
-            };
-            if let Ok(i) = batch.push(m, port) {
-                batch.meta_mut(i).hash = hash;
-                got += 1;
-            }
-        }
-        got
+        new.len()
     }
 
     #[inline]
@@ -476,6 +515,21 @@ impl WorkerIo for DpdkIo {
 
     fn free(&mut self, buf: Mbuf) {
         drop(buf);
+    }
+
+    #[inline]
+    fn free_bulk(&mut self, bufs: &mut Vec<Mbuf>) {
+        let n = bufs.len();
+        if n == 0 {
+            return;
+        }
+        // SAFETY: `Mbuf` is a transparent mbuf pointer, so the vector is an
+        // array of n owned mbufs; DPDK frees them all (segments, refcounts),
+        // and the length is reset without running `Mbuf::drop` on them.
+        unsafe {
+            sys::rte_pktmbuf_free_bulk(bufs.as_mut_ptr().cast(), n as u32);
+            bufs.set_len(0);
+        }
     }
 
     #[inline]

@@ -35,6 +35,15 @@ pub trait WorkerIo: Send {
     /// Returns a buffer that will not be transmitted to the pool.
     fn free(&mut self, buf: Self::Buf);
 
+    /// Returns every buffer in `bufs` to the pool, leaving it empty (dropped
+    /// packets of a burst, a full TX ring's rest); backends with a bulk free
+    /// (DPDK's `rte_pktmbuf_free_bulk`) override the per-buffer default.
+    fn free_bulk(&mut self, bufs: &mut Vec<Self::Buf>) {
+        for b in bufs.drain(..) {
+            self.free(b);
+        }
+    }
+
     /// The time of the next burst; called once per burst.
     fn now(&mut self) -> Now;
 

@@ -236,7 +236,7 @@ impl WorkerIo for PcapIo {
                 continue;
             }
             if let Ok(i) = batch.push(f, port) {
-                batch.meta_mut(i).hash = r.hash;
+                batch.set_hash(i, r.hash);
             }
         }
         batch.len() - start

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 
 use serde::Deserialize;
 
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage, Verdict};
+use pipeline::{Batch, Class, DropReason, Indices, Now, PacketBuf, Stage, Verdict};
 
 use crate::config::{typed, ConfigError};
 use crate::registry::{BuildContext, Registry};
@@ -75,6 +75,12 @@ impl PortForward {
         }
         Ok(PortForward { table, default: c.port })
     }
+
+    /// The egress port for packets from `ingress`.
+    #[inline]
+    fn lookup(&self, ingress: u16) -> Option<u16> {
+        self.table.get(usize::from(ingress)).copied().flatten().or(self.default)
+    }
 }
 
 impl<B: PacketBuf> Stage<B> for PortForward {
@@ -82,22 +88,42 @@ impl<B: PacketBuf> Stage<B> for PortForward {
         "port-forward"
     }
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
-        // A burst comes from one RX queue, so it has one ingress port: look
-        // the egress up once per run of equal ingress ports.
-        let (mut last_in, mut out) = (None, None);
-        for i in batch.live() {
-            let m = batch.meta_mut(i);
-            if last_in != Some(m.port) {
-                last_in = Some(m.port);
-                out = self.table.get(usize::from(m.port)).copied().flatten().or(self.default);
+        // A burst comes from one RX queue, so it normally has one ingress
+        // port: route the whole burst with one lookup.
+        if let Some(ingress) = batch.ingress_port() {
+            match self.lookup(ingress) {
+                Some(out) => batch.forward_all(out),
+                None => {
+                    for i in batch.live() {
+                        batch.drop_packet(i, DropReason::NoRoute);
+                    }
+                }
+            }
+            return;
+        }
+        // Mixed or unknown ingress ports: look the egress up once per run of
+        // equal ingress ports.
+        let live = batch.live_mask();
+        let mut unrouted = 0u32;
+        let (mut last_in, mut out) = (u32::MAX, None);
+        for (i, m) in batch.metas_mut().iter_mut().enumerate() {
+            if (live >> i) & 1 == 0 {
+                continue;
+            }
+            if u32::from(m.port) != last_in {
+                last_in = u32::from(m.port);
+                out = self.lookup(m.port);
             }
             match (out, m.verdict) {
                 (Some(p), Verdict::Forward { class, .. }) => {
                     m.verdict = Verdict::Forward { port: p, class }
                 }
-                (None, _) => batch.drop_packet(i, DropReason::NoRoute),
+                (None, _) => unrouted |= 1 << i,
                 _ => {}
             }
+        }
+        for i in Indices::of(unrouted) {
+            batch.drop_packet(i, DropReason::NoRoute);
         }
     }
 }
@@ -269,8 +295,8 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
                 batch.drop_packet(i, DropReason::NoRoute);
                 continue;
             };
-            let (buf, meta) = batch.get_mut(i);
-            let d = buf.data_mut();
+            let class = batch.meta(i).class().unwrap_or(Class::BEST_EFFORT);
+            let d = batch.buf_mut(i).data_mut();
             if self.decrement_ttl {
                 // RFC 1624 incremental update: TTL is the high byte of its word.
                 d[14 + 8] -= 1;
@@ -283,7 +309,6 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
             if let Some(mac) = route.mac {
                 d[0..6].copy_from_slice(&mac);
             }
-            let class = meta.class().unwrap_or(Class::BEST_EFFORT);
             batch.forward(i, route.port, class);
         }
     }
@@ -416,6 +441,36 @@ default = 1"#,
         p.run(&mut b, Now::default());
         assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 2, class: Class(3) });
         assert_eq!(b.meta(1).verdict, Verdict::Forward { port: 1, class: Class(1) });
+    }
+
+    #[test]
+    fn port_forward_routes_a_one_port_burst_at_once() {
+        let r = registry();
+        let f: toml::Table = toml::from_str("map = [[0, 2]]").unwrap();
+        let mut p = Pipeline::new();
+        p.push(r.build_stage("port-forward", &ctx(), &f).unwrap());
+        // One ingress port: the whole burst is forwarded, classes kept, and
+        // the batch knows its common egress port.
+        let mut b = Batch::new();
+        for k in 0..3 {
+            b.push(frame([10, 1, 0, k], [1, 1, 1, 1], 9), 0).unwrap();
+        }
+        b.set_class(1, Class(4));
+        p.run(&mut b, Now::default());
+        assert_eq!(b.egress_port(), Some(2));
+        assert!(b.all_live());
+        assert_eq!(b.meta(1).verdict, Verdict::Forward { port: 2, class: Class(4) });
+        assert_eq!(b.meta(2).verdict, Verdict::Forward { port: 2, class: Class(0) });
+        // An ingress port without a route: every packet is dropped and counted.
+        let mut b = Batch::new();
+        for k in 0..3 {
+            b.push(frame([10, 1, 0, k], [1, 1, 1, 1], 9), 1).unwrap();
+        }
+        p.run(&mut b, Now::default());
+        assert_eq!(b.live_mask(), 0);
+        assert_eq!(b.meta(0).verdict, Verdict::Drop(DropReason::NoRoute));
+        let (_, c) = p.counters().next().unwrap();
+        assert_eq!(c.drops.get(DropReason::NoRoute), 3);
     }
 
     #[test]

@@ -409,7 +409,7 @@ impl WorkerIo for SyntheticIo {
                     continue;
                 }
                 if let Ok(i) = batch.push(f, port) {
-                    batch.meta_mut(i).hash = *hash;
+                    batch.set_hash(i, *hash);
                 }
                 self.group_rx[g.group] += 1;
                 progress = true;

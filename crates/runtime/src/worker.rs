@@ -10,12 +10,20 @@
 //!     publish counters every `publish_every` bursts
 //! }
 //! ```
+//!
+//! Verdicts are applied per burst, not per packet, where possible: a burst
+//! whose packets all go to one unshaped port (known from the batch's
+//! [`egress_port`](pipeline::Batch::egress_port) hint, or from one pass over
+//! the verdicts) goes to TX as a whole vector; otherwise one pass partitions
+//! it into per-port TX vectors and egress queues, and everything dropped is
+//! returned with one [`WorkerIo::free_bulk`] call. Counters are plain local
+//! integers, published every `publish_every` bursts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use pipeline::{Batch, DropReason, Egress, PacketBuf, Pipeline, Verdict, BURST};
+use pipeline::{Batch, DropReason, Egress, Meta, PacketBuf, Pipeline, Verdict, BURST};
 
 use crate::io::WorkerIo;
 use crate::stats::{LocalCounters, PortCounters, WorkerStats};
@@ -34,7 +42,8 @@ pub enum Command<B> {
     /// Run a closure on the worker's pipeline and egress disciplines
     /// (e.g. replace a stage's table), between two bursts.
     Apply(Apply<B>),
-    /// Same, with the worker's current time (one extra clock read).
+    /// Same, with the time of the worker's latest burst (the time its
+    /// stages last saw; no extra clock read, so a virtual clock does not move).
     ApplyNow(ApplyNow<B>),
     /// Publish counters now.
     Publish,
@@ -97,13 +106,28 @@ fn transmit<I: WorkerIo>(
     if !v.is_empty() {
         // The TX ring was full: the rest is dropped here.
         pc.drops.add(DropReason::QueueFull, v.len() as u64);
-        for b in v.drain(..) {
-            bytes -= b.len() as u64;
-            io.free(b);
-        }
+        bytes -= v.iter().map(|b| b.len() as u64).sum::<u64>();
+        io.free_bulk(v);
     }
     pc.tx_bytes += bytes;
     n
+}
+
+/// The port every packet of a burst is forwarded to, if there is one.
+///
+/// The common case (a burst from one RX queue routed as a whole) then goes
+/// to TX as one vector instead of packet by packet; the check is one pass
+/// over the verdicts without early exit, so it compiles to a tight loop.
+#[inline]
+fn common_port(metas: &[Meta]) -> Option<u16> {
+    let Some(Verdict::Forward { port, .. }) = metas.first().map(|m| m.verdict) else {
+        return None;
+    };
+    let mut same = true;
+    for m in metas {
+        same &= matches!(m.verdict, Verdict::Forward { port: p, .. } if p == port);
+    }
+    same.then_some(port)
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -148,8 +172,13 @@ impl<I: WorkerIo> Worker<I> {
             .collect();
         let mut batch: Batch<I::Buf> = Batch::new();
         let mut txv: Vec<I::Buf> = Vec::with_capacity(BURST);
+        // Buffers of one burst to free in bulk (dropped, to control, unroutable).
+        let mut dead: Vec<I::Buf> = Vec::with_capacity(BURST);
         let mut rx_total = 0u64;
         let start = io.now();
+        // The time of the latest burst: what `ApplyNow` commands see, so that
+        // they cost no clock read (which would advance a virtual clock).
+        let mut last_now = start;
         let publish_every = publish_every.max(1);
         // Counts down to the next publication (no division per burst).
         let mut publish_in = publish_every;
@@ -161,7 +190,7 @@ impl<I: WorkerIo> Worker<I> {
             while let Ok(cmd) = commands.try_recv() {
                 match cmd {
                     Command::Apply(f) => f(&mut pipeline, &mut egress),
-                    Command::ApplyNow(f) => f(&mut pipeline, &mut egress, io.now()),
+                    Command::ApplyNow(f) => f(&mut pipeline, &mut egress, last_now),
                     Command::Publish => {
                         io.io_counters(&mut local);
                         stats.publish(&local, pipeline.counters().map(|(_, c)| c));
@@ -174,6 +203,7 @@ impl<I: WorkerIo> Worker<I> {
                 break;
             }
             let now = io.now();
+            last_now = now;
             local.elapsed_ns = now.mono_ns.saturating_sub(start.mono_ns);
             // The burst that reaches the time limit is still processed, so a
             // generator that clamps its clock to the limit offers its full load.
@@ -192,41 +222,68 @@ impl<I: WorkerIo> Worker<I> {
                     rx_total += n as u64;
                     moved += n;
                     pipeline.run(&mut batch, now);
-                    // Most bursts go to one port: remember its slot.
-                    let (mut last_port, mut last_slot) = (u16::MAX, usize::MAX);
-                    batch.drain(|buf, meta| match meta.verdict {
-                        Verdict::Forward { port, class } => {
-                            if port != last_port {
-                                last_port = port;
-                                last_slot =
-                                    slot.get(usize::from(port)).copied().unwrap_or(usize::MAX);
-                            }
-                            let s = last_slot;
-                            if s == usize::MAX {
-                                local.ports[pslot].drops.inc(DropReason::NoRoute);
-                                io.free(buf);
-                            } else if direct[s] {
-                                staged[s].push(buf);
-                                if staged[s].len() == BURST {
-                                    transmit(
-                                        &mut io,
-                                        port_ids[s],
-                                        &mut staged[s],
-                                        &mut local.ports[s],
-                                        now,
-                                    );
+                    // The batch may already know that every packet goes to one port.
+                    let hint = if batch.all_live() { batch.egress_port() } else { None };
+                    batch.drain_with(|bufs, metas| {
+                        // Fast path: the whole burst leaves on one unshaped
+                        // port; packets staged for it earlier go first.
+                        if let Some(port) = hint.or_else(|| common_port(metas)) {
+                            let s = slot.get(usize::from(port)).copied().unwrap_or(usize::MAX);
+                            if s != usize::MAX && direct[s] {
+                                let pc = &mut local.ports[s];
+                                if !staged[s].is_empty() {
+                                    transmit(&mut io, port, &mut staged[s], pc, now);
                                 }
-                            } else if let Err((buf, reason)) = egress[s].enqueue(buf, class, now) {
-                                local.ports[s].drops.inc(reason);
-                                io.free(buf);
+                                transmit(&mut io, port, bufs, pc, now);
+                                return;
                             }
                         }
-                        Verdict::Drop(_) => io.free(buf),
-                        Verdict::ToControl => {
-                            // No control-plane consumer is attached to the
-                            // runtime yet; the pipeline counted the packet.
-                            local.to_control += 1;
-                            io.free(buf);
+                        // Mixed verdicts: one pass partitions the burst into
+                        // per-port TX vectors, egress queues and a free list.
+                        let (mut last_port, mut last_slot) = (u16::MAX, usize::MAX);
+                        for (buf, meta) in bufs.drain(..).zip(metas) {
+                            match meta.verdict {
+                                Verdict::Forward { port, class } => {
+                                    if port != last_port {
+                                        last_port = port;
+                                        last_slot = slot
+                                            .get(usize::from(port))
+                                            .copied()
+                                            .unwrap_or(usize::MAX);
+                                    }
+                                    let s = last_slot;
+                                    if s == usize::MAX {
+                                        local.ports[pslot].drops.inc(DropReason::NoRoute);
+                                        dead.push(buf);
+                                    } else if direct[s] {
+                                        staged[s].push(buf);
+                                        if staged[s].len() == BURST {
+                                            transmit(
+                                                &mut io,
+                                                port_ids[s],
+                                                &mut staged[s],
+                                                &mut local.ports[s],
+                                                now,
+                                            );
+                                        }
+                                    } else if let Err((buf, reason)) =
+                                        egress[s].enqueue(buf, class, now)
+                                    {
+                                        local.ports[s].drops.inc(reason);
+                                        dead.push(buf);
+                                    }
+                                }
+                                Verdict::Drop(_) => dead.push(buf),
+                                Verdict::ToControl => {
+                                    // No control-plane consumer is attached to the
+                                    // runtime yet; the pipeline counted the packet.
+                                    local.to_control += 1;
+                                    dead.push(buf);
+                                }
+                            }
+                        }
+                        if !dead.is_empty() {
+                            io.free_bulk(&mut dead);
                         }
                     });
                 }
@@ -278,5 +335,175 @@ impl<I: WorkerIo> Worker<I> {
         let res = io.finish();
         stats.set_done();
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::stats::Snapshot;
+    use pipeline::{Class, Fifo, Now, Stage};
+
+    /// What the mock backend saw.
+    #[derive(Default)]
+    struct Rec {
+        sent: Vec<(u16, Vec<u8>)>,
+        freed: Vec<Vec<u8>>,
+        bulk_frees: usize,
+    }
+
+    /// A scripted backend: fixed bursts per RX port and a TX ring that takes
+    /// at most `tx_room` packets per call.
+    struct Mock {
+        ports: Vec<u16>,
+        input: Vec<(u16, Vec<Vec<u8>>)>,
+        tx_room: usize,
+        t: u64,
+        rec: Arc<Mutex<Rec>>,
+    }
+
+    impl WorkerIo for Mock {
+        type Buf = Vec<u8>;
+        fn rx_ports(&self) -> &[u16] {
+            &self.ports
+        }
+        fn rx_burst(&mut self, port: u16, batch: &mut Batch<Vec<u8>>) -> usize {
+            let Some(k) = self.input.iter().position(|(p, _)| *p == port) else { return 0 };
+            let (_, burst) = self.input.remove(k);
+            batch.extend_with(port, |v| v.extend(burst)).len()
+        }
+        fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Vec<u8>>, _now: Now) -> usize {
+            let n = pkts.len().min(self.tx_room);
+            self.rec.lock().unwrap().sent.extend(pkts.drain(..n).map(|p| (port, p)));
+            n
+        }
+        fn free(&mut self, buf: Vec<u8>) {
+            self.rec.lock().unwrap().freed.push(buf);
+        }
+        fn free_bulk(&mut self, bufs: &mut Vec<Vec<u8>>) {
+            let mut r = self.rec.lock().unwrap();
+            r.bulk_frees += 1;
+            r.freed.append(bufs);
+        }
+        fn now(&mut self) -> Now {
+            self.t += 1000;
+            Now::from_unix_ns(self.t)
+        }
+        fn exhausted(&self) -> bool {
+            self.input.is_empty()
+        }
+    }
+
+    /// Routes by the first byte: 0 drop, 1 control, 255 leave as is (back
+    /// out of the ingress port), any other value forward to that port (class
+    /// 1 for port 3).
+    struct ByFirstByte;
+    impl Stage<Vec<u8>> for ByFirstByte {
+        fn name(&self) -> &str {
+            "by-first-byte"
+        }
+        fn process(&mut self, batch: &mut Batch<Vec<u8>>, _now: Now) {
+            for i in batch.live() {
+                match batch.data(i)[0] {
+                    0 => batch.drop_packet(i, DropReason::Policy),
+                    1 => batch.to_control(i),
+                    255 => {}
+                    p => batch.forward(i, u16::from(p), Class(u8::from(p == 3))),
+                }
+            }
+        }
+    }
+
+    /// Runs one worker over ports 2, 3, 4 (port 3 behind a FIFO if `shaped`).
+    fn run(input: Vec<(u16, Vec<Vec<u8>>)>, tx_room: usize, shaped: bool) -> (Rec, Snapshot) {
+        let port_ids = vec![2u16, 3, 4];
+        let stats = Arc::new(WorkerStats::new(1, port_ids.len(), 0));
+        let (_tx, rx) = crossbeam_channel::unbounded();
+        let rec = Arc::new(Mutex::new(Rec::default()));
+        let io = Mock { ports: port_ids.clone(), input, tx_room, t: 0, rec: rec.clone() };
+        let w = Worker {
+            index: 0,
+            io,
+            pipeline: Pipeline::new().with(ByFirstByte),
+            egress: port_ids
+                .iter()
+                .map(|_| Box::new(Fifo::new(64)) as Box<dyn Egress<Vec<u8>>>)
+                .collect(),
+            port_ids: port_ids.clone(),
+            stats: stats.clone(),
+            commands: rx,
+            stop: Arc::new(AtomicBool::new(false)),
+            limits: Limits::default(),
+            publish_every: 1,
+            core: None,
+            direct: vec![true, !shaped, true],
+        };
+        w.run().unwrap();
+        let snap = Snapshot::collect(&[stats], &["by-first-byte".into()], &port_ids, &[]);
+        let rec = std::mem::take(&mut *rec.lock().unwrap());
+        (rec, snap)
+    }
+
+    fn pkt(first: u8, id: u8, len: usize) -> Vec<u8> {
+        let mut v = vec![id; len];
+        v[0] = first;
+        v
+    }
+
+    #[test]
+    fn uniform_bursts_go_to_tx_whole_and_in_order() {
+        // Two full bursts from port 2 to port 4, one from port 4 back to itself.
+        let a: Vec<_> = (0..32).map(|i| pkt(4, i, 60)).collect();
+        let b: Vec<_> = (32..64).map(|i| pkt(4, i, 61)).collect();
+        let c: Vec<_> = (0..20).map(|i| pkt(255, i, 62)).collect();
+        let (rec, snap) = run(vec![(2, a.clone()), (4, c.clone()), (2, b.clone())], 64, false);
+        let to4: Vec<_> =
+            rec.sent.iter().filter(|(p, _)| *p == 4).map(|(_, v)| v.clone()).collect();
+        let expect: Vec<_> = a.iter().chain(&c).chain(&b).cloned().collect();
+        assert_eq!(to4, expect);
+        assert_eq!(rec.sent.len(), 84);
+        assert!(rec.freed.is_empty());
+        assert_eq!(snap.ports[2].counters.tx, 84);
+        assert_eq!(snap.ports[2].counters.tx_bytes, 32 * 60 + 32 * 61 + 20 * 62);
+        assert_eq!(snap.rx(), 84);
+    }
+
+    #[test]
+    fn mixed_bursts_are_partitioned_and_counted() {
+        // One burst: drops, control, two ports, an unknown port (9), a full TX ring.
+        let burst = vec![
+            pkt(0, 0, 50),
+            pkt(3, 1, 51),
+            pkt(1, 2, 52),
+            pkt(4, 3, 53),
+            pkt(9, 4, 54),
+            pkt(3, 5, 55),
+            pkt(4, 6, 56),
+            pkt(4, 7, 57),
+        ];
+        for shaped in [false, true] {
+            // Port 4's ring takes 2 packets per call: the third is a QueueFull drop.
+            let (rec, snap) = run(vec![(2, burst.clone())], 2, shaped);
+            let ids = |port| {
+                rec.sent.iter().filter(|(p, _)| *p == port).map(|(_, v)| v[1]).collect::<Vec<_>>()
+            };
+            assert_eq!(ids(3), [1, 5], "shaped {shaped}");
+            assert_eq!(ids(4), [3, 6]);
+            let mut freed: Vec<u8> = rec.freed.iter().map(|v| v[1]).collect();
+            freed.sort();
+            assert_eq!(freed, [0, 2, 4, 7]);
+            // The burst's dead packets (drop, control, no route) went back in one call.
+            assert!(rec.bulk_frees >= 1);
+            let p = |i: usize| &snap.ports[i].counters;
+            assert_eq!((p(1).tx, p(1).tx_bytes), (2, 51 + 55));
+            assert_eq!((p(2).tx, p(2).tx_bytes), (2, 53 + 56));
+            assert_eq!(p(2).drops.get(DropReason::QueueFull), 1);
+            assert_eq!(p(0).drops.get(DropReason::NoRoute), 1);
+            assert_eq!(snap.to_control, 1);
+            assert_eq!(snap.stages[0].1.drops.get(DropReason::Policy), 1);
+            assert_eq!(snap.stages[0].1.to_control, 1);
+        }
     }
 }

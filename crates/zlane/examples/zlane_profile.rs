@@ -110,6 +110,8 @@ fn report(name: &str, per: u64, f: impl FnOnce()) {
 
 /// One measured gateway path.
 type GatewayRun = fn(&mut Gateway, &mut [u8]);
+/// One measured gateway-stage path.
+type BurstRun = fn(&mut ZlaneGateway, &mut Batch<Vec<u8>>);
 
 /// `tag` keeps the three instances apart (identical functions get merged).
 #[inline(always)]
@@ -135,11 +137,27 @@ fn run_gateway_l8(gw: &mut Gateway, pkt: &mut [u8]) {
     run_gateway(gw, pkt, 8)
 }
 
-#[inline(never)]
-fn run_gateway_burst(stage: &mut ZlaneGateway, batch: &mut Batch<Vec<u8>>) {
+#[inline(always)]
+fn run_gateway_burst(stage: &mut ZlaneGateway, batch: &mut Batch<Vec<u8>>, tag: u64) {
     for k in 0..N {
-        stage.process(batch, Now::from_unix_ns(T0 + k * 32_000));
+        stage.process(batch, Now::from_unix_ns(T0 + k * 32_000 + tag));
     }
+}
+
+/// The gateway stage on bursts of 32 hosts, ℓ = 3 (the name predates ℓ = 1, 8).
+#[inline(never)]
+fn run_gateway_burst_l3(stage: &mut ZlaneGateway, batch: &mut Batch<Vec<u8>>) {
+    run_gateway_burst(stage, batch, 3)
+}
+
+#[inline(never)]
+fn run_gateway_burst_l1(stage: &mut ZlaneGateway, batch: &mut Batch<Vec<u8>>) {
+    run_gateway_burst(stage, batch, 1)
+}
+
+#[inline(never)]
+fn run_gateway_burst_l8(stage: &mut ZlaneGateway, batch: &mut Batch<Vec<u8>>) {
+    run_gateway_burst(stage, batch, 8)
 }
 
 #[inline(never)]
@@ -153,6 +171,14 @@ fn run_overuse(gw: &mut Gateway, pkt: &mut [u8]) {
 fn run_router(cl: &mut Classifier, pkt: &[u8]) {
     for k in 0..N {
         black_box(cl.classify(black_box(pkt), Now::from_unix_ns(T0 + k * 1_000))).ok();
+    }
+}
+
+/// The router's one-pass EPIC-Z reader alone.
+#[inline(never)]
+fn run_epic_fields(pkt: &[u8]) {
+    for _ in 0..N {
+        black_box(packet::scion::epic_fields(black_box(pkt))).ok();
     }
 }
 
@@ -185,14 +211,19 @@ fn main() {
         assert!(gw.counters().authorized >= N);
     }
     let p3 = path(3);
-    let (_, gw) = gateway(&p3, 6_000_000_000, 0);
-    let mut stage = ZlaneGateway::new(gw);
-    let mut batch: Batch<Vec<u8>> = Batch::new();
-    for h in 0..32u8 {
-        batch.push(host_packet(&p3, HostAddr::V4([10, 0, 2, h])), 0).unwrap();
+    let bursts: [(usize, BurstRun); 3] =
+        [(1, run_gateway_burst_l1), (3, run_gateway_burst_l3), (8, run_gateway_burst_l8)];
+    for (l, run) in bursts {
+        let p = path(l);
+        let (_, gw) = gateway(&p, 6_000_000_000, 0);
+        let mut stage = ZlaneGateway::new(gw);
+        let mut batch: Batch<Vec<u8>> = Batch::new();
+        for h in 0..32u8 {
+            batch.push(host_packet(&p, HostAddr::V4([10, 0, 2, h])), 0).unwrap();
+        }
+        report(&format!("gateway burst of 32, l={l}"), 32, || run(&mut stage, &mut batch));
+        assert_eq!(stage.gateway().counters().demoted, 0);
     }
-    report("gateway burst of 32, l=3", 32, || run_gateway_burst(&mut stage, &mut batch));
-    assert_eq!(stage.gateway().counters().demoted, 0);
 
     let (mut pkt, mut gw) = gateway(&path(5), 0, 32_000);
     report("gateway overuse", 1, || run_overuse(&mut gw, &mut pkt));
@@ -206,6 +237,7 @@ fn main() {
     let (mut pkt, mut gw) = gateway(&p3, 6_000_000_000, 0);
     gw.process(&mut pkt, Now::from_unix_ns(T0)).unwrap();
     let mut cl = Classifier::new(&cfg, router_keys(), T0).unwrap();
+    report("epic_fields", 1, || run_epic_fields(&pkt));
     report("router one packet", 1, || run_router(&mut cl, &pkt));
     assert_eq!(cl.counters().classes[2], N);
 

@@ -163,6 +163,50 @@ impl<V: Copy + Default> FixedMap<V> {
         }
     }
 
+    /// The slot of `key`, for [`at_mut`](Self::at_mut). Slots never move:
+    /// entries are only added or replaced, never removed.
+    #[inline]
+    pub fn find(&self, key: u64) -> Option<usize> {
+        let mut i = self.slot(key);
+        loop {
+            let k = self.keys[i];
+            if k == key && k != 0 {
+                return Some(i);
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The value in slot `i` (from [`find`](Self::find)), mutable.
+    #[inline]
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut V> {
+        self.vals.get_mut(i)
+    }
+
+    /// The value of `key`.
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<&V> {
+        let mut i = self.slot(key);
+        loop {
+            let k = self.keys[i];
+            if k == key && k != 0 {
+                return Some(&self.vals[i]);
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Capacity in entries (the map accepts up to half of its slots).
+    pub fn capacity(&self) -> usize {
+        self.keys.len() / 2
+    }
+
     /// Iterates over the entries.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
         self.keys.iter().zip(&self.vals).filter(|(k, _)| **k != 0).map(|(k, v)| (*k, v))

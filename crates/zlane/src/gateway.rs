@@ -26,9 +26,8 @@
 //!   path and needs no update.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-use mac::{Cmac, Key};
+use mac::{Aes, Cmac, Key};
 use packet::checksum::{accumulate, fold, update16};
 use packet::scion::epic::{EpicPath, FLAG_Q, HVF_LEN};
 use packet::scion::path::{HOP_LEN, INFO_LEN, MAX_HOPS, META_LEN};
@@ -36,7 +35,7 @@ use packet::scion::{PathType, RawHostAddr, ScionHeader};
 use packet::Ia;
 use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, NO_OFFSET};
 
-use crate::bucket::{rate_units, TokenBucket};
+use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::config::ConfigError;
 use crate::hvf::Hvf;
 
@@ -165,35 +164,20 @@ pub enum GatewayOutcome {
     Passed,
 }
 
-/// Hasher for hop-field MACs: they are CMAC outputs installed by the control
-/// plane, already uniform, so folding their bytes is enough (no SipHash per hop).
-#[derive(Default)]
-struct SigmaHasher(u64);
-
-impl Hasher for SigmaHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        let h = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        h ^ (h >> 29)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-/// A hop-field MAC as a map key (48 bits in a `u64`: one hash step).
+/// A hop-field MAC as a map key: its 48 bits with bit 63 set, so that no
+/// MAC maps to the empty-slot key 0 of [`FixedMap`].
 #[inline]
 fn sigma_key(sigma: &[u8]) -> u64 {
     let mut k = [0u8; 8];
     k[..6].copy_from_slice(&sigma[..6]);
-    u64::from_le_bytes(k)
+    u64::from_le_bytes(k) | 1 << 63
 }
+
+/// Initial capacity of the σ → AS-key table (grows by doubling).
+const SIGMA_INITIAL: usize = 1024;
+/// Hash multiplier seed of that table: σ values are CMAC outputs installed
+/// by the control plane, uniform already, so a fixed seed is fine.
+const SIGMA_SEED: u64 = 0x51_6d_a5;
 
 /// Bytes of an EPIC-Z path rewritten by the gateway, with the folded
 /// one's-complement sums of that span before and after, so the caller can
@@ -265,8 +249,8 @@ struct Waiting {
     old_sum: u16,
 }
 
-/// Distinct on-path AS keys per burst whose HVFs are batched.
-const GROUPS: usize = 16;
+/// MAC lanes the cipher interleaves (`aesni::LANES`).
+const CHUNK: usize = 8;
 
 /// EPIC block offsets the gateway touches.
 const FLAGS_OFF: usize = 8;
@@ -279,10 +263,12 @@ pub struct Gateway {
     mask: usize,
     prefixes: Vec<(HostPrefix, u16)>,
     default_units: u16,
-    hop_to_key: HashMap<u64, u32, BuildHasherDefault<SigmaHasher>>,
+    hop_to_key: FixedMap<u32>,
     keys: Vec<(Ia, Cmac)>,
     key_index: HashMap<Ia, u32>,
     counters: GatewayCounters,
+    /// Fills unused MAC lanes (never authenticates anything).
+    placeholder: Cmac,
 }
 
 impl Gateway {
@@ -310,10 +296,11 @@ impl Gateway {
             mask: cap - 1,
             prefixes,
             default_units,
-            hop_to_key: HashMap::default(),
+            hop_to_key: FixedMap::with_capacity(SIGMA_INITIAL, SIGMA_SEED),
             keys: Vec::new(),
             key_index: HashMap::new(),
             counters: GatewayCounters::default(),
+            placeholder: Cmac::new(&Key::from([0; 16])),
             cfg,
         };
         for (h, bps) in g.cfg.hosts.clone() {
@@ -348,7 +335,17 @@ impl Gateway {
     pub fn register_hop(&mut self, sigma: [u8; 6], ia: Ia) -> bool {
         match self.key_index.get(&ia) {
             Some(&i) => {
-                self.hop_to_key.insert(sigma_key(&sigma), i);
+                let k = sigma_key(&sigma);
+                if !self.hop_to_key.insert(k, i) {
+                    // Full: rebuild twice as large (control path, between bursts).
+                    let mut bigger =
+                        FixedMap::with_capacity(self.hop_to_key.capacity() * 2, SIGMA_SEED);
+                    for (k2, v) in self.hop_to_key.iter() {
+                        bigger.insert(k2, *v);
+                    }
+                    bigger.insert(k, i);
+                    self.hop_to_key = bigger;
+                }
                 true
             }
             None => false,
@@ -501,31 +498,58 @@ impl Gateway {
     /// The key index of the AS owning the hop field whose MAC is `sigma`.
     #[inline]
     fn key_of(&self, sigma: &[u8]) -> Option<u32> {
-        self.hop_to_key.get(&sigma_key(sigma)).copied()
+        self.hop_to_key.get(sigma_key(sigma)).copied()
     }
 
     /// Replaces every V_i by Ṽ_i and sets Q; demotes if a hop is unknown.
     /// `path` is a validated EPIC-Z path with `n` hops whose hop fields start
-    /// at `hops_off`.
+    /// at `hops_off`. The hops' MACs (one block each, under different AS
+    /// keys) run interleaved, up to eight at a time.
     #[inline]
     fn authorize(&mut self, path: &mut [u8], n: usize, hops_off: usize) -> GatewayOutcome {
-        let mut new = [[0u8; HVF_LEN]; MAX_HOPS];
-        for (i, slot) in new.iter_mut().enumerate().take(n) {
+        if n <= CHUNK {
+            self.authorize_up_to::<CHUNK>(path, n, hops_off)
+        } else {
+            self.authorize_up_to::<MAX_HOPS>(path, n, hops_off)
+        }
+    }
+
+    /// [`authorize`](Self::authorize) for paths of at most `M` hops (sized
+    /// so that common paths fill no 64-entry table per packet).
+    #[inline]
+    fn authorize_up_to<const M: usize>(
+        &mut self,
+        path: &mut [u8],
+        n: usize,
+        hops_off: usize,
+    ) -> GatewayOutcome {
+        let mut keys: [&Cmac; M] = [&self.placeholder; M];
+        for (i, slot) in keys.iter_mut().enumerate().take(n) {
             let m = hops_off + i * HOP_LEN + 6;
-            let Some(&k) = self.hop_to_key.get(&sigma_key(&path[m..m + 6])) else {
+            let key = self.hop_to_key.get(sigma_key(&path[m..m + 6]));
+            let Some((_, k)) = key.and_then(|&k| self.keys.get(k as usize)) else {
                 self.counters.unknown_hop += 1;
                 path[FLAGS_OFF] &= !FLAG_Q;
                 return GatewayOutcome::Demoted;
             };
-            // Ṽ_i = CMAC_K̃(V_i ‖ 0¹²): one complete block.
-            let v = HVFS_OFF + i * HVF_LEN;
-            let vi = u32::from_be_bytes([path[v], path[v + 1], path[v + 2], path[v + 3]]);
-            let b = (u128::from(vi) << 96).to_be_bytes();
-            *slot = mac::truncate::<HVF_LEN>(&self.keys[k as usize].1.mac_block(&b));
+            *slot = k;
         }
-        for (i, v) in new.iter().enumerate().take(n) {
-            let o = HVFS_OFF + i * HVF_LEN;
-            path[o..o + HVF_LEN].copy_from_slice(v as &Hvf);
+        for c in (0..n).step_by(CHUNK) {
+            let len = CHUNK.min(n - c);
+            // Ṽ_i = CMAC_K̃(V_i ‖ 0¹²) = AES_K̃((V_i ‖ 0¹²) ⊕ K1): one
+            // complete block per hop, K1 folded in before the cipher call.
+            let mut blocks = [[0u8; 16]; CHUNK];
+            for (h, b) in blocks.iter_mut().enumerate().take(len) {
+                let v = HVFS_OFF + (c + h) * HVF_LEN;
+                let vi = u32::from_be_bytes([path[v], path[v + 1], path[v + 2], path[v + 3]]);
+                let k1 = u128::from_be_bytes(*keys[c + h].subkeys().0);
+                *b = ((u128::from(vi) << 96) ^ k1).to_be_bytes();
+            }
+            Aes::encrypt_each(|h| keys[c + h].aes(), &mut blocks[..len]);
+            for (h, b) in blocks.iter().enumerate().take(len) {
+                let o = HVFS_OFF + (c + h) * HVF_LEN;
+                path[o..o + HVF_LEN].copy_from_slice(&b[..HVF_LEN]);
+            }
         }
         path[FLAGS_OFF] |= FLAG_Q;
         self.counters.authorized += 1;
@@ -551,18 +575,15 @@ impl Gateway {
 ///
 /// A burst is processed in passes: parse and police every packet (over-rate
 /// packets are finished without MAC work), then compute the AS-level HVFs of
-/// all authorized packets grouped by on-path AS key, so each key's blocks go
-/// through one batched AES call (one dispatch, pipelined blocks) instead of
-/// one call per hop and packet; then write HVFs, Q and the patched underlay
+/// all authorized packets, eight at a time interleaved whatever their
+/// on-path AS keys (one call per burst instead of one per hop and packet),
+/// then write HVFs, Q and the patched underlay
 /// UDP checksum back. Results are identical to [`Gateway::process`] per packet.
 pub struct ZlaneGateway {
     inner: Gateway,
     waiting: Vec<Waiting>,
     jobs: Vec<Job>,
-    order: Vec<u32>,
-    group: Vec<u8>,
     blocks: Vec<[u8; 16]>,
-    tags: Vec<[u8; 16]>,
 }
 
 impl ZlaneGateway {
@@ -574,10 +595,7 @@ impl ZlaneGateway {
             inner,
             waiting: Vec::with_capacity(pipeline::BURST),
             jobs: Vec::with_capacity(JOBS),
-            order: Vec::with_capacity(JOBS),
-            group: Vec::with_capacity(JOBS),
             blocks: vec![[0; 16]; JOBS],
-            tags: vec![[0; 16]; JOBS],
         }
     }
 
@@ -591,57 +609,26 @@ impl ZlaneGateway {
         &mut self.inner
     }
 
-    /// Pass 2: Ṽ_i for every job, grouped by key with a counting sort over
-    /// the (few) distinct keys of the burst; keys beyond the first
-    /// [`GROUPS`] distinct ones are MACed one block at a time.
+    /// Pass 2: Ṽ_i for every job of the burst, each under its on-path AS
+    /// key, eight at a time interleaved (keys may differ per lane, so no
+    /// grouping by key is needed).
     fn compute(&mut self) {
-        const OVERFLOW: usize = GROUPS;
         let n = self.jobs.len();
-        let mut keys = [0u32; GROUPS];
-        let mut distinct = 0;
-        let mut count = [0usize; GROUPS + 1];
-        self.group.clear();
-        for job in &self.jobs {
-            let g = match keys[..distinct].iter().position(|&k| k == job.key) {
-                Some(g) => g,
-                None if distinct < GROUPS => {
-                    keys[distinct] = job.key;
-                    distinct += 1;
-                    distinct - 1
-                }
-                None => OVERFLOW,
-            };
-            count[g] += 1;
-            self.group.push(g as u8);
-        }
-        // Start of each group in `order`.
-        let mut start = [0usize; GROUPS + 2];
-        for g in 0..=GROUPS {
-            start[g + 1] = start[g] + count[g];
-        }
-        self.order.clear();
-        self.order.resize(n, 0);
         if self.blocks.len() < n {
             self.blocks.resize(n, [0; 16]);
-            self.tags.resize(n, [0; 16]);
         }
-        let mut next = start;
-        for (j, &g) in self.group.iter().enumerate() {
-            let at = next[usize::from(g)];
-            next[usize::from(g)] += 1;
-            self.order[at] = j as u32;
-            let b = &mut self.blocks[at];
-            *b = [0; 16];
-            b[..HVF_LEN].copy_from_slice(&self.jobs[j].v);
+        let (keys, ph) = (&self.inner.keys, &self.inner.placeholder);
+        let key = |k: u32| keys.get(k as usize).map_or(ph, |e| &e.1);
+        // CMAC of one complete block: AES_K((V_i ‖ 0¹²) ⊕ K1), with K1
+        // folded in here so the cipher call only looks up each lane's key.
+        for (b, job) in self.blocks.iter_mut().zip(&self.jobs) {
+            let k1 = u128::from_be_bytes(*key(job.key).subkeys().0);
+            *b = ((u128::from(u32::from_be_bytes(job.v)) << 96) ^ k1).to_be_bytes();
         }
-        for (g, &key) in keys[..distinct].iter().enumerate() {
-            let (a, b) = (start[g], start[g + 1]);
-            let blocks = &self.blocks[a..b];
-            self.inner.keys[key as usize].1.mac_batch(16, |j| &blocks[j][..], &mut self.tags[a..b]);
-        }
-        for at in start[OVERFLOW]..start[OVERFLOW + 1] {
-            let key = self.jobs[self.order[at] as usize].key;
-            self.tags[at] = self.inner.keys[key as usize].1.mac_block(&self.blocks[at]);
+        let jobs = &self.jobs;
+        Aes::encrypt_each(|j| key(jobs[j].key).aes(), &mut self.blocks[..n]);
+        for (job, t) in self.jobs.iter_mut().zip(&self.blocks) {
+            job.v.copy_from_slice(&t[..HVF_LEN]);
         }
     }
 }
@@ -719,13 +706,9 @@ impl<B: PacketBuf> Stage<B> for ZlaneGateway {
         if self.waiting.is_empty() {
             return;
         }
-        // Pass 2: all MACs, one batched call per on-path AS key.
+        // Pass 2: all MACs, interleaved across packets and hops.
         self.compute();
-        // Pass 3: write back. `order[k]` is the job whose tag is `tags[k]`.
-        for (k, &j) in self.order.iter().enumerate() {
-            let t = &self.tags[k];
-            self.jobs[j as usize].v.copy_from_slice(&t[..HVF_LEN]);
-        }
+        // Pass 3: write back.
         for w in &self.waiting {
             let data = batch.buf_mut(usize::from(w.idx)).data_mut();
             let path = &mut data[w.scion + w.path_off..];
@@ -792,6 +775,28 @@ mod tests {
             data[..2].copy_from_slice(&patched.to_be_bytes());
             prop_assert!(verify(&data));
         }
+    }
+
+    #[test]
+    fn hop_table_grows_past_its_initial_capacity() {
+        let mut g = Gateway::new(GatewayConfig::default()).unwrap();
+        let (a, b) = (Ia::new(1, 1), Ia::new(1, 2));
+        g.set_as_key(a, &Key::from([1; 16]));
+        g.set_as_key(b, &Key::from([2; 16]));
+        assert!(!g.register_hop([9; 6], Ia::new(1, 3)), "no key for that AS");
+        let sigma = |n: u32| -> [u8; 6] {
+            let x = n.wrapping_mul(0x9e37_79b9).to_be_bytes();
+            [x[0], x[1], x[2], x[3], n as u8, 0]
+        };
+        for n in 0..5000u32 {
+            assert!(g.register_hop(sigma(n), if n % 2 == 0 { a } else { b }));
+        }
+        assert!(g.register_hop([0; 6], a), "an all-zero MAC is a valid key too");
+        for n in 0..5000u32 {
+            assert_eq!(g.key_of(&sigma(n)), Some(n % 2), "{n}");
+        }
+        assert_eq!(g.key_of(&[0; 6]), Some(0));
+        assert_eq!(g.key_of(&[0xee; 6]), None);
     }
 
     #[test]

@@ -126,6 +126,12 @@ pub struct HostKeys {
 }
 
 impl HostKeys {
+    /// Keys of the all-zero key: a stand-in that authenticates nothing.
+    pub fn placeholder() -> Self {
+        let zero = Key::from([0; 16]);
+        HostKeys { host: Cmac::new(&zero), as_k1: [0; 16], as_aes: Aes::new(&zero) }
+    }
+
     /// Ṽ_i = CMAC_K̃(V_i ‖ 0¹²)[0:4] = AES_K̃((V_i ‖ 0¹²) ⊕ K1)[0:4].
     #[inline]
     pub fn as_hvf(&self, v: &[u8; 4]) -> [u8; 4] {
@@ -149,15 +155,20 @@ pub struct HostKeyStats {
     pub flushes: u64,
 }
 
-/// Direct-mapped cache of expanded level-2 host keys (see the module docs).
+/// 2-way set-associative cache of expanded level-2 host keys (see the
+/// module docs).
 ///
-/// Fixed memory, allocated once: `capacity` (rounded up to a power of two)
-/// entries of about 430 bytes. A miss derives the level-2 key from the
-/// cached level-1 key (one or two AES blocks), expands it, and replaces
-/// whatever entry the slot held.
+/// Fixed memory, allocated once: `capacity` (rounded up to a power of two,
+/// at least 2) entries of about 430 bytes, in sets of two. A miss derives
+/// the level-2 key from the cached level-1 key (one or two AES blocks),
+/// expands it, and replaces the set's least recently used entry, so two
+/// active hosts that hash to the same set do not evict each other on every
+/// packet (which a direct-mapped cache did, even inside one burst).
 pub struct HostKeyCache {
     tags: Vec<HostTag>,
     keys: Vec<Option<HostKeys>>,
+    /// Per set: the way to replace next (the least recently used one).
+    victim: Vec<u8>,
     mask: usize,
     seed: u64,
     protocol: u16,
@@ -168,11 +179,12 @@ impl HostKeyCache {
     /// A cache of at least `capacity` entries (≥ 1), hash seed `seed`, for
     /// level-2 keys of DRKey protocol id `protocol` (generic derivation).
     pub fn new(capacity: usize, seed: u64, protocol: u16) -> Self {
-        let cap = capacity.max(1).next_power_of_two();
+        let cap = capacity.max(2).next_power_of_two();
         HostKeyCache {
             tags: vec![HostTag::default(); cap],
             keys: (0..cap).map(|_| None).collect(),
-            mask: cap - 1,
+            victim: vec![0; cap / 2],
+            mask: cap - 2,
             seed: seed | 1,
             protocol,
             stats: HostKeyStats::default(),
@@ -193,9 +205,11 @@ impl HostKeyCache {
     pub fn flush(&mut self) {
         self.tags.fill(HostTag::default());
         self.keys.iter_mut().for_each(|k| *k = None);
+        self.victim.fill(0);
         self.stats.flushes += 1;
     }
 
+    /// The first slot of `t`'s set (even; the set is it and the next slot).
     #[inline]
     fn slot(&self, t: &HostTag) -> usize {
         let a = u64::from_le_bytes(t.host[..8].try_into().unwrap_or_default());
@@ -205,6 +219,36 @@ impl HostKeyCache {
         h = (h ^ a ^ e.rotate_left(17) ^ u64::from(t.type_len)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
         h = (h ^ b).wrapping_mul(0x1656_67b1_9e37_79f9);
         (h >> 40) as usize & self.mask
+    }
+
+    /// The slot holding `tag` (`Ok`, marked most recently used), or the
+    /// slot to replace for it (`Err`).
+    #[inline]
+    fn find(&mut self, tag: &HostTag) -> Result<usize, usize> {
+        let b = self.slot(tag);
+        let set = b >> 1;
+        for way in 0..2 {
+            if self.tags.get(b + way) == Some(tag) {
+                if let Some(v) = self.victim.get_mut(set) {
+                    *v = 1 - way as u8;
+                }
+                return Ok(b + way);
+            }
+        }
+        let way = self.victim.get(set).map_or(0, |&v| usize::from(v & 1));
+        Err(b + way)
+    }
+
+    /// Installs `tag`'s freshly derived keys in slot `i` (from `find`).
+    #[inline]
+    fn install(&mut self, i: usize, tag: HostTag, fresh: HostKeys) {
+        if let (Some(t), Some(k)) = (self.tags.get_mut(i), self.keys.get_mut(i)) {
+            *t = tag;
+            *k = Some(fresh);
+        }
+        if let Some(v) = self.victim.get_mut(i >> 1) {
+            *v = 1 - (i & 1) as u8;
+        }
     }
 
     /// The keys of `host` (type/length code `type_len`, padded address
@@ -238,16 +282,54 @@ impl HostKeyCache {
         padded: &[u8; 16],
     ) -> Result<usize, drkey::Error> {
         let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
-        let i = self.slot(&tag);
-        if self.tags[i] == tag {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-            let fresh = derive_host_keys(keys.level1(epoch, src)?, self.protocol, addr);
-            self.keys[i] = Some(fresh);
-            self.tags[i] = tag;
+        match self.find(&tag) {
+            Ok(i) => {
+                self.stats.hits += 1;
+                Ok(i)
+            }
+            Err(i) => {
+                self.stats.misses += 1;
+                let fresh = derive_host_keys(keys.level1(epoch, src)?, self.protocol, addr);
+                self.install(i, tag, fresh);
+                Ok(i)
+            }
         }
-        Ok(i)
+    }
+
+    /// [`get_slot`](Self::get_slot) for a raw source address (type/length
+    /// code and zero-padded bytes): decodes it only on a miss, to derive.
+    /// `None` if no key can be derived: no secret value for `epoch`, or an
+    /// address kind DRKey has no keys for.
+    #[inline]
+    pub fn get_slot_raw(
+        &mut self,
+        keys: &mut RouterKeys,
+        epoch: Epoch,
+        src: Ia,
+        type_len: u8,
+        padded: &[u8; 16],
+    ) -> Option<usize> {
+        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
+        match self.find(&tag) {
+            Ok(i) => {
+                self.stats.hits += 1;
+                Some(i)
+            }
+            Err(i) => self.fill(keys, i, tag),
+        }
+    }
+
+    /// Derives the keys for `tag` into slot `i` (a miss).
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, keys: &mut RouterKeys, i: usize, tag: HostTag) -> Option<usize> {
+        let epoch = tag.epoch?;
+        let addr = HostAddr::from_type_len(tag.type_len, &tag.host).ok()?;
+        self.stats.misses += 1;
+        let l1 = keys.level1(epoch, Ia::from_u64(tag.src)).ok()?;
+        let fresh = derive_host_keys(l1, self.protocol, &addr);
+        self.install(i, tag, fresh);
+        Some(i)
     }
 
     /// The keys in slot `i`, if any.
@@ -487,6 +569,43 @@ mod tests {
         // Undecodable host kinds yield no key.
         let odd = RawHostAddr::new(0x1, &[1; 8]).unwrap();
         assert!(ours.try_host_cmac(64, &odd).is_none());
+    }
+
+    #[test]
+    fn two_hosts_of_one_set_do_not_evict_each_other() {
+        let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
+        let sv = SecretValue::derive(b"transit master", Protocol::GENERIC, e).unwrap();
+        let mut rk = RouterKeys::new(16, 1, DEFAULT_GRACE_NS);
+        rk.install(sv.clone()).unwrap();
+        let src = Ia::new(1, 10);
+        let mut c = HostKeyCache::new(64, 7, EPIC_Z_PROTOCOL);
+        let raw = |n: u32| RawHostAddr::from(HostAddr::V4(n.to_be_bytes()));
+        let tag = |n: u32| HostTag {
+            epoch: Some(e),
+            src: src.to_u64(),
+            host: raw(n).padded(),
+            type_len: 0,
+        };
+        // Three hosts of the same set.
+        let set = c.slot(&tag(1));
+        let same: Vec<u32> = (2..100_000).filter(|&n| c.slot(&tag(n)) == set).take(2).collect();
+        let (a, b, third) = (1, same[0], same[1]);
+        for _ in 0..5 {
+            for n in [a, b] {
+                let i = c.get_slot_raw(&mut rk, e, src, 0, &raw(n).padded()).unwrap();
+                let want =
+                    sv.level1(src).generic_as_host(Protocol(64), &HostAddr::V4(n.to_be_bytes()));
+                assert_eq!(c.at(i).unwrap().host.mac(b"x"), Cmac::new(&want).mac(b"x"));
+                assert!(c.holds(i, e, src, 0, &raw(n).padded()));
+            }
+        }
+        assert_eq!((c.stats().misses, c.stats().hits), (2, 8));
+        // A third host replaces the least recently used one (a), not b.
+        c.get_slot_raw(&mut rk, e, src, 0, &raw(third).padded()).unwrap();
+        c.get_slot_raw(&mut rk, e, src, 0, &raw(b).padded()).unwrap();
+        assert_eq!(c.stats().misses, 3);
+        c.get_slot_raw(&mut rk, e, src, 0, &raw(a).padded()).unwrap();
+        assert_eq!(c.stats().misses, 4);
     }
 
     #[test]

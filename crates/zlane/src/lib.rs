@@ -36,8 +36,10 @@
 //! * Bursts are processed in passes (VPP style): the classifier parses all
 //!   packets, resolves their keys, then runs the HVF MACs back to back; the
 //!   gateway polices all packets first (overuse never reaches MAC work) and
-//!   then computes all AS-level HVFs of the burst grouped by on-path AS key,
-//!   one batched AES call per key.
+//!   then computes all AS-level HVFs of the burst in one interleaved
+//!   multi-key call (eight AES chains in flight, each under its own key).
+//!   The classifier likewise runs every packet's V_i and Ṽ_i interleaved
+//!   across the burst, each under the packet's own host or AS key.
 //! * EPIC-Z checks at the router, per `zlane.md`: the path parses as a
 //!   SCION path with one HVF per hop field; the packet time (first info
 //!   field's Timestamp + TsRel × 4 µs) lies within the freshness window

@@ -42,7 +42,7 @@ use crate::field::{array, be24, be32, put24, put32};
 use crate::scion::path::{
     HopField, InfoField, Meta, ScionPath, ScionPathRepr, HOP_LEN, INFO_LEN, MAX_HOPS, META_LEN,
 };
-use crate::{Error, Result};
+use crate::{Error, Ia, Result};
 
 /// Length of the EPIC block before the HVFs.
 pub const EPIC_LEN: usize = 12;
@@ -106,7 +106,11 @@ fn locate(b: &[u8]) -> Result<(usize, u32)> {
         if m.n_hf != n {
             return Err(Error::malformed("EPIC-Z HVF count vs SCION path"));
         }
-        m.validate()?;
+        // Branch-light check on the word first; the detailed (and slower,
+        // error-naming) validation only for a path that fails it.
+        if !meta_word_ok(w) {
+            m.validate()?;
+        }
         let want = FIXED + n * PER_HOP + m.n_inf * INFO_LEN;
         return match len.cmp(&want) {
             core::cmp::Ordering::Equal => Ok((n, w)),
@@ -124,6 +128,208 @@ fn locate(b: &[u8]) -> Result<(usize, u32)> {
     };
     found.ok_or(Error::malformed("EPIC-Z path length does not match its SCION path"))
 }
+
+/// What a border router reads from an EPIC-Z packet, located in one pass at
+/// fixed offsets by [`epic_fields`] (no views, no path structures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpicFields {
+    /// Source ISD-AS.
+    pub src_ia: Ia,
+    /// Source host type/length code (`ST << 2 | SL`).
+    pub src_type_len: u8,
+    /// Source host address bytes, zero-padded to 16.
+    pub src_host: [u8; 16],
+    /// PktID: TsRel (4) ‖ CoreID (1) ‖ Counter (3).
+    pub pkt_id: [u8; PKT_ID_LEN],
+    /// The EPIC flags byte (Q = MSB; the rest reserved).
+    pub flags: u8,
+    /// Timestamp of the first info field (the packet time's base).
+    pub info0_timestamp: u32,
+    /// HVF of the current hop field.
+    pub hvf: [u8; HVF_LEN],
+    /// MAC σ of the current hop field.
+    pub hop_mac: [u8; 6],
+    /// `PayloadLen` of the common header.
+    pub payload_len: u16,
+    /// SCION header length in bytes (common + address header + path).
+    pub header_len: usize,
+}
+
+impl EpicFields {
+    /// TsRel, the first four bytes of the PktID.
+    #[inline]
+    pub fn ts_rel(&self) -> u32 {
+        u32::from_be_bytes([self.pkt_id[0], self.pkt_id[1], self.pkt_id[2], self.pkt_id[3]])
+    }
+
+    /// The Q flag.
+    #[inline]
+    pub fn q(&self) -> bool {
+        self.flags & FLAG_Q != 0
+    }
+}
+
+/// `N` bytes at `at`, or `Truncated` (never panics).
+#[inline(always)]
+fn take<const N: usize>(b: &[u8], at: usize) -> Result<[u8; N]> {
+    match b.get(at..at.wrapping_add(N)) {
+        Some(s) => {
+            let mut x = [0u8; N];
+            x.copy_from_slice(s);
+            Ok(x)
+        }
+        None => Err(Error::Truncated),
+    }
+}
+
+/// Reads the fields a border router needs from a SCION packet with an
+/// EPIC-Z path (`pkt` starts at the common header), in one pass at fixed
+/// offsets.
+///
+/// Accepts exactly the packets that [`ScionHeader::new_checked`] and
+/// [`EpicPath::new_checked`] on its path accept (same checks, same order,
+/// same errors), and returns what their accessors would (`current_hvf`,
+/// the current hop's MAC, the first info field's timestamp, ...). A
+/// packet of another path type is [`Error::Unsupported`]. Never panics.
+///
+/// [`ScionHeader::new_checked`]: crate::scion::ScionHeader::new_checked
+#[inline]
+pub fn epic_fields(pkt: &[u8]) -> Result<EpicFields> {
+    match epic_fields_fast(pkt) {
+        Some(f) => Ok(f),
+        None => epic_fields_checked(pkt),
+    }
+}
+
+/// [`epic_fields`] for a well-formed packet carrying `NumHVF`: every check
+/// folded into one condition over a few loaded bytes; `None` for anything
+/// else (the caller then runs [`epic_fields_checked`], which names the
+/// error or handles the inference case).
+#[inline(always)]
+fn epic_fields_fast(pkt: &[u8]) -> Option<EpicFields> {
+    use crate::scion::header::host_len;
+    let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
+    let hl = usize::from(c[5]) * 4;
+    let payload_len = u16::from_be_bytes([c[6], c[7]]);
+    let (dl, sl) = (host_len(c[9] >> 4), host_len(c[9] & 0x0f));
+    let po = ADDR_HOSTS + dl + sl;
+    // Version 0, EPIC-Z, the address header inside HdrLen, header and
+    // payload inside the buffer (`ScionHeader::check_len`'s rules).
+    let ok =
+        c[0] >> 4 == 0 && c[8] == 201 && po <= hl && hl + usize::from(payload_len) <= pkt.len();
+    if !ok {
+        return None;
+    }
+    let path = pkt.get(po..hl)?;
+    let (n, w) = fast_locate(path)?;
+    let curr_hf = ((w >> 24) & 0x3f) as usize;
+    let infos = EPIC_LEN + n * HVF_LEN + META_LEN;
+    let hops = infos + meta_n_inf(w) * INFO_LEN;
+    let src_ia = u64::from_be_bytes(*c[20..].first_chunk()?);
+    // 16 bytes from the source host are in bounds (the path follows it and
+    // is longer than 12 bytes); keep the address's bytes, zero the rest.
+    let raw = u128::from_be_bytes(take(pkt, ADDR_HOSTS + dl).ok()?);
+    Some(EpicFields {
+        src_ia: Ia::from_u64(src_ia),
+        src_type_len: c[9] & 0x0f,
+        src_host: (raw & HOST_MASK[usize::from(c[9] & 0b11)]).to_be_bytes(),
+        pkt_id: *path.first_chunk()?,
+        flags: *path.get(field::FLAGS)?,
+        info0_timestamp: u32::from_be_bytes(take(path, infos + 4).ok()?),
+        hvf: take(path, field::HVFS + curr_hf * HVF_LEN).ok()?,
+        hop_mac: take(path, hops + curr_hf * HOP_LEN + 6).ok()?,
+        payload_len,
+        header_len: hl,
+    })
+}
+
+/// [`epic_fields`] through the header view and the general path reader.
+#[cold]
+#[inline(never)]
+fn epic_fields_checked(pkt: &[u8]) -> Result<EpicFields> {
+    use crate::scion::header::host_len;
+    use crate::scion::{PathType, ScionHeader};
+    let h = ScionHeader::new_checked(pkt)?;
+    if h.path_type() != PathType::EPIC_Z {
+        return Err(Error::unsupported("not an EPIC-Z path"));
+    }
+    let (po, hl) = (h.path_offset(), h.header_len());
+    let path = pkt.get(po..hl).ok_or(Error::Truncated)?;
+    let (n, w) = locate(path)?;
+    let (n_inf, curr_hf) = (meta_n_inf(w), ((w >> 24) & 0x3f) as usize);
+    // The path is exactly EPIC block, n HVFs, meta header, n_inf info
+    // fields and n hop fields long, and curr_hf < n.
+    let infos = EPIC_LEN + n * HVF_LEN + META_LEN;
+    let hops = infos + n_inf * INFO_LEN;
+    let st = h.src_type_len();
+    let src_off = ADDR_HOSTS + host_len(h.dst_type_len());
+    // 16 bytes from the source host are in bounds (the path follows it and
+    // is longer than 12 bytes); keep the address's bytes, zero the rest.
+    // A fixed-size read: a variable-length copy costs two libc calls.
+    let raw = u128::from_be_bytes(take(pkt, src_off)?);
+    let src_host = (raw & (u128::MAX << (128 - 8 * host_len(st)))).to_be_bytes();
+    Ok(EpicFields {
+        src_ia: h.src_ia(),
+        src_type_len: st,
+        src_host,
+        pkt_id: take(path, field::TS_REL)?,
+        flags: path[field::FLAGS],
+        info0_timestamp: u32::from_be_bytes(take(path, infos + 4)?),
+        hvf: take(path, field::HVFS + curr_hf * HVF_LEN)?,
+        hop_mac: take(path, hops + curr_hf * HOP_LEN + 6)?,
+        payload_len: h.payload_len(),
+        header_len: hl,
+    })
+}
+
+/// Number of info fields (non-zero segment lengths) of a meta-header word.
+#[inline(always)]
+fn meta_n_inf(w: u32) -> usize {
+    usize::from(w & 0x3_f000 != 0) + usize::from(w & 0xfc0 != 0) + usize::from(w & 0x3f != 0)
+}
+
+/// [`locate`] for the common case, a path carrying `NumHVF` that passes
+/// every check: `Some((n, meta word))` exactly when `locate` would return
+/// it from `NumHVF`; `None` sends the caller to `locate` (inference, or the
+/// precise error).
+#[inline(always)]
+fn fast_locate(b: &[u8]) -> Option<(usize, u32)> {
+    let n = usize::from(*b.get(field::NUM_HVF)?);
+    let at = EPIC_LEN + n * HVF_LEN;
+    let w = u32::from_be_bytes(b.get(at..at + META_LEN)?.try_into().ok()?);
+    let n_hf = ((w >> 12) & 0x3f) + ((w >> 6) & 0x3f) + (w & 0x3f);
+    let want = EPIC_LEN + META_LEN + n * (HVF_LEN + HOP_LEN) + meta_n_inf(w) * INFO_LEN;
+    (n != 0 && n_hf as usize == n && meta_word_ok(w) && b.len() == want).then_some((n, w))
+}
+
+/// Whether a meta-header word passes every [`Meta::validate`] rule (one
+/// expression over the word's fields, no `Result`, nothing through memory).
+#[inline(always)]
+fn meta_word_ok(w: u32) -> bool {
+    let (s0, s1, s2) = ((w >> 12) & 0x3f, (w >> 6) & 0x3f, w & 0x3f);
+    let (ci, chf) = (w >> 30, (w >> 24) & 0x3f);
+    let gap = (s0 == 0 && s1 != 0) || (s1 == 0 && s2 != 0);
+    let n_inf = u32::from(s0 != 0) + u32::from(s1 != 0) + u32::from(s2 != 0);
+    let start = if ci >= 1 { s0 } else { 0 } + if ci >= 2 { s1 } else { 0 };
+    let seg = match ci {
+        0 => s0,
+        1 => s1,
+        2 => s2,
+        _ => 0,
+    };
+    !gap && n_inf != 0
+        && s0 + s1 + s2 <= MAX_HOPS as u32
+        && ci < n_inf
+        && chf >= start
+        && chf < start + seg
+}
+
+/// Big-endian masks keeping the first 4, 8, 12 or 16 bytes of a host
+/// address (by its 2-bit length code), zeroing the rest.
+const HOST_MASK: [u128; 4] = [!0 << 96, !0 << 64, !0 << 32, !0];
+
+/// Offset of the destination host address in the SCION header.
+const ADDR_HOSTS: usize = 28;
 
 /// A view over an EPIC-Z path; the buffer must be exactly the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,5 +641,36 @@ impl EpicPathRepr {
             p.set_hvf(i, *h)?;
         }
         self.path.emit(&mut p.scion_path_mut())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast meta-word check agrees with the detailed validation on every
+    /// CurrINF, CurrHF and segment lengths up to 22 (sums past 64 included).
+    #[test]
+    fn meta_word_ok_equals_validate() {
+        for ci in 0..4u32 {
+            for chf in 0..64u32 {
+                for s0 in 0..23u32 {
+                    for s1 in 0..23u32 {
+                        for s2 in 0..23u32 {
+                            let w = ci << 30 | chf << 24 | s0 << 12 | s1 << 6 | s2;
+                            assert_eq!(
+                                meta_word_ok(w),
+                                Meta::decode(w).validate().is_ok(),
+                                "{ci} {chf} {s0} {s1} {s2}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Segment lengths at their 6-bit maximum.
+        for w in [0x0003_f000u32, 0x0003_ffff, 0x3f03_f000, 0x0000_1000] {
+            assert_eq!(meta_word_ok(w), Meta::decode(w).validate().is_ok(), "{w:#x}");
+        }
     }
 }

@@ -18,7 +18,7 @@ pub mod packet;
 pub mod path;
 pub mod sibra;
 
-pub use epic::{EpicPath, EpicPathRepr};
+pub use epic::{epic_fields, EpicFields, EpicPath, EpicPathRepr};
 pub use header::{next_hdr, AddrHdrRepr, PathType, RawHostAddr, ScionHeader};
 pub use packet::{parse, parse_path, Path, PathRepr, ScionPacket, ScionRepr};
 pub use path::{

@@ -341,6 +341,16 @@ impl fair::record::RecordSink for DestSink {
         }
     }
 
+    // The destination stage hands over encoded records: copy them into the
+    // store's buffer as they are (the trait's default would decode them only
+    // for `append` to encode them again).
+    #[inline]
+    fn append_raw(&mut self, rec: &[u8; fair::record::RECORD_LEN]) {
+        if let DestSink::Store(s) = self {
+            s.append_raw(rec);
+        }
+    }
+
     fn end_burst(&mut self) {
         if let DestSink::Store(s) = self {
             fair::record::RecordSink::end_burst(s.as_mut());

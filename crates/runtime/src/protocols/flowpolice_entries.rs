@@ -72,7 +72,8 @@ pub struct AlgoParams {
     pub w_min: Option<u32>,
     pub accept_previous_period: Option<bool>,
     pub idle_periods: Option<u32>,
-    /// `"demote"`, `"drop_when_misbehaving"` (default) or `"drop"`.
+    /// `"demote"`, `"drop_when_misbehaving"` (default), `"drop_while_lossy"` or
+    /// `"drop"`.
     pub over_window: Option<OverWindowParam>,
     /// `"received"` (default) or `"delivered"`.
     pub initial_window: Option<InitialWindowParam>,
@@ -86,6 +87,9 @@ pub enum OverWindowParam {
     Demote,
     /// Drop them while the flow is classified misbehaving.
     DropWhenMisbehaving,
+    /// Drop them while the flow's smoothed loss is above `L↓` (no back-off
+    /// release; the policy of earlier versions).
+    DropWhileLossy,
     /// Always drop them.
     Drop,
 }
@@ -119,6 +123,7 @@ impl AlgoParams {
                 None => d.over_window,
                 Some(OverWindowParam::Demote) => OverWindow::Demote,
                 Some(OverWindowParam::DropWhenMisbehaving) => OverWindow::DropWhenMisbehaving,
+                Some(OverWindowParam::DropWhileLossy) => OverWindow::DropWhileLossy,
                 Some(OverWindowParam::Drop) => OverWindow::Drop,
             },
             initial_window: match self.initial_window {

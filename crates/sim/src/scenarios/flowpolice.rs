@@ -221,8 +221,12 @@ impl From<InitialWindowParam> for ::flowpolice::InitialWindow {
 pub enum OverWindowParam {
     /// Thesis marking only.
     Demote,
-    /// Drop over the window while misbehaving (the crate default).
+    /// Drop over the window while misbehaving, release on back-off (the
+    /// crate default).
     DropWhenMisbehaving,
+    /// Drop over the window while the smoothed loss is high (no back-off
+    /// release; locks out TCP-like flows that start under a flood).
+    DropWhileLossy,
     /// Always drop over the window.
     Drop,
 }
@@ -232,6 +236,7 @@ impl From<OverWindowParam> for ::flowpolice::OverWindow {
         match v {
             OverWindowParam::Demote => Self::Demote,
             OverWindowParam::DropWhenMisbehaving => Self::DropWhenMisbehaving,
+            OverWindowParam::DropWhileLossy => Self::DropWhileLossy,
             OverWindowParam::Drop => Self::Drop,
         }
     }

@@ -1,0 +1,461 @@
+//! AES-128 encryption for data-plane MACs, with AES-NI intrinsics where the
+//! CPU has them: key expansion, one-block encryption, CBC chains, and
+//! **interleaved** encryption of many independent lanes, each lane under its
+//! own key if need be.
+//!
+//! # Why this crate exists (the `unsafe` exception)
+//! The protocol crates are `#![forbid(unsafe_code)]` and used RustCrypto's
+//! `aes` crate through `mac`. Profiling the Z-Lane router showed two costs
+//! that crate cannot avoid for our access pattern:
+//!
+//! * every call goes through its CPU-feature dispatch and backend set-up
+//!   (on VAES-512 machines: broadcasting all 11 round keys into `zmm`
+//!   registers) — a large share of a one- to four-block MAC;
+//! * it encrypts many blocks in parallel only under **one** key, while a
+//!   router verifies per-host DRKey MACs: every packet of a burst has a
+//!   different key, so each packet's AES chain ran alone, bound by the AES
+//!   latency (4 cycles × 10 rounds per block) instead of its throughput
+//!   (two AES rounds per cycle on current x86 cores).
+//!
+//! [`cbc_lanes`] runs up to [`LANES`] independent CBC chains side by side,
+//! lane `i` under key `key(i)`, so the CPU overlaps their rounds. The
+//! `core::arch` intrinsics need `unsafe` (they are `#[target_feature]`
+//! functions, and loads/stores take raw pointers); this crate is the one
+//! place they live, like `memhint` for prefetches. Every `unsafe` block
+//! carries its `SAFETY` argument; the invariant behind all of them is that
+//! an [`Aes128`] holds AES-NI round keys **only** if AES-NI was detected
+//! when it was built (checked once, in [`Aes128::new`]).
+//!
+//! # Fallback
+//! Without AES-NI (or on other architectures) every operation runs through
+//! the `aes` crate (constant-time software, or its own hardware backends),
+//! one block at a time. Results are identical; the tests compare both paths
+//! on random keys and blocks.
+//!
+//! # Detection
+//! With the `std` feature (default), `std::is_x86_feature_detected!("aes")`
+//! at construction; without it, AES-NI is used only if the build enables it
+//! (`-C target-feature=+aes`).
+//!
+//! ```
+//! use aesni::Aes128;
+//!
+//! let keys = [Aes128::new(&[1; 16]), Aes128::new(&[2; 16])];
+//! let msgs = [[[3u8; 16]; 2], [[4u8; 16]; 2]];
+//! // Two CBC-MACs (zero IV) over two blocks, each under its own key, interleaved.
+//! let mut tags = [[0u8; 16]; 2];
+//! aesni::cbc_lanes(|i| &keys[i], &mut tags, 2, |i, j| msgs[i][j]);
+//! let mut one = [0u8; 16];
+//! keys[1].cbc_chain(&mut one, 2, |j| msgs[1][j]);
+//! assert_eq!(tags[1], one);
+//! ```
+#![no_std]
+#![deny(unsafe_code)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+
+/// Size of an AES block in bytes.
+pub const BLOCK: usize = 16;
+
+/// One AES block.
+pub type Block = [u8; BLOCK];
+
+/// Lanes encrypted side by side per pass: 8 chains keep both AES units of a
+/// current x86 core busy (latency 4 cycles × throughput 2 per cycle).
+pub const LANES: usize = 8;
+
+/// An expanded AES-128 encryption key (zeroized on drop, never printed).
+#[derive(Clone)]
+pub struct Aes128 {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    /// AES-NI round keys. Only constructed after AES-NI was detected.
+    #[cfg(target_arch = "x86_64")]
+    Ni(ni::RoundKeys),
+    /// Anything else: the `aes` crate.
+    Portable(PortableKey),
+}
+
+/// The `aes` crate's key schedule, boxed where an allocator exists so that
+/// the common AES-NI variant keeps [`Aes128`] at 176 bytes of round keys
+/// (key caches hold thousands of them).
+#[cfg(feature = "std")]
+type PortableKey = std::boxed::Box<aes::Aes128Enc>;
+#[cfg(not(feature = "std"))]
+type PortableKey = aes::Aes128Enc;
+
+impl Aes128 {
+    /// Expands `key`, with AES-NI if the CPU has it.
+    #[inline]
+    pub fn new(key: &[u8; 16]) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(rk) = ni::RoundKeys::new(key) {
+            return Aes128 { inner: Inner::Ni(rk) };
+        }
+        Self::new_portable(key)
+    }
+
+    /// Expands `key` for the portable path only (the `aes` crate), whatever
+    /// the CPU offers: for comparisons and tests.
+    pub fn new_portable(key: &[u8; 16]) -> Self {
+        Aes128 { inner: Inner::Portable(aes::Aes128Enc::new(&Array::from(*key)).into()) }
+    }
+
+    /// Whether this key runs on AES-NI.
+    pub fn is_accelerated(&self) -> bool {
+        !matches!(self.inner, Inner::Portable(_))
+    }
+
+    /// AES-NI round keys, if this key has them.
+    #[inline(always)]
+    #[cfg(target_arch = "x86_64")]
+    fn round_keys(&self) -> Option<&ni::RoundKeys> {
+        match &self.inner {
+            Inner::Ni(rk) => Some(rk),
+            Inner::Portable(_) => None,
+        }
+    }
+
+    /// Encrypts one block in place.
+    #[inline]
+    pub fn encrypt_block(&self, block: &mut Block) {
+        self.cbc_chain(block, 1, |_| [0; BLOCK]);
+    }
+
+    /// Encrypts independent blocks in place, [`LANES`] at a time.
+    #[inline]
+    pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
+        cbc_lanes(|_| self, blocks, 1, |_, _| [0; BLOCK]);
+    }
+
+    /// A CBC chain: `steps` times `state = AES(state ⊕ block(j))`, in one
+    /// call (one dispatch, round keys loaded once). CBC-MAC is this from a
+    /// zero state; CMAC masks the last block.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub fn cbc_chain(&self, state: &mut Block, steps: usize, block: impl FnMut(usize) -> Block) {
+        match &self.inner {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Ni` round keys exist only if AES-NI was detected
+            // (`ni::RoundKeys::new`), which is the target feature `chain` needs.
+            Inner::Ni(rk) => unsafe { ni::chain(rk, state, steps, block) },
+            Inner::Portable(a) => portable_chain(a, state, steps, block),
+        }
+    }
+}
+
+/// The portable CBC chain through the `aes` crate.
+#[inline]
+fn portable_chain(
+    a: &aes::Aes128Enc,
+    state: &mut Block,
+    steps: usize,
+    mut block: impl FnMut(usize) -> Block,
+) {
+    for j in 0..steps {
+        let b = block(j);
+        state.iter_mut().zip(b).for_each(|(s, b)| *s ^= b);
+        a.encrypt_block(Array::cast_from_core_mut(state));
+    }
+}
+
+/// Runs `states.len()` independent CBC chains side by side: for every lane
+/// `i`, `steps` times `states[i] = AES_{key(i)}(states[i] ⊕ block(i, j))`.
+///
+/// Lanes may use different keys (per-host DRKeys) or the same one. Up to
+/// [`LANES`] chains run interleaved, so the CPU overlaps their AES rounds;
+/// the result is exactly that of [`Aes128::cbc_chain`] per lane. `block` is
+/// called once per (lane, step), steps of a group of lanes in order; `key`
+/// is called once per lane and group.
+#[inline]
+#[allow(unsafe_code)]
+pub fn cbc_lanes<'k>(
+    key: impl Fn(usize) -> &'k Aes128,
+    states: &mut [Block],
+    steps: usize,
+    mut block: impl FnMut(usize, usize) -> Block,
+) {
+    for (c, chunk) in states.chunks_mut(LANES).enumerate() {
+        let base = c * LANES;
+        #[cfg(target_arch = "x86_64")]
+        {
+            let n = chunk.len();
+            let k = |l: usize| key(base + l.min(n - 1)).round_keys();
+            let b = |l: usize, j: usize| block(base + l, j);
+            // SAFETY (all four): `ni::lanes` runs only with round keys of
+            // every lane present (`Some`), and `Ni` round keys exist only if
+            // AES-NI was detected, the target feature `ni::lanes` needs.
+            let done = match n {
+                1 => unsafe { ni::lanes::<1>(k, chunk, steps, b) },
+                2 => unsafe { ni::lanes::<2>(k, chunk, steps, b) },
+                3 | 4 => unsafe { ni::lanes::<4>(k, chunk, steps, b) },
+                _ => unsafe { ni::lanes::<LANES>(k, chunk, steps, b) },
+            };
+            if done {
+                continue;
+            }
+        }
+        for (l, state) in chunk.iter_mut().enumerate() {
+            key(base + l).cbc_chain(state, steps, |j| block(base + l, j));
+        }
+    }
+}
+
+impl core::fmt::Debug for Aes128 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Aes128")
+            .field("accelerated", &self.is_accelerated())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The AES-NI implementation (x86_64 only).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+// Lanes are indexed in lockstep across several arrays (states, round keys,
+// messages); index loops say that more plainly than zipped iterators.
+#[allow(clippy::needless_range_loop)]
+mod ni {
+    use core::arch::x86_64::{
+        __m128i, _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aeskeygenassist_si128,
+        _mm_loadu_si128, _mm_setzero_si128, _mm_shuffle_epi32, _mm_slli_si128, _mm_storeu_si128,
+        _mm_xor_si128,
+    };
+
+    use zeroize::Zeroize;
+
+    use super::Block;
+
+    /// The 11 round keys of AES-128.
+    #[derive(Clone)]
+    pub(crate) struct RoundKeys([__m128i; 11]);
+
+    impl Drop for RoundKeys {
+        fn drop(&mut self) {
+            self.0.zeroize();
+        }
+    }
+
+    /// Whether the CPU executes AES-NI (checked once per key expansion;
+    /// `is_x86_feature_detected!` caches the CPUID result itself).
+    #[inline]
+    fn detected() -> bool {
+        #[cfg(feature = "std")]
+        {
+            std::is_x86_feature_detected!("aes")
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            cfg!(target_feature = "aes")
+        }
+    }
+
+    impl RoundKeys {
+        /// Expands `key` if AES-NI is available.
+        #[inline]
+        pub(crate) fn new(key: &[u8; 16]) -> Option<Self> {
+            if !detected() {
+                return None;
+            }
+            // SAFETY: AES-NI was just detected.
+            Some(RoundKeys(unsafe { expand(key) }))
+        }
+    }
+
+    /// Loads a block (any alignment).
+    #[inline(always)]
+    fn load(b: &Block) -> __m128i {
+        // SAFETY: `b` is a live reference to 16 readable bytes; `loadu` has no
+        // alignment requirement; SSE2 is part of the x86_64 baseline.
+        unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+    }
+
+    /// Stores a block (any alignment).
+    #[inline(always)]
+    fn store(b: &mut Block, v: __m128i) {
+        // SAFETY: `b` is a live exclusive reference to 16 writable bytes;
+        // `storeu` has no alignment requirement.
+        unsafe { _mm_storeu_si128(b.as_mut_ptr().cast(), v) }
+    }
+
+    /// One key-expansion step (FIPS-197 §5.2 for Nk = 4): the next round key
+    /// from the previous one and `SubWord(RotWord(w3)) ⊕ Rcon` in `assist`.
+    #[inline]
+    #[target_feature(enable = "aes")]
+    fn next_key(prev: __m128i, assist: __m128i) -> __m128i {
+        let t = _mm_shuffle_epi32::<0xff>(assist);
+        let mut k = _mm_xor_si128(prev, _mm_slli_si128::<4>(prev));
+        k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+        k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+        _mm_xor_si128(k, t)
+    }
+
+    /// AES-128 key expansion.
+    #[target_feature(enable = "aes")]
+    fn expand(key: &[u8; 16]) -> [__m128i; 11] {
+        let mut rk = [_mm_setzero_si128(); 11];
+        rk[0] = load(key);
+        macro_rules! round {
+            ($i:literal, $rcon:literal) => {
+                rk[$i] = next_key(rk[$i - 1], _mm_aeskeygenassist_si128::<$rcon>(rk[$i - 1]));
+            };
+        }
+        round!(1, 0x01);
+        round!(2, 0x02);
+        round!(3, 0x04);
+        round!(4, 0x08);
+        round!(5, 0x10);
+        round!(6, 0x20);
+        round!(7, 0x40);
+        round!(8, 0x80);
+        round!(9, 0x1b);
+        round!(10, 0x36);
+        rk
+    }
+
+    /// Encrypts the `N` states `$s`, lane `l` under round keys `$rk[l]`,
+    /// round by round across lanes (so the CPU overlaps the lanes' AES
+    /// latencies). A macro rather than a function: a `#[target_feature]`
+    /// function cannot be forced inline, and a call per block would cost
+    /// more than the rounds.
+    macro_rules! encrypt {
+        ($s:ident, $rk:ident, $n:expr) => {{
+            for l in 0..$n {
+                $s[l] = _mm_xor_si128($s[l], $rk[l][0]);
+            }
+            encrypt!(@round $s, $rk, $n, 1);
+            encrypt!(@round $s, $rk, $n, 2);
+            encrypt!(@round $s, $rk, $n, 3);
+            encrypt!(@round $s, $rk, $n, 4);
+            encrypt!(@round $s, $rk, $n, 5);
+            encrypt!(@round $s, $rk, $n, 6);
+            encrypt!(@round $s, $rk, $n, 7);
+            encrypt!(@round $s, $rk, $n, 8);
+            encrypt!(@round $s, $rk, $n, 9);
+            for l in 0..$n {
+                $s[l] = _mm_aesenclast_si128($s[l], $rk[l][10]);
+            }
+        }};
+        (@round $s:ident, $rk:ident, $n:expr, $r:literal) => {
+            for l in 0..$n {
+                $s[l] = _mm_aesenc_si128($s[l], $rk[l][$r]);
+            }
+        };
+    }
+
+    /// One CBC chain under one key.
+    ///
+    /// # Safety
+    /// The CPU must support AES-NI.
+    #[inline]
+    #[target_feature(enable = "aes")]
+    pub(crate) unsafe fn chain(
+        rk: &RoundKeys,
+        state: &mut Block,
+        steps: usize,
+        mut block: impl FnMut(usize) -> Block,
+    ) {
+        let mut s = [load(state)];
+        let rk = [&rk.0];
+        for j in 0..steps {
+            s[0] = _mm_xor_si128(s[0], load(&block(j)));
+            encrypt!(s, rk, 1);
+        }
+        store(state, s[0]);
+    }
+
+    /// `states.len()` (≤ `N`) chains side by side, lane `l` under `key(l)`
+    /// (lanes past the end are padding: the last lane's key, zero blocks,
+    /// results discarded). Returns `false`, touching nothing, if some
+    /// lane's key has no AES-NI round keys.
+    ///
+    /// # Safety
+    /// The CPU must support AES-NI.
+    #[inline]
+    #[target_feature(enable = "aes")]
+    pub(crate) unsafe fn lanes<'k, const N: usize>(
+        key: impl Fn(usize) -> Option<&'k RoundKeys>,
+        states: &mut [Block],
+        steps: usize,
+        mut block: impl FnMut(usize, usize) -> Block,
+    ) -> bool {
+        let n = states.len().min(N);
+        let Some(first) = key(0) else { return false };
+        let mut rk = [&first.0; N];
+        for (l, slot) in rk.iter_mut().enumerate().skip(1) {
+            match key(l) {
+                Some(k) => *slot = &k.0,
+                None => return false,
+            }
+        }
+        let mut s = [_mm_setzero_si128(); N];
+        for l in 0..n {
+            s[l] = load(&states[l]);
+        }
+        for j in 0..steps {
+            for l in 0..n {
+                s[l] = _mm_xor_si128(s[l], load(&block(l, j)));
+            }
+            encrypt!(s, rk, N);
+        }
+        for l in 0..n {
+            store(&mut states[l], s[l]);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex16(s: &str) -> Block {
+        core::array::from_fn(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+    }
+
+    /// FIPS-197 Appendix C.1 and Appendix B, on both paths.
+    #[test]
+    fn fips197_known_answers() {
+        let cases = [
+            (
+                "000102030405060708090a0b0c0d0e0f",
+                "00112233445566778899aabbccddeeff",
+                "69c4e0d86a7b0430d8cdb78070b4c55a",
+            ),
+            (
+                "2b7e151628aed2a6abf7158809cf4f3c",
+                "3243f6a8885a308d313198a2e0370734",
+                "3925841d02dc09fbdc118597196a0b32",
+            ),
+        ];
+        for (k, p, c) in cases {
+            for aes in [Aes128::new(&hex16(k)), Aes128::new_portable(&hex16(k))] {
+                let mut b = hex16(p);
+                aes.encrypt_block(&mut b);
+                assert_eq!(b, hex16(c));
+                let mut bs = [hex16(p); 11];
+                aes.encrypt_blocks(&mut bs);
+                assert!(bs.iter().all(|x| *x == hex16(c)));
+            }
+        }
+    }
+
+    #[test]
+    fn compact() {
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        assert_eq!(core::mem::size_of::<Aes128>(), 192);
+    }
+
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    #[test]
+    fn uses_aes_ni_when_the_cpu_has_it() {
+        assert_eq!(Aes128::new(&[0; 16]).is_accelerated(), std::is_x86_feature_detected!("aes"));
+        assert!(!Aes128::new_portable(&[0; 16]).is_accelerated());
+    }
+}
