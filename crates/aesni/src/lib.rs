@@ -18,13 +18,29 @@
 //!   (two AES rounds per cycle on current x86 cores).
 //!
 //! [`cbc_lanes`] runs up to [`LANES`] independent CBC chains side by side,
-//! lane `i` under key `key(i)`, so the CPU overlaps their rounds. The
+//! lane `i` under key `key(i)`, so the CPU overlaps their rounds.
+//!
+//! Same-key batches ([`Aes128::cbc_lanes_one_key`], [`Aes128::encrypt_blocks`])
+//! go wider on CPUs with VAES and AVX-512F: up to [`WIDE_LANES`] lanes per
+//! group, four blocks per `zmm` register and one `vaesenc` per register and
+//! round, with the 11 round keys broadcast to `zmm` once per group (per
+//! call, not per lane as in the `xmm` path, where each lane may have its own
+//! key). The register count is a const generic picked from the group size,
+//! so states stay in registers; each step's four blocks per register are
+//! combined with lane inserts (gathering them in a stack buffer and loading
+//! 64 bytes at once measured slower: that load spans four fresh stores,
+//! which the CPU cannot forward, and stalls). Groups of one or two lanes stay on
+//! `xmm`, where a `zmm` pass would be mostly padding. VAES and AVX-512F are
+//! detected once, in [`Aes128::new`], and remembered in the key.
+//!
+//! The
 //! `core::arch` intrinsics need `unsafe` (they are `#[target_feature]`
 //! functions, and loads/stores take raw pointers); this crate is the one
 //! place they live, like `memhint` for prefetches. Every `unsafe` block
 //! carries its `SAFETY` argument; the invariant behind all of them is that
 //! an [`Aes128`] holds AES-NI round keys **only** if AES-NI was detected
-//! when it was built (checked once, in [`Aes128::new`]).
+//! when it was built, and its VAES flag is set **only** if VAES and
+//! AVX-512F were detected too (checked once, in [`Aes128::new`]).
 //!
 //! # Fallback
 //! Without AES-NI (or on other architectures) every operation runs through
@@ -34,8 +50,9 @@
 //!
 //! # Detection
 //! With the `std` feature (default), `std::is_x86_feature_detected!("aes")`
-//! at construction; without it, AES-NI is used only if the build enables it
-//! (`-C target-feature=+aes`).
+//! (and `"vaes"`, `"avx512f"`) at construction; without it, AES-NI and
+//! VAES-512 are used only if the build enables them
+//! (`-C target-feature=+aes`, `+vaes,+avx512f`).
 //!
 //! ```
 //! use aesni::Aes128;
@@ -67,6 +84,11 @@ pub type Block = [u8; BLOCK];
 /// current x86 core busy (latency 4 cycles × throughput 2 per cycle).
 pub const LANES: usize = 8;
 
+/// Lanes per group of [`Aes128::cbc_lanes_one_key`] on VAES-512: 8 `zmm`
+/// registers of 4 blocks; with the 11 broadcast round keys that is 19 of
+/// the 32 vector registers, so the whole state stays in registers.
+pub const WIDE_LANES: usize = 32;
+
 /// An expanded AES-128 encryption key (zeroized on drop, never printed).
 #[derive(Clone)]
 pub struct Aes128 {
@@ -75,9 +97,11 @@ pub struct Aes128 {
 
 #[derive(Clone)]
 enum Inner {
-    /// AES-NI round keys. Only constructed after AES-NI was detected.
+    /// AES-NI round keys. Only constructed after AES-NI was detected; the
+    /// flag says whether VAES with AVX-512F was detected too (once, here,
+    /// so the same-key batch path needs no per-call CPUID check).
     #[cfg(target_arch = "x86_64")]
-    Ni(ni::RoundKeys),
+    Ni(ni::RoundKeys, bool),
     /// Anything else: the `aes` crate.
     Portable(PortableKey),
 }
@@ -96,13 +120,15 @@ impl Aes128 {
     pub fn new(key: &[u8; 16]) -> Self {
         #[cfg(target_arch = "x86_64")]
         if let Some(rk) = ni::RoundKeys::new(key) {
-            return Aes128 { inner: Inner::Ni(rk) };
+            return Aes128 { inner: Inner::Ni(rk, ni::vaes_detected()) };
         }
         Self::new_portable(key)
     }
 
     /// Expands `key` for the portable path only (the `aes` crate), whatever
     /// the CPU offers: for comparisons and tests.
+    // `into` boxes with `std` and is the identity without it.
+    #[cfg_attr(not(feature = "std"), allow(clippy::useless_conversion))]
     pub fn new_portable(key: &[u8; 16]) -> Self {
         Aes128 { inner: Inner::Portable(aes::Aes128Enc::new(&Array::from(*key)).into()) }
     }
@@ -117,7 +143,7 @@ impl Aes128 {
     #[cfg(target_arch = "x86_64")]
     fn round_keys(&self) -> Option<&ni::RoundKeys> {
         match &self.inner {
-            Inner::Ni(rk) => Some(rk),
+            Inner::Ni(rk, _) => Some(rk),
             Inner::Portable(_) => None,
         }
     }
@@ -128,10 +154,56 @@ impl Aes128 {
         self.cbc_chain(block, 1, |_| [0; BLOCK]);
     }
 
-    /// Encrypts independent blocks in place, [`LANES`] at a time.
+    /// Encrypts independent blocks in place, interleaved (see
+    /// [`cbc_lanes_one_key`](Self::cbc_lanes_one_key)).
     #[inline]
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        cbc_lanes(|_| self, blocks, 1, |_, _| [0; BLOCK]);
+        self.cbc_lanes_one_key(blocks, 1, |_, _| [0; BLOCK]);
+    }
+
+    /// [`cbc_lanes`] with every lane under this one key: for every lane `i`,
+    /// `steps` times `states[i] = AES(states[i] ⊕ block(i, j))`.
+    ///
+    /// With VAES and AVX-512F (detected in [`Aes128::new`]) up to
+    /// [`WIDE_LANES`] lanes run per group, four per `zmm` register, with the
+    /// round keys broadcast once per group; groups of one or two lanes, and
+    /// CPUs without VAES, take the `xmm` path of [`cbc_lanes`]. Results are
+    /// identical either way. `block` is called once per (lane, step), for
+    /// each group of lanes step by step.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub fn cbc_lanes_one_key(
+        &self,
+        states: &mut [Block],
+        steps: usize,
+        mut block: impl FnMut(usize, usize) -> Block,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Inner::Ni(rk, true) = &self.inner {
+            for (c, chunk) in states.chunks_mut(WIDE_LANES).enumerate() {
+                let base = c * WIDE_LANES;
+                let b = |l: usize, j: usize| block(base + l, j);
+                // SAFETY (all eight): the `true` flag is set only when VAES
+                // and AVX-512F were detected (`ni::vaes_detected`), next to
+                // AES-NI (`Ni` round keys exist only then): the target
+                // features `ni::wide` needs. Each call gets a chunk of at
+                // most 4 × Z lanes, as `wide::<Z>` requires.
+                match chunk.len().div_ceil(4) {
+                    // One or two lanes: a zmm pass would be mostly padding.
+                    1 if chunk.len() <= 2 => cbc_lanes(|_| self, chunk, steps, b),
+                    1 => unsafe { ni::wide::<1>(rk, chunk, steps, b) },
+                    2 => unsafe { ni::wide::<2>(rk, chunk, steps, b) },
+                    3 => unsafe { ni::wide::<3>(rk, chunk, steps, b) },
+                    4 => unsafe { ni::wide::<4>(rk, chunk, steps, b) },
+                    5 => unsafe { ni::wide::<5>(rk, chunk, steps, b) },
+                    6 => unsafe { ni::wide::<6>(rk, chunk, steps, b) },
+                    7 => unsafe { ni::wide::<7>(rk, chunk, steps, b) },
+                    _ => unsafe { ni::wide::<8>(rk, chunk, steps, b) },
+                }
+            }
+            return;
+        }
+        cbc_lanes(|_| self, states, steps, block);
     }
 
     /// A CBC chain: `steps` times `state = AES(state ⊕ block(j))`, in one
@@ -144,7 +216,7 @@ impl Aes128 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Ni` round keys exist only if AES-NI was detected
             // (`ni::RoundKeys::new`), which is the target feature `chain` needs.
-            Inner::Ni(rk) => unsafe { ni::chain(rk, state, steps, block) },
+            Inner::Ni(rk, _) => unsafe { ni::chain(rk, state, steps, block) },
             Inner::Portable(a) => portable_chain(a, state, steps, block),
         }
     }
@@ -228,9 +300,29 @@ mod ni {
         _mm_xor_si128,
     };
 
+    use core::arch::x86_64::{
+        __m512i, _mm512_aesenc_epi128, _mm512_aesenclast_epi128, _mm512_broadcast_i32x4,
+        _mm512_castsi128_si512, _mm512_inserti32x4, _mm512_loadu_si512, _mm512_setzero_si512,
+        _mm512_storeu_si512, _mm512_xor_si512,
+    };
+
     use zeroize::Zeroize;
 
     use super::Block;
+
+    /// Whether the CPU executes VAES on 512-bit registers (checked once per
+    /// key expansion, next to AES-NI).
+    #[inline]
+    pub(crate) fn vaes_detected() -> bool {
+        #[cfg(feature = "std")]
+        {
+            std::is_x86_feature_detected!("vaes") && std::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            cfg!(all(target_feature = "vaes", target_feature = "avx512f"))
+        }
+    }
 
     /// The 11 round keys of AES-128.
     #[derive(Clone)]
@@ -409,6 +501,97 @@ mod ni {
         }
         true
     }
+
+    /// Four blocks, 64 bytes, loaded as one `zmm`.
+    type Quad = [Block; 4];
+
+    /// Loads four blocks (any alignment).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load4(q: &Quad) -> __m512i {
+        // SAFETY: `q` is a live reference to 64 readable bytes; `loadu` has
+        // no alignment requirement; AVX-512F is the caller's promise.
+        unsafe { _mm512_loadu_si512(q.as_ptr().cast()) }
+    }
+
+    /// `states.len()` (≤ 4 × `Z`) chains side by side under one key, four
+    /// per `zmm` register (lanes past the end are padding, results
+    /// discarded). Each step's blocks enter their register by lane inserts;
+    /// states of whole quads load and store 64 bytes straight from `states`.
+    ///
+    /// # Safety
+    /// The CPU must support VAES and AVX-512F (and AES-NI, implied by `rk`).
+    #[inline]
+    #[target_feature(enable = "avx512f,vaes")]
+    pub(crate) unsafe fn wide<const Z: usize>(
+        rk: &RoundKeys,
+        states: &mut [Block],
+        steps: usize,
+        mut block: impl FnMut(usize, usize) -> Block,
+    ) {
+        let n = states.len().min(4 * Z);
+        let k: [__m512i; 11] = core::array::from_fn(|r| _mm512_broadcast_i32x4(rk.0[r]));
+        let mut s = [_mm512_setzero_si512(); Z];
+        for z in 0..Z {
+            let lo = 4 * z;
+            s[z] = match states.get(lo..).and_then(<[Block]>::first_chunk::<4>) {
+                // SAFETY: AVX-512F is this function's precondition.
+                Some(q) => unsafe { load4(q) },
+                // A partial quad, lane by lane (padding lanes zero).
+                None => {
+                    let x = |l: usize| if l < n { load(&states[l]) } else { _mm_setzero_si128() };
+                    let mut m = _mm512_castsi128_si512(x(lo));
+                    m = _mm512_inserti32x4::<1>(m, x(lo + 1));
+                    m = _mm512_inserti32x4::<2>(m, x(lo + 2));
+                    _mm512_inserti32x4::<3>(m, x(lo + 3))
+                }
+            };
+        }
+        for j in 0..steps {
+            // Each block goes into its quad with a lane insert rather than
+            // through a stack buffer: a 64-byte load spanning four fresh
+            // 16-byte stores cannot be store-forwarded and stalls.
+            let mut x = |l: usize| if l < n { load(&block(l, j)) } else { _mm_setzero_si128() };
+            for z in 0..Z {
+                let lo = 4 * z;
+                let mut m = _mm512_castsi128_si512(x(lo));
+                m = _mm512_inserti32x4::<1>(m, x(lo + 1));
+                m = _mm512_inserti32x4::<2>(m, x(lo + 2));
+                m = _mm512_inserti32x4::<3>(m, x(lo + 3));
+                s[z] = _mm512_xor_si512(s[z], m);
+            }
+            for z in 0..Z {
+                s[z] = _mm512_xor_si512(s[z], k[0]);
+            }
+            for r in 1..10 {
+                for z in 0..Z {
+                    s[z] = _mm512_aesenc_epi128(s[z], k[r]);
+                }
+            }
+            for z in 0..Z {
+                s[z] = _mm512_aesenclast_epi128(s[z], k[10]);
+            }
+        }
+        for z in 0..Z {
+            let lo = 4 * z;
+            match states.get_mut(lo..).and_then(<[Block]>::first_chunk_mut::<4>) {
+                // SAFETY: `q` is a live exclusive borrow of 4 blocks, 64
+                // writable bytes; `storeu` has no alignment requirement;
+                // AVX-512F is this function's precondition.
+                Some(q) => unsafe { _mm512_storeu_si512(q.as_mut_ptr().cast(), s[z]) },
+                None => {
+                    let mut buf: Quad = [[0; 16]; 4];
+                    // SAFETY: as above, into the 64-byte stack quad.
+                    unsafe { _mm512_storeu_si512(buf.as_mut_ptr().cast(), s[z]) };
+                    let tail = &mut states[lo.min(n)..n];
+                    tail.copy_from_slice(&buf[..tail.len()]);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -443,6 +626,36 @@ mod tests {
                 aes.encrypt_blocks(&mut bs);
                 assert!(bs.iter().all(|x| *x == hex16(c)));
             }
+        }
+    }
+
+    /// The same-key path (VAES-512 where present) equals the portable
+    /// path for every group size up to 70 and 1 to 4 steps.
+    #[test]
+    fn one_key_lanes_every_size() {
+        let key = hex16("2b7e151628aed2a6abf7158809cf4f3c");
+        let (fast, slow) = (Aes128::new(&key), Aes128::new_portable(&key));
+        let msg =
+            |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 29 + j * 11 + k) as u8) };
+        for steps in 1..=4 {
+            for n in 1..=70 {
+                let mut a = [[0x5au8; 16]; 70];
+                let mut b = a;
+                fast.cbc_lanes_one_key(&mut a[..n], steps, msg);
+                slow.cbc_lanes_one_key(&mut b[..n], steps, msg);
+                assert_eq!(a, b, "n={n} steps={steps}");
+            }
+        }
+    }
+
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    #[test]
+    fn vaes_flag_follows_the_cpu() {
+        let vaes =
+            std::is_x86_feature_detected!("vaes") && std::is_x86_feature_detected!("avx512f");
+        match Aes128::new(&[0; 16]).inner {
+            Inner::Ni(_, flag) => assert_eq!(flag, vaes),
+            Inner::Portable(_) => assert!(!std::is_x86_feature_detected!("aes")),
         }
     }
 

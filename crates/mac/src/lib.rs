@@ -3,19 +3,20 @@
 //! * [`Key`]: 16 bytes of key material, zeroized on drop.
 //! * [`Aes`]: an expanded AES-128 key schedule (expand once per key, reuse per
 //!   packet); one-block encryption, fixed-length [CBC-MAC](Aes::cbc_mac) with a zero
-//!   IV, and **batched** CBC-MAC over many independent inputs, which lets AES-NI
-//!   pipeline eight blocks at a time instead of waiting on each chained block;
+//!   IV, and **batched** CBC-MAC over many independent inputs under one key,
+//!   which runs up to 32 chains side by side (four blocks per VAES instruction
+//!   where the CPU has it) instead of waiting on each chained block;
 //!   [`Aes::cbc_mac_multi`], [`Aes::encrypt_each`], [`Cmac::mac_multi`] and
 //!   [`Cmac::mac_block_multi`] interleave MACs of many packets under
-//!   *different* keys (per-host DRKeys, per-AS keys) the same way.
+//!   *different* keys (per-host DRKeys, per-AS keys), eight at a time.
 //! * [`Cmac`]: RFC 4493 AES-CMAC with the subkeys derived once per key.
 //! * [`ct_eq`] and [`truncate`]: constant-time comparison and tag truncation.
 //!
 //! The AES implementation is the workspace's `aesni` crate: AES-NI intrinsics
 //! detected at run time (once per key expansion; no `target-cpu=native`
 //! needed), whose multi-lane calls interleave up to eight independent chains
-//! even under different keys, and which falls back to RustCrypto's `aes`
-//! (constant-time software) elsewhere. This crate itself stays free of
+//! even under different keys (32 under one key with VAES), and which falls
+//! back to RustCrypto's `aes` (constant-time software) elsewhere. This crate itself stays free of
 //! `unsafe`.
 //!
 //! CBC-MAC is only secure for inputs of a fixed length per use; every caller in
