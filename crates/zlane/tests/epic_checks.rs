@@ -96,6 +96,18 @@ fn host_key_cache_never_mixes_hosts_or_sources() {
     assert_eq!(c.host_keys().capacity(), 2);
     assert!(s.misses >= 6, "three keys cycling through two ways keep missing: {s:?}");
 
+    // Three keys in strict rotation through the two ways: LRU evicts each
+    // key just before it comes back, so nothing ever hits (what the old
+    // one-slot cache showed with two alternating keys).
+    let mut c = classifier(RouterConfig { host_key_cache: 1, ..cfg() });
+    let keys = [(SRC, host(1)), (SRC, host(2)), (other, host(1))];
+    for k in 0..12u32 {
+        let (src, h) = keys[k as usize % 3];
+        assert_eq!(c.classify(&packet(src, h, 0, k, 10), now(0)), Ok(A), "{src}");
+    }
+    let s = c.host_keys().stats();
+    assert_eq!((s.hits, s.misses), (0, 12), "a strict three-key rotation never hits: {s:?}");
+
     // A large cache hits for repeated hosts, for host- and AS-level HVFs.
     let mut c = classifier(cfg());
     let mut gw =
