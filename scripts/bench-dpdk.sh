@@ -2,11 +2,14 @@
 # Runtime benchmark: the router versus `dpdk-testpmd --forward-mode=io`, both on
 # one forwarding core, back to back in the same run, over the same virtual ports.
 #
-#   scripts/bench-dpdk.sh [seconds per run] [rounds]
+#   scripts/bench-dpdk.sh [seconds per run] [rounds] [scenario ...]
+#   scripts/bench-dpdk.sh 3 1 sizes            # FAIR BM-4 / BM-5 frame-size sweep
+#   SIZES="74 1518" scripts/bench-dpdk.sh 3 1 sizes
 #
 # dpdk-testpmd ships in Debian 12's `dpdk-dev` package (/usr/bin/dpdk-testpmd);
 # the script installs `dpdk-dev libdpdk-dev` (apt, as root) if it is missing.
-# Scenarios (every rate is the total over both ports, packets forwarded per second):
+# Scenarios (default: null fair sibra; every rate is the total over both
+# ports, packets forwarded per second):
 #   null   two net_null ports (0 <-> 1, empty frames): testpmd io vs the router's
 #          `port-forward` and `nop + port-forward` (pure runtime overhead).
 #   fair   net_pcap port 0 replays (infinite_rx) a capture of valid FAIR packets
@@ -18,13 +21,31 @@
 #          (2048 ephemeral reservations of class 24, each well within its rate at
 #          the replay's speed, so the overuse monitor blacklists none) through
 #          parse -> sibra-transit (SOF MAC check, monitor, CurrHop update).
+#   sizes  FAIR spec §7.7 BM-4 and BM-5: for each frame size in $SIZES
+#          (default 74 128 256 512 1024 1518 bytes on the wire, FCS included,
+#          so the captures hold size - 4 bytes; made with `router gen
+#          --frame-len`), FAIR packets as in `fair` through testpmd io, the
+#          router's baseline `parse -> ipv4-forward` and the same plus
+#          `fair-transit`. "1 port": port 0 replays, forwards to port 1.
+#          "2 ports" (BM-5, one core serving two ports): both ports replay,
+#          port 0's packets (to 10.2/16) leave on 1, port 1's (to 10.1/16) on 0.
+#          Gbit/s = Mpps x size x 8 (frame bits; add 20 B per frame for the
+#          preamble and inter-frame gap of the line rate). The FAIR packets are
+#          IPv4 with the FAIR shim (the runtime's `fair` template), so 74 B is
+#          the sweep's smallest point, not the IPv6 minimum of the spec; the
+#          68 B `PaperBytes` layout is IPv6-only and not generated here.
 # The router pins its Unix clock to the capture's time (`[io.dpdk] unix_time_s`)
 # so that the looped packets stay fresh; net_pcap copies every replayed packet
-# into a fresh mbuf, so each one is processed from scratch.
+# into a fresh mbuf, so each one is processed from scratch (and the copy, which
+# grows with the frame size, is the "I/O" of these virtual ports: neither
+# net_null nor net_pcap is I/O bound the way a NIC at line rate is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
 ROUNDS=${2:-2}
+shift 2 2>/dev/null || shift $#
+SCENARIOS=${*:-null fair sibra}
+SIZES=${SIZES:-74 128 256 512 1024 1518}
 TARGET=${CARGO_TARGET_DIR:-target}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -44,13 +65,31 @@ cargo build --release -p router --features dpdk
 ROUTER="$TARGET/release/router"
 "$ROUTER" gen config/fair-transit.toml --group fair --flows 2048 --out "$OUT/fair.pcap"
 "$ROUTER" gen config/sibra-transit.toml --group reserved --flows 2048 --out "$OUT/sibra.pcap"
+case " $SCENARIOS " in
+  *" sizes "*)
+    for size in $SIZES; do
+      # Port 0: 10.1/16 -> 10.2/16 (routed to port 1); port 1: the reverse.
+      "$ROUTER" gen config/fair-transit.toml --group fair --flows 2048 \
+        --frame-len $((size - 4)) --out "$OUT/fair-$size.pcap" 2>/dev/null
+      "$ROUTER" gen config/fair-transit.toml --group fair --flows 2048 \
+        --param 'src="10.2.0.1"' --param 'dst="10.1.0.1"' \
+        --frame-len $((size - 4)) --out "$OUT/fair-$size-rev.pcap" 2>/dev/null
+    done
+    ;;
+esac
 # A capture with no packets: port 1 receives nothing (and drops on TX).
 printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' >"$OUT/empty.pcap"
 
 EAL_BASE='--no-huge -m 1024 --no-pci'
+# Scenario names: null, fair, sibra, fair-<size> (one port replays),
+# fair-<size>-2p (both ports replay).
 eal_for() {
   case $1 in
     null) echo "$EAL_BASE --vdev net_null0,copy=0 --vdev net_null1,copy=0" ;;
+    *-2p)
+      local c=${1%-2p}
+      echo "$EAL_BASE --vdev net_pcap0,rx_pcap=$OUT/$c.pcap,infinite_rx=1 --vdev net_pcap1,rx_pcap=$OUT/$c-rev.pcap,infinite_rx=1"
+      ;;
     *) echo "$EAL_BASE --vdev net_pcap0,rx_pcap=$OUT/$1.pcap,infinite_rx=1 --vdev net_pcap1,rx_pcap=$OUT/empty.pcap" ;;
   esac
 }
@@ -89,11 +128,14 @@ router_mpps() {
         [ "$pipeline" = nop ] && printf '[[pipeline]]\nkind = "nop"\n'
         printf '[[pipeline]]\nkind = "port-forward"\nmap = [[0, 1], [1, 0]]\n'
         ;;
-      fair-transit)
+      fair-transit | fair-base)
         printf '[[pipeline]]\nkind = "parse"\n'
-        printf '[[pipeline]]\nkind = "ipv4-forward"\nroutes = [{ prefix = "10.2.0.0/16", port = 1 }]\n'
-        printf '[[pipeline]]\nkind = "fair-transit"\ndata_key = "000102030405060708090a0b0c0d0e0f"\n'
-        printf 'keys_from = 1_767_225_600\nkeys_until = 1_767_312_000\n'
+        printf '[[pipeline]]\nkind = "ipv4-forward"\n'
+        printf 'routes = [{ prefix = "10.2.0.0/16", port = 1 }, { prefix = "10.1.0.0/16", port = 0 }]\n'
+        if [ "$pipeline" = fair-transit ]; then
+          printf '[[pipeline]]\nkind = "fair-transit"\ndata_key = "000102030405060708090a0b0c0d0e0f"\n'
+          printf 'keys_from = 1_767_225_600\nkeys_until = 1_767_312_000\n'
+        fi
         ;;
       sibra-transit)
         printf '[[pipeline]]\nkind = "parse"\n'
@@ -114,12 +156,36 @@ router_mpps() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f%%", 100 * a / b}'; }
 
+gbps() { awk -v m="$1" -v b="$2" 'BEGIN {printf "%.2f", m * b * 8 / 1000}'; }
+
 for round in $(seq "$ROUNDS"); do
-  for scenario in null fair sibra; do
+  for scenario in $SCENARIOS; do
+    if [ "$scenario" = sizes ]; then
+      echo "round $round  sizes (Mpps / Gbit/s of frames incl. FCS; router in % of testpmd; fair in % of base):"
+      printf '  %-5s %-7s %-17s %-24s %-30s\n' size ports "testpmd io" "router base" "router fair-transit"
+      for size in $SIZES; do
+        for ports in 1 2; do
+          sc=fair-$size
+          [ "$ports" = 2 ] && sc=fair-$size-2p
+          t=$(testpmd_mpps "$sc")
+          b=$(router_mpps "$sc" fair-base)
+          f=$(router_mpps "$sc" fair-transit)
+          printf '  %-5s %-7s %-17s %-24s %-30s\n' "$size" "$ports" \
+            "$t / $(gbps "$t" "$size")" \
+            "$b / $(gbps "$b" "$size") ($(ratio "$b" "$t"))" \
+            "$f / $(gbps "$f" "$size") ($(ratio "$f" "$b"))"
+        done
+      done
+      continue
+    fi
     case $scenario in
       null) pipelines="port-forward nop" ;;
       fair) pipelines="fair-transit" ;;
       sibra) pipelines="sibra-transit" ;;
+      *)
+        echo "bench-dpdk: unknown scenario $scenario (null, fair, sibra, sizes)" >&2
+        exit 2
+        ;;
     esac
     base=$(testpmd_mpps "$scenario")
     line="round $round  $scenario: testpmd io $base Mpps"

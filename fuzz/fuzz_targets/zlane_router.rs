@@ -72,8 +72,17 @@ fuzz_target!(|data: &[u8]| {
         }
         t
     };
-    // The router's one-pass EPIC-Z reader agrees with the full views.
-    assert_eq!(packet::scion::epic_fields(&pkt), via_views(&pkt));
+    // The router's one-pass EPIC-Z reader agrees with the full views, and
+    // so does its layout-memoising variant, whether the memo holds the
+    // unmodified template's layout (so the fuzzed packet takes the cheap
+    // per-packet checks) or this packet's own.
+    let want = via_views(&pkt);
+    assert_eq!(packet::scion::epic_fields(&pkt), want);
+    let mut shape = packet::scion::EpicShape::default();
+    static TEMPLATE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let _ = packet::scion::epic_fields_memo(TEMPLATE.get_or_init(template), &mut shape);
+    assert_eq!(packet::scion::epic_fields_memo(&pkt, &mut shape), want);
+    assert_eq!(packet::scion::epic_fields_memo(&pkt, &mut shape), want);
     let now = Now::from_unix_ns(NOW_NS);
     let cfg = RouterConfig {
         local_ia: TRANSIT,

@@ -3,6 +3,7 @@
 //! ```text
 //! router check config/default.toml
 //! router gen config/fair-transit.toml --out fair.pcap [--group fair] [--unix-time S]
+//!            [--flows N] [--param 'dst="10.1.0.1"'] [--frame-len 124]
 //! router run config/default.toml [--duration 2s] [--packets 1000000] [--quiet]
 //! ```
 
@@ -63,6 +64,17 @@ enum Cmd {
         /// Override the number of flows (frames) of the selected groups.
         #[arg(long)]
         flows: Option<u32>,
+        /// Override a template parameter of the selected groups,
+        /// `KEY=VALUE` with a TOML value (a bare word is taken as a string);
+        /// repeatable, e.g. `--param 'dst="10.1.0.1"' --param m=3`.
+        #[arg(long, value_parser = parse_param)]
+        param: Vec<(String, toml::Value)>,
+        /// Make every frame exactly this long (Ethernet header to payload,
+        /// without the 4-byte FCS) by adjusting the groups' template `size`,
+        /// whatever the protocol headers the template inserts (FAIR, SCION
+        /// paths): a frame-size sweep for benchmarks.
+        #[arg(long)]
+        frame_len: Option<usize>,
     },
 }
 
@@ -89,8 +101,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Check { config } => check(&config),
-        Cmd::Gen { config, out, group, unix_time, flows } => {
-            gen(&config, &out, &group, unix_time, flows)
+        Cmd::Gen { config, out, group, unix_time, flows, param, frame_len } => {
+            let o = GenOverrides { flows, params: param, frame_len };
+            gen(&config, &out, &group, unix_time, &o)
         }
         Cmd::Run { config, duration, packets, workers, quiet } => {
             run(&config, duration, packets, workers, quiet)
@@ -133,22 +146,92 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Parses `KEY=VALUE` (VALUE as TOML, else as a string).
+fn parse_param(s: &str) -> Result<(String, toml::Value), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not KEY=VALUE"))?;
+    let (k, v) = (k.trim(), v.trim());
+    if k.is_empty() {
+        return Err(format!("`{s}` has an empty key"));
+    }
+    let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(v.to_string()));
+    Ok((k.to_string(), value))
+}
+
+/// `router gen` options that change the configured traffic groups.
+struct GenOverrides {
+    flows: Option<u32>,
+    params: Vec<(String, toml::Value)>,
+    frame_len: Option<usize>,
+}
+
+/// Builds the capture's frames with the overrides applied.
+fn gen_frames(
+    mut cfg: runtime::RouterConfig,
+    groups: &[String],
+    unix_s: u64,
+    o: &GenOverrides,
+) -> Result<Vec<(u16, Vec<u8>)>, config::ConfigError> {
+    let Some(sc) = cfg.io.synthetic.as_mut() else {
+        return runtime::synthetic::capture_frames(&cfg, groups, unix_s);
+    };
+    let selected = |name: &str| groups.is_empty() || groups.iter().any(|g| g == name);
+    for t in sc.traffic.iter_mut().filter(|t| selected(&t.name)) {
+        if let Some(n) = o.flows {
+            t.flows = n;
+        }
+        for (k, v) in &o.params {
+            t.params.insert(k.clone(), v.clone());
+        }
+    }
+    let Some(want) = o.frame_len else {
+        return runtime::synthetic::capture_frames(&cfg, groups, unix_s);
+    };
+    // Each template's `size` counts different bytes (before or after the
+    // protocol headers it inserts): build once, measure, correct, rebuild.
+    let names: Vec<String> =
+        sc.traffic.iter().filter(|t| selected(&t.name)).map(|t| t.name.clone()).collect();
+    for name in &names {
+        let one = std::slice::from_ref(name);
+        let mut tries = 0;
+        loop {
+            let frames = runtime::synthetic::capture_frames(&cfg, one, unix_s)?;
+            let lens: std::collections::BTreeSet<usize> =
+                frames.iter().map(|(_, f)| f.len()).collect();
+            let got = lens.first().copied().unwrap_or(want);
+            if lens.len() == 1 && got == want {
+                break;
+            }
+            tries += 1;
+            let sc = cfg.io.synthetic.as_mut().expect("checked above");
+            let t = sc.traffic.iter_mut().find(|t| &t.name == name).expect("selected group");
+            let size = t.params.get("size").and_then(toml::Value::as_integer).unwrap_or(200);
+            let next = size + want as i64 - got as i64;
+            if tries > 3 || lens.len() != 1 || next < 1 {
+                return Err(config::ConfigError::at(
+                    format!("io.synthetic.traffic `{name}`"),
+                    format!("cannot make its frames {want} bytes long (got {lens:?})"),
+                ));
+            }
+            t.params.insert("size".into(), toml::Value::Integer(next));
+        }
+    }
+    runtime::synthetic::capture_frames(&cfg, groups, unix_s)
+}
+
 fn gen(
     path: &std::path::Path,
     out: &std::path::Path,
     groups: &[String],
     unix: Option<u64>,
-    flows: Option<u32>,
+    o: &GenOverrides,
 ) -> ExitCode {
     let unix_s = unix.unwrap_or(runtime::synthetic::VIRTUAL_UNIX_START_NS / 1_000_000_000);
-    let frames = match config::load_file(path).and_then(|mut cfg| {
-        if let (Some(n), Some(s)) = (flows, cfg.io.synthetic.as_mut()) {
-            for t in &mut s.traffic {
-                t.flows = n;
-            }
-        }
-        runtime::synthetic::capture_frames(&cfg, groups, unix_s).map_err(|e| e.in_file(path))
-    }) {
+    let frames = match config::load_file(path)
+        .and_then(|cfg| gen_frames(cfg, groups, unix_s, o).map_err(|e| e.in_file(path)))
+    {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");

@@ -146,23 +146,43 @@ fn bench_transit(c: &mut Criterion) {
     let p =
         fair::common::locate_meta(&pkt, &parsed, Framing::Ip, Default::default()).unwrap().unwrap();
     fair::common::set_meta(&mut parsed, &p);
-    g.bench_function("dest_check_police_capture_burst32_parsed_incl_reset", |bch| {
+    // The destination strips the 16-byte header: it moves the IPv6 header and
+    // advances the packet start, leaving the payload in place. The harness
+    // restores just that (start/end and the first 56 bytes, a fixed-size
+    // copy) and the metadata; `dest_restore_only_burst32` measures it alone.
+    let head: [u8; 56] = pkt[..56].try_into().unwrap();
+    let restore = |b: &mut Batch<Frame>, m: Meta| {
+        for i in 0..BURST {
+            let f = b.buf_mut(i);
+            f.reset();
+            f.append(pkt.len()).unwrap();
+            f.data_mut()[..56].copy_from_slice(&head);
+            *b.meta_mut(i) = m;
+        }
+    };
+    g.bench_function("dest_check_police_capture_burst32_parsed_incl_restore", |bch| {
         bch.iter(|| {
-            for i in 0..BURST {
-                b.buf_mut(i).set(&pkt).unwrap();
-                *b.meta_mut(i) = parsed;
-            }
+            restore(&mut b, parsed);
             d.process(&mut b, now);
             black_box(b.data(0).len());
         })
     });
-    g.bench_function("dest_check_police_capture_burst32_incl_reset", |bch| {
+    g.bench_function("dest_check_police_capture_burst32_incl_restore", |bch| {
         bch.iter(|| {
-            reset(&mut b, &pkt);
+            restore(&mut b, Meta::new(0));
             d.process(&mut b, now);
             black_box(b.data(0).len());
         })
     });
+    g.bench_function("dest_restore_only_burst32", |bch| {
+        bch.iter(|| {
+            restore(&mut b, parsed);
+            black_box(b.data(0).len());
+        })
+    });
+    // The restore rebuilt the stamped packets exactly.
+    restore(&mut b, parsed);
+    assert!((0..BURST).all(|i| b.data(i) == &pkt[..]));
     assert_eq!(d.stats.icv_fail, 0);
     g.finish();
 }

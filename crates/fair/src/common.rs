@@ -275,8 +275,10 @@ fn fair_len(v6: bool, hdr_len: u8) -> Option<usize> {
 /// [`Hot`] from the 9 fixed header bytes (already length-checked).
 #[inline(always)]
 fn hot_from(l3_off: usize, off: usize, v6: bool, len: usize, h: &[u8; 9], len_field: u16) -> Hot {
-    // One 8-byte load for nh ‖ hdr_len ‖ ts ‖ seqno ‖ icv.
-    let w = u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    // One 8-byte load for nh ‖ hdr_len ‖ ts ‖ seqno ‖ icv (a fixed-size
+    // view, so the compiler does not reassemble it from byte loads).
+    let (w8, _) = h.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+    let w = u64::from_be_bytes(*w8);
     Hot {
         l3_off: l3_off as u16,
         fair_off: off as u16,
@@ -322,6 +324,48 @@ pub fn hot_meta(frame: &[u8], meta: &Meta) -> HotStatus {
     let at = l3_off + if v6 { 4 } else { 2 };
     let lf = frame.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
     HotStatus::Ok(hot_from(l3_off, off, v6, len, h, lf))
+}
+
+/// The fast path of [`hot_meta`] for a stage's burst loop, given the
+/// metadata fields of a packet whose `meta.proto` is FAIR: the same checks
+/// and the same [`Hot`] when it accepts, `None` for anything else (odd
+/// metadata, truncated or malformed header), which the caller hands to
+/// [`locate_hot`] for the exact outcome. Monomorphized per carrier, so the
+/// carrier's offsets and limits are constants.
+#[inline(always)]
+pub fn hot_lean(frame: &[u8], l3: L3, l3_off: u16, proto_off: u16) -> Option<Hot> {
+    match l3 {
+        L3::Ipv6 => hot_lean_in::<true>(frame, l3_off, proto_off),
+        L3::Ipv4 => hot_lean_in::<false>(frame, l3_off, proto_off),
+        L3::None => None,
+    }
+}
+
+#[inline(always)]
+fn hot_lean_in<const V6: bool>(frame: &[u8], l3_off: u16, proto_off: u16) -> Option<Hot> {
+    if proto_off == NO_OFFSET {
+        return None;
+    }
+    // FAIR follows at least a full IPv4 header (IPv6: the fixed header).
+    let rel = proto_off.checked_sub(l3_off)? as usize;
+    if rel < if V6 { 40 } else { 20 } {
+        return None;
+    }
+    let ip = frame.get(l3_off as usize..)?;
+    let (h, _) = ip.get(rel..)?.split_first_chunk::<9>()?;
+    let hl = h[1];
+    let len = if V6 {
+        (hl.wrapping_sub(1) < 16).then_some((hl as usize + 1) * 8)?
+    } else {
+        (hl.wrapping_sub(9) < 128).then_some(hl as usize)?
+    };
+    if rel + len > ip.len() || (h[8] & 0x7F) as usize > len - packet::fair::FIXED_LEN {
+        return None;
+    }
+    // The length field (IP bytes 2..6) lies before the header.
+    let at = if V6 { 4 } else { 2 };
+    let lf = u16::from_be_bytes([ip[at], ip[at + 1]]);
+    Some(hot_from(l3_off as usize, proto_off as usize, V6, len, h, lf))
 }
 
 /// Locates the FAIR header of the IP packet at `l3_off` from scratch with the
@@ -495,8 +539,11 @@ mod tests {
             let got = locate_hot(&p, &mut m, Framing::Ip, codes);
             prop_assert_eq!(got, want);
             if let Ok(Some(h)) = got {
-                // The recorded metadata leads the fast path to the same header.
+                // The recorded metadata leads the fast paths to the same header.
                 prop_assert_eq!(hot_meta(&p, &m), HotStatus::Ok(h));
+                prop_assert_eq!(hot_lean(&p, m.l3, m.l3_off, m.proto_off), Some(h));
+                // The from-scratch reader yields the same fields directly.
+                prop_assert_eq!(hot_scratch(&p, 0, v6, 253), Ok(Some(h)));
                 let f = locate_meta(&p, &m0, Framing::Ip, codes).unwrap().unwrap();
                 prop_assert_eq!(h.pkt(), f);
                 prop_assert_eq!((h.ts(), h.seqno(), h.icv()), {
@@ -504,6 +551,33 @@ mod tests {
                     (v.timestamp(), v.seqno(), v.icv())
                 });
             }
+        }
+
+        /// [`hot_lean`] accepts exactly the metadata and headers that
+        /// [`hot_meta`] accepts, with the same fields, for any offsets.
+        #[test]
+        fn hot_lean_agrees_with_hot_meta(
+            v6: bool, hbh: bool, slots in 0usize..4, body in 8usize..40,
+            edits in proptest::collection::vec((0usize..96, any::<u8>()), 0..4),
+            cut in 0usize..120, l3_shift in 0u16..3, off_shift in 0u16..5, none_off: bool,
+        ) {
+            let n = if v6 { [7, 15, 23, 7][slots] } else { slots * 3 };
+            let mut p = fair_packet(v6, hbh && v6, n, body);
+            for (at, v) in edits {
+                if let Some(b) = p.get_mut(at) { *b = v; }
+            }
+            p.truncate(p.len().saturating_sub(cut % 16));
+            let mut m = Meta::new(0);
+            m.proto = Proto::Fair;
+            m.l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
+            m.l3_off = l3_shift.saturating_sub(1);
+            let base: u16 = if v6 { if hbh { 48 } else { 40 } } else { 20 };
+            m.proto_off = if none_off { NO_OFFSET } else { (base + off_shift * 4).saturating_sub(8) };
+            let want = match hot_meta(&p, &m) {
+                HotStatus::Ok(h) => Some(h),
+                _ => None,
+            };
+            prop_assert_eq!(hot_lean(&p, m.l3, m.l3_off, m.proto_off), want);
         }
     }
 }

@@ -320,6 +320,28 @@ impl Monitor {
         v
     }
 
+    /// [`account_seqno`](Self::account_seqno) for a later packet of the same
+    /// burst: the caller already called `account_seqno` (or
+    /// [`account`](Self::account)) with this `now` since it last changed, so
+    /// nothing is due and no violation can be finalized; this skips the
+    /// finalization check. The result is exactly that of `account_seqno`
+    /// (a test holds them equal). Without that earlier call it falls back
+    /// to `account_seqno`.
+    #[inline]
+    pub fn account_seqno_same_now(&mut self, abs_ts: u64, seqno: u32, bytes: u64, now: u64) {
+        let Some(next) = self.next else {
+            let _ = self.account_seqno(abs_ts, seqno, bytes, now);
+            return;
+        };
+        let t = abs_ts.max(next);
+        let idx = (t % 8) as usize;
+        let dup = t == abs_ts
+            && self.dups.as_deref_mut().is_some_and(|d| d.seen(idx, seqno & 0x00FF_FFFF));
+        if !dup {
+            self.ring[idx] = self.ring[idx].saturating_add(bytes);
+        }
+    }
+
     /// Finalizes what is due and returns the open second that `abs_ts` counts in.
     #[inline]
     fn open(&mut self, abs_ts: u64, now: u64) -> (Option<Violation>, u64) {
@@ -416,6 +438,42 @@ mod tests {
                 if b.try_consume(len, t) { samples.push((t / 1_000_000_000, len)); }
             }
             prop_assert!(tb_conformance(cir, cbs, samples).is_empty());
+        }
+
+        /// `account_seqno_same_now` after a first `account_seqno` of the same
+        /// `now` leaves the monitor exactly as `account_seqno` every time.
+        #[test]
+        fn same_now_matches_account_seqno(
+            bursts in proptest::collection::vec(
+                (0u64..3, proptest::collection::vec((0u64..8, 0u32..200, 40u64..1500), 1..12)),
+                1..12),
+            dup in proptest::bool::ANY,
+        ) {
+            let mk = || if dup { Monitor::with_dup_filter(5000, 3000, 128) } else { Monitor::new(5000, 3000) };
+            let (mut a, mut b) = (mk(), mk());
+            let mut now = 1000u64;
+            let (mut va, mut vb) = (vec![], vec![]);
+            for (step, pkts) in bursts {
+                now += step;
+                for (k, &(back, seq, len)) in pkts.iter().enumerate() {
+                    let ts = now.saturating_sub(back).max(997);
+                    va.push(a.account_seqno(ts, seq, len, now));
+                    if k == 0 {
+                        vb.push(b.account_seqno(ts, seq, len, now));
+                    } else {
+                        b.account_seqno_same_now(ts, seq, len, now);
+                        vb.push(None);
+                    }
+                }
+            }
+            va.push(a.tick(now + 20));
+            vb.push(b.tick(now + 20));
+            prop_assert_eq!(va, vb);
+            prop_assert_eq!((a.violations, a.last, a.ring, a.next), (b.violations, b.last, b.ring, b.next));
+            prop_assert_eq!(
+                a.dup_filter().map(|d| (d.duplicates, d.unchecked)),
+                b.dup_filter().map(|d| (d.duplicates, d.unchecked))
+            );
         }
 
         /// P-6: adding records never removes a violation.

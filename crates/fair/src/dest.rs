@@ -9,14 +9,21 @@
 //! events; an arrival-time token bucket (CIR, CBS) that drops non-conforming
 //! packets only when `drop_nonconforming` is set (default: detect, store,
 //! alarm); then the FAIR header is stripped (IPv4 always, IPv6 by default).
+//! An IPv4 shim that metadata places inside what the IHL calls the header
+//! (a stale or inconsistent parse) is not stripped: the packet keeps it.
+//!
+//! Pass 1 reads headers a parse stage located through the lean reader
+//! ([`crate::common::hot_lean`]) and locates fresh packets inline; rare
+//! outcomes (stale, unknown channel, a new source) are out of line. A
+//! property test holds this fast path to the general one.
 
 use std::net::IpAddr;
 
 use mac::{Aes, Block, Key};
-use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, NO_OFFSET};
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
 use crate::bucket::TokenBucket;
-use crate::common::{locate_hot, Codes, Framing, Hot};
+use crate::common::{hot_lean, hot_scratch, l3_of, locate_hot, Codes, Framing, Hot};
 use crate::conformance::{Monitor, Violation, DEFAULT_DUP_WINDOW};
 use crate::crypto::icv_block_w;
 use crate::lpm::{key_v4, key_v6, FastMap, PrefixTable};
@@ -173,6 +180,9 @@ pub struct FairDestination<S: RecordSink> {
     events: Vec<(u32, Violation)>,
     /// Counters.
     pub stats: DestStats,
+    /// Tests: every packet through the general path of pass 1 (the reference).
+    #[cfg(test)]
+    slow_only: bool,
 }
 
 impl<S: RecordSink> core::fmt::Debug for FairDestination<S> {
@@ -196,6 +206,8 @@ impl<S: RecordSink> FairDestination<S> {
             sink,
             events: Vec::new(),
             stats: DestStats::default(),
+            #[cfg(test)]
+            slow_only: false,
         }
     }
 
@@ -269,92 +281,92 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
         let now_s = now.unix_secs();
         let n16 = crate::time::now16(now_s);
         // Split borrows: the loops see plain locals, not fields behind `self`.
-        let FairDestination { cfg, src_fib, port_neighbor, index, channels, sink, events, stats } =
-            self;
+        #[cfg(test)]
+        let fast_on = !self.slow_only;
+        #[cfg(not(test))]
+        let fast_on = true;
+        let FairDestination {
+            cfg,
+            src_fib,
+            port_neighbor,
+            index,
+            channels,
+            sink,
+            events,
+            stats,
+            ..
+        } = self;
         let cfg = *cfg;
         let mut todo = [Todo::default(); BURST];
         let mut blocks: [Block; BURST] = [[0; 16]; BURST];
         let mut n = 0usize;
         // Classification is cached across the burst: packets of one source
         // (same raw address bytes, port and slot count) arrive back to back.
-        let mut last: Option<(u128, bool, u16, u8, Option<u32>)> = None;
+        let mut last = ClassCache::default();
         // Pass 1: locate, freshness, classify, ICV inputs.
         for i in batch.live() {
-            let (buf, meta) = batch.get_mut(i);
-            let frame = buf.data();
-            let h = match locate_hot(frame, meta, cfg.framing, cfg.codes) {
-                Ok(Some(h)) => h,
-                Ok(None) => {
-                    if cfg.require_policy {
-                        batch.drop_packet(i, DropReason::Policy);
+            let meta = batch.meta(i);
+            let (proto, l3, l3_off, proto_off, port) =
+                (meta.proto, meta.l3, meta.l3_off, meta.proto_off, meta.port);
+            // Fast path: the metadata locates a well-formed FAIR header
+            // (source address read with the same view of the bytes).
+            let fast = if proto == Proto::Fair && fast_on {
+                let frame = batch.buf(i).data();
+                hot_lean(frame, l3, l3_off, proto_off).map(|h| (h, src_raw(frame, &h)))
+            } else {
+                None
+            };
+            let (h, raw) = match fast {
+                Some(x) => x,
+                // Else locate from scratch (inline for fresh metadata), or
+                // classify the failure exactly.
+                None => match if proto == Proto::None && l3_off == NO_OFFSET && fast_on {
+                    locate_fresh(batch, i, &cfg)
+                } else {
+                    locate_from_meta(batch, i, &cfg)
+                } {
+                    Ok(Some(h)) => (h, src_raw(batch.buf(i).data(), &h)),
+                    Ok(None) => {
+                        if cfg.require_policy {
+                            batch.drop_packet(i, DropReason::Policy);
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                Err(r) => {
-                    stats.malformed += 1;
-                    batch.drop_packet(i, r);
-                    continue;
-                }
+                    Err(r) => {
+                        stats.malformed += 1;
+                        batch.drop_packet(i, r);
+                        continue;
+                    }
+                },
             };
             // Fresh iff now − ts ∈ {−3..3} (mod 2^16).
             if n16.wrapping_sub(h.ts()).wrapping_add(FRESH) > 2 * FRESH {
-                stats.stale += 1;
-                batch.drop_packet(
-                    i,
-                    if is_past(h.ts(), now_s) {
-                        DropReason::Expired
-                    } else {
-                        DropReason::FromFuture
-                    },
-                );
+                stale(batch, i, stats, h.ts(), now_s);
                 continue;
             }
-            let port = meta.port;
-            let ci = match src_raw(frame, &h) {
-                Some(raw) => match last {
-                    Some((r, v6, p, ns, c))
-                        if r == raw && v6 == h.v6 && p == port && ns == h.n_slots =>
-                    {
-                        c
-                    }
-                    _ => {
-                        let key = if h.v6 {
-                            key_v6(raw.to_ne_bytes())
-                        } else {
-                            let b = raw.to_ne_bytes();
-                            key_v4([b[0], b[1], b[2], b[3]])
-                        };
-                        let c = classify(src_fib, port_neighbor, index, key, port, h.n_slots);
-                        last = Some((raw, h.v6, port, h.n_slots, c));
-                        // A channel new to this burst: start loading its state
-                        // (key schedule for pass 2, policer and monitor for pass 3).
-                        if let Some(ch) = c.and_then(|c| channels.get(c as usize)) {
-                            memhint::prefetch(&ch.policer);
-                            memhint::prefetch(&ch.stats);
-                            memhint::prefetch(&ch.k_sd);
-                            memhint::prefetch(&ch.monitor);
-                        }
-                        c
-                    }
-                },
-                None => None,
+            let Some(raw) = raw else {
+                unknown(batch, i, stats, &cfg, &h);
+                continue;
+            };
+            let ci = if last.valid
+                && raw == last.raw
+                && h.v6 == last.v6
+                && port == last.port
+                && h.n_slots == last.n_slots
+            {
+                last.chan
+            } else {
+                let t = Tables { src_fib, port_neighbor, index, channels };
+                reclassify(&t, &mut last, raw, &h, port)
             };
             let Some(ci) = ci else {
-                stats.unknown_channel += 1;
-                match cfg.unknown_channel {
-                    UnknownChannel::Drop => batch.drop_packet(i, DropReason::UnknownKey),
-                    UnknownChannel::Deliver => {
-                        let (buf, meta) = batch.get_mut(i);
-                        strip(buf, meta, &h);
-                    }
-                }
+                unknown(batch, i, stats, &cfg, &h);
                 continue;
             };
-            if let (Some(b), Some(t)) = (blocks.get_mut(n), todo.get_mut(n)) {
-                *b = icv_block_w(h.len_field, h.w);
-                *t = Todo { pkt: i as u8, chan: ci, h };
-                n += 1;
-            }
+            let k = n % BURST;
+            blocks[k] = icv_block_w(h.len_field, h.w);
+            todo[k] = Todo { pkt: i as u8, chan: ci, h };
+            n += 1;
         }
         // Pass 2: ICVs, pipelined across runs of the same channel (normally one call).
         let mut s = 0;
@@ -372,27 +384,39 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
         // Pass 3: verify, capture, monitor, police, strip.
         let (mut accepted, mut captured) = (0u64, 0u64);
         let arrival = now_s as u32;
-        for (t, b) in todo[..n].iter().zip(&blocks[..n]) {
+        let mut ticked = u32::MAX;
+        // The ICV bytes first (the blocks are not needed beyond their first byte).
+        let macs: [u8; BURST] = core::array::from_fn(|k| blocks[k][0]);
+        for k in 0..n.min(BURST) {
+            let t = &todo[k];
             let (i, h) = (t.pkt as usize, &t.h);
             // One ICV byte: the accept/drop outcome is observable anyway, so a
             // plain comparison leaks nothing a constant-time one would hide.
-            if h.icv() != b[0] {
+            if h.icv() != macs[k] {
                 stats.icv_fail += 1;
                 batch.drop_packet(i, DropReason::BadMac);
                 continue;
             }
             let Some(ch) = channels.get_mut(t.chan as usize) else { continue };
             let (buf, meta) = batch.get_mut(i);
-            let frame = buf.data();
+            // One view of the bytes for the record and the strip.
+            let d = buf.data_mut();
             let id = ch.id;
-            sink.append_with(|out| Record::write_hot(out, frame, h, id, arrival));
+            sink.append_with(|out| Record::write_hot(out, d, h, id, arrival));
             captured += 1;
             let net = h.net_len();
-            if let Some(v) =
-                ch.monitor.account_seqno(unwrap_near(h.ts(), now_s), h.seqno(), net, now_s)
-            {
-                stats.violations += 1;
-                events.push((id, v));
+            let abs = unwrap_near(h.ts(), now_s);
+            // The first packet of a channel in this pass finalizes what is
+            // due (and may report a violation); later ones of the same
+            // channel cannot, and skip that check.
+            if t.chan == ticked {
+                ch.monitor.account_seqno_same_now(abs, h.seqno(), net, now_s);
+            } else {
+                ticked = t.chan;
+                if let Some(v) = ch.monitor.account_seqno(abs, h.seqno(), net, now_s) {
+                    stats.violations += 1;
+                    events.push((id, v));
+                }
             }
             ch.stats.mark_count_mismatch += u64::from(h.ptr() != ch.expected_marks);
             ch.stats.packets += 1;
@@ -405,14 +429,124 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
                 }
             }
             accepted += 1;
-            if !h.v6 || cfg.strip_ipv6 {
-                strip(buf, meta, h);
+            if (!h.v6 || cfg.strip_ipv6) && wire::strip_hot_bytes(d, h).is_ok() {
+                stripped(buf, meta, h);
             }
         }
         stats.accepted += accepted;
         stats.captured += captured;
         sink.end_burst();
     }
+}
+
+/// The classification of the last source a burst met (see pass 1).
+#[derive(Clone, Copy, Default)]
+struct ClassCache {
+    raw: u128,
+    v6: bool,
+    port: u16,
+    n_slots: u8,
+    /// Its channel (`None`: unknown).
+    chan: Option<u32>,
+    /// A classification was made (`chan` may still be `None`).
+    valid: bool,
+}
+
+/// The classification tables, borrowed for pass 1's slow path.
+struct Tables<'a> {
+    src_fib: &'a PrefixTable<u32>,
+    port_neighbor: &'a [u32],
+    index: &'a FastMap<(u32, u32, u8), u32>,
+    channels: &'a [DestChannel],
+}
+
+/// Locates the FAIR header of packet `i` from scratch (or classifies the
+/// failure of its metadata exactly), recording it in the metadata. Inlined:
+/// its result stays in registers (returned through memory, the fields
+/// would be stored and reloaded at other widths, which stalls).
+#[inline(always)]
+fn locate_from_meta<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &DestConfig,
+) -> Result<Option<Hot>, DropReason> {
+    let (buf, meta) = batch.get_mut(i);
+    locate_hot(buf.data(), meta, cfg.framing, cfg.codes)
+}
+
+/// [`locate_hot`] for fresh metadata (no layer found yet, as
+/// `Meta::new` leaves it): the same result and recorded metadata, without
+/// the metadata round trip.
+#[inline(always)]
+fn locate_fresh<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &DestConfig,
+) -> Result<Option<Hot>, DropReason> {
+    let (buf, meta) = batch.get_mut(i);
+    let frame = buf.data();
+    let Some((l3_off, l3)) = l3_of(frame, meta, cfg.framing) else { return Ok(None) };
+    let h = hot_scratch(frame, l3_off, l3 == L3::Ipv6, cfg.codes.for_l3(l3))?;
+    if let Some(h) = &h {
+        meta.l3_off = h.l3_off;
+        meta.l3 = l3;
+        meta.proto = Proto::Fair;
+        meta.proto_off = h.fair_off;
+    }
+    Ok(h)
+}
+
+/// Drops a packet with a stale or future stamp.
+#[cold]
+#[inline(never)]
+fn stale<B: PacketBuf>(batch: &mut Batch<B>, i: usize, stats: &mut DestStats, ts: u16, now_s: u64) {
+    stats.stale += 1;
+    batch.drop_packet(
+        i,
+        if is_past(ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
+    );
+}
+
+/// A FAIR packet of no known channel (`unknown_channel_action`).
+#[cold]
+#[inline(never)]
+fn unknown<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    stats: &mut DestStats,
+    cfg: &DestConfig,
+    h: &Hot,
+) {
+    stats.unknown_channel += 1;
+    match cfg.unknown_channel {
+        UnknownChannel::Drop => batch.drop_packet(i, DropReason::UnknownKey),
+        UnknownChannel::Deliver => {
+            let (buf, meta) = batch.get_mut(i);
+            strip(buf, meta, h);
+        }
+    }
+}
+
+/// Classifies a source the cache does not hold and caches the result.
+#[inline(never)]
+fn reclassify(t: &Tables<'_>, last: &mut ClassCache, raw: u128, h: &Hot, port: u16) -> Option<u32> {
+    let key = if h.v6 {
+        key_v6(raw.to_ne_bytes())
+    } else {
+        let b = raw.to_ne_bytes();
+        key_v4([b[0], b[1], b[2], b[3]])
+    };
+    let c = classify(t.src_fib, t.port_neighbor, t.index, key, port, h.n_slots);
+    *last = ClassCache { raw, v6: h.v6, port, n_slots: h.n_slots, chan: c, valid: true };
+    // A channel new to this burst: start loading its state (key schedule
+    // for pass 2, policer and monitor for pass 3).
+    if let Some(ch) = c.and_then(|c| t.channels.get(c as usize)) {
+        memhint::prefetch(&ch.policer);
+        memhint::prefetch(&ch.stats);
+        memhint::prefetch(&ch.k_sd);
+        memhint::prefetch(&ch.monitor);
+    }
+    c
 }
 
 /// The source address bytes as a raw (native-order) word, IPv4 in the low
@@ -448,11 +582,156 @@ fn classify(
 
 #[inline(always)]
 fn strip<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
-    if wire::strip_hot(buf, h).is_ok() {
+    if wire::strip_hot_bytes(buf.data_mut(), h).is_ok() {
+        stripped(buf, meta, h);
+    }
+}
+
+/// Drops the stripped header's bytes from the front and updates the metadata.
+#[inline(always)]
+fn stripped<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
+    if buf.adj(h.len as usize).is_ok() {
         meta.proto = Proto::None;
         meta.proto_off = NO_OFFSET;
         if meta.l4_off != NO_OFFSET {
             meta.l4_off = meta.l4_off.saturating_sub(h.len as u16);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::{locate_meta, set_meta};
+    use crate::crypto::icv;
+    use pipeline::Meta;
+
+    /// A FAIR packet (bare IP, `n` slots) from `src` stamped `ts` with a
+    /// valid ICV under `k` (or a wrong one), optionally behind IPv6 HBH.
+    #[allow(clippy::too_many_arguments)]
+    fn any_pkt(
+        v6: bool,
+        hbh: bool,
+        n: usize,
+        src: u8,
+        ts: u16,
+        seqno: u32,
+        k: &Aes,
+        good: bool,
+    ) -> Vec<u8> {
+        let mut p = if v6 {
+            let mut p = vec![0u8; 48];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&8u16.to_be_bytes());
+            p[6] = 17;
+            p[8..12].copy_from_slice(&[0x20, 0x01, 0x0d, src]);
+            if hbh {
+                p[6] = 0;
+                p[40] = 17;
+            }
+            p
+        } else {
+            let mut p = vec![0u8; 28];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&28u16.to_be_bytes());
+            p[9] = 17;
+            p[12..16].copy_from_slice(&[10, src, 0, 1]);
+            p
+        };
+        let l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
+        let f = wire::insert(&mut p, 0, l3, n, 253).unwrap();
+        let o = f.fair_off();
+        let lf =
+            if v6 { u16::from_be_bytes([p[4], p[5]]) } else { u16::from_be_bytes([p[2], p[3]]) };
+        p[o + 2..o + 4].copy_from_slice(&ts.to_be_bytes());
+        p[o + 4..o + 7].copy_from_slice(&seqno.to_be_bytes()[1..]);
+        p[o + 7] = icv(k, lf, ts, seqno) ^ u8::from(!good);
+        p
+    }
+
+    fn stage(slow_only: bool) -> FairDestination<Vec<Record>> {
+        let mut d = FairDestination::new(
+            DestConfig { framing: Framing::Ip, ..Default::default() },
+            Vec::new(),
+        );
+        d.slow_only = slow_only;
+        d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
+        d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
+        d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+        for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
+            d.add_channel(
+                DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0),
+                0,
+                n as u8,
+            );
+        }
+        d
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// Pass 1's fast path is an optimization only: with it, bursts end
+        /// exactly as with every packet through the slow path (bytes,
+        /// metadata, verdicts, records, counters, channel state, violations).
+        #[test]
+        fn fast_path_matches_slow_path(
+            bursts in proptest::collection::vec(proptest::collection::vec(
+                (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0usize..3,
+                 0u8..4, 0u8..16, 0u32..40, 0u8..8, 0u8..4,
+                 proptest::collection::vec((0usize..72, proptest::prelude::any::<u8>()), 0..3)),
+                1..=32), 1..4),
+        ) {
+            let k = Aes::new(&Key::from([7; 16]));
+            let (mut fast, mut slow) = (stage(false), stage(true));
+            let mut now = 1_000_000u64;
+            for pkts in bursts {
+                now += 1;
+                let mut b: Batch<Vec<u8>> = Batch::new();
+                for (v6, hbh, slots, src, dts, seq, icv_sel, meta_kind, mut edits) in pkts {
+                    let n = if v6 { [7, 15, 23][slots] } else { [3, 6, 0][slots] };
+                    let srcb = if v6 { [0xb8, 0xb8, 0x05, 0xb9][src as usize] } else { [1, 1, 2, 1][src as usize] };
+                    // Mostly fresh stamps, some stale or from the future.
+                    let ts = (now + 5 - (if dts >= 8 { 5 } else { dts as u64 })) as u16;
+                    let mut p = any_pkt(v6, hbh && v6, n, srcb, ts, seq, &k, icv_sel != 0);
+                    let mut m = Meta::new(0);
+                    if meta_kind > 0 {
+                        if let Ok(Some(f)) = locate_meta(&p, &m, Framing::Ip, Codes::default()) {
+                            set_meta(&mut m, &f);
+                        }
+                    }
+                    if meta_kind == 3 {
+                        m.proto_off = m.proto_off.wrapping_add(8);
+                    }
+                    // Half the packets unedited.
+                    edits.truncate(edits.len().saturating_sub(1));
+                    for (at, v) in edits {
+                        if let Some(x) = p.get_mut(at) {
+                            *x = v;
+                        }
+                    }
+                    let i = b.push(p, 0).unwrap();
+                    *b.meta_mut(i) = m;
+                }
+                let mut c: Batch<Vec<u8>> = Batch::new();
+                for i in 0..b.len() {
+                    let j = c.push(b.data(i).to_vec(), 0).unwrap();
+                    *c.meta_mut(j) = *b.meta(i);
+                }
+                let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+                fast.process(&mut b, t);
+                slow.process(&mut c, t);
+                for i in 0..b.len() {
+                    proptest::prop_assert_eq!(b.data(i), c.data(i));
+                    proptest::prop_assert_eq!(b.meta(i), c.meta(i));
+                }
+            }
+            proptest::prop_assert_eq!(fast.stats, slow.stats);
+            proptest::prop_assert_eq!(fast.sink(), slow.sink());
+            proptest::prop_assert_eq!(fast.take_violations(), slow.take_violations());
+            for (a, b) in fast.channels().iter().zip(slow.channels()) {
+                proptest::prop_assert_eq!(a.stats, b.stats);
+                proptest::prop_assert_eq!(a.monitor.violations, b.monitor.violations);
+            }
         }
     }
 }

@@ -203,6 +203,21 @@ impl Record {
         out[0..8].copy_from_slice(&a.to_be_bytes());
         out[8..16].copy_from_slice(&b.to_be_bytes());
         out[16..20].copy_from_slice(&c.to_be_bytes());
+        // Slots first: one 16-byte load masked to N slots lands in 48..64;
+        // the address copy below then overwrites 48..52 with the
+        // destination's tail.
+        let n12 = n.min(RECORD_SLOTS);
+        let off = h.fair_off as usize + packet::fair::FIXED_LEN;
+        if let Some((s, _)) = frame.get(off..).and_then(<[u8]>::split_first_chunk::<16>) {
+            let w = u128::from_be_bytes(*s);
+            let m = (w & KEEP[n12]) >> 32;
+            out[48..64].copy_from_slice(&m.to_be_bytes());
+        } else {
+            out[48..64].fill(0);
+            if let Some(s) = frame.get(off..off + n12) {
+                out[52..52 + s.len()].copy_from_slice(s);
+            }
+        }
         let l3 = h.l3_off as usize;
         let a = if h.v6 { frame.get(l3 + 8..l3 + 40) } else { None };
         if let Some(a) = a {
@@ -213,24 +228,6 @@ impl Record {
             if let Some(a) = frame.get(l3 + 12..l3 + 20).filter(|_| !h.v6) {
                 out[20..24].copy_from_slice(&a[..4]);
                 out[36..40].copy_from_slice(&a[4..]);
-            }
-        }
-        let off = h.fair_off as usize + packet::fair::FIXED_LEN;
-        if let Some(s) = frame.get(off..off + 16) {
-            // One 16-byte load, bytes beyond the N slots masked off.
-            let w = u128::from_be_bytes(s.try_into().unwrap_or([0; 16]));
-            let m = (w & KEEP[n.min(RECORD_SLOTS)]) >> 32;
-            out[48..64].copy_from_slice(&m.to_be_bytes());
-            // Bytes 48..52 were the destination's tail: restore them.
-            if let Some(d) = a {
-                out[48..52].copy_from_slice(&d[28..32]);
-            } else {
-                out[48..52].fill(0);
-            }
-        } else {
-            out[52..64].fill(0);
-            if let Some(s) = frame.get(off..off + n.min(RECORD_SLOTS)) {
-                out[52..52 + s.len()].copy_from_slice(s);
             }
         }
     }

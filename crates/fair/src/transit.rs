@@ -4,15 +4,21 @@
 //! per-worker generator, the 4-bit MAC under the data key of the packet's
 //! timestamp epoch, and the NextAS increment preserving the suspicious bit.
 //! No per-packet or per-flow state. The AES calls of a burst run pipelined.
+//!
+//! Pass 1 has a fast path for the common packet: metadata from a parse stage
+//! naming a well-formed FAIR header with a free slot, stamped in the epoch
+//! whose (`Paper`) key the burst already looked up. Everything else goes
+//! through the general per-packet code, which classifies it exactly; a
+//! property test holds both paths to identical results.
 
 use std::sync::Arc;
 
 use mac::Block;
-use pipeline::{Batch, DropReason, Now, PacketBuf, Stage, BURST};
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
 use crate::common::{locate_hot, Codes, Framing};
 use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding};
-use crate::keys::KeyRing;
+use crate::keys::{DataKey, KeyRing};
 use crate::rng::NonceGen;
 use crate::time::{is_past, now16, unwrap_near, FRESH};
 
@@ -74,13 +80,23 @@ pub struct FairTransit {
     rng: NonceGen,
     /// Counters.
     pub stats: TransitStats,
+    /// Tests: every packet through the slow path (the reference).
+    #[cfg(test)]
+    slow_only: bool,
 }
 
 impl FairTransit {
     /// A stage marking with `keys`; `seed` seeds this worker's nonce generator
     /// (give each worker its own seed from the OS CSPRNG).
     pub fn new(cfg: TransitConfig, keys: Arc<KeyRing>, seed: u64) -> Self {
-        FairTransit { cfg, keys, rng: NonceGen::new(seed), stats: TransitStats::default() }
+        FairTransit {
+            cfg,
+            keys,
+            rng: NonceGen::new(seed),
+            stats: TransitStats::default(),
+            #[cfg(test)]
+            slow_only: false,
+        }
     }
 
     /// Replaces the nonce generator (e.g. [`NonceGen::fixed`] for known answers).
@@ -99,6 +115,126 @@ impl FairTransit {
     }
 }
 
+/// The marks of one burst, collected by pass 1 (structure of arrays).
+struct Marks {
+    /// Per mark: packet index, frame offset of its slot, key (offset index).
+    pkt: [u8; BURST],
+    pos: [u16; BURST],
+    kidx: [u8; BURST],
+    blocks: [Block; BURST],
+}
+
+impl Marks {
+    /// Records mark number `n` (< [`BURST`]: one per live packet).
+    #[inline(always)]
+    fn set(&mut self, n: usize, i: usize, pos: usize, di: u16, block: Block) {
+        let n = n % BURST;
+        self.blocks[n] = block;
+        self.pkt[n] = i as u8;
+        self.pos[n] = pos as u16;
+        self.kidx[n] = di as u8;
+    }
+}
+
+/// The key state of a burst's pass 1, kept by the slow path.
+struct KeyState<'k> {
+    /// Keys of the 7 fresh timestamp offsets, looked up once per burst.
+    key_of_d: [Option<Option<&'k DataKey>>; 7],
+    /// The offset index and key of the last looked-up stamp.
+    cur_di: u16,
+    cur_key: Option<&'k DataKey>,
+    /// The burst needs more than one key.
+    mixed: bool,
+}
+
+/// The scalars pass 1 carries from packet to packet (locals on the fast
+/// path; handed to the slow path by reference).
+#[derive(Clone, Copy)]
+struct Cursor {
+    /// Marks so far.
+    n: usize,
+    /// The offset index for which the fast path may mark with the current
+    /// key (a `Paper` key), else a value no offset index takes (> `u16::MAX`).
+    fast_di: u32,
+}
+
+/// Pass 1's fast path for a packet whose metadata names a FAIR header:
+/// the §2.9 checks of [`crate::common::hot_meta`] plus a free slot
+/// (`ptr < N`, which implies `ptr ≤ N`) and a stamp in offset `fast_di`
+/// (whose key is `Paper`). Bumps NextAS and returns the slot's frame offset,
+/// the offset index and the MAC block's first 8 bytes without the nonce.
+/// Anything else (odd metadata, malformed, stale, full, another key) is
+/// left untouched for the slow path, which classifies it exactly.
+#[inline(always)]
+fn fast_mark(
+    frame: &mut [u8],
+    l3: L3,
+    l3_off: u16,
+    proto_off: u16,
+    n16: u16,
+    fast_di: u32,
+) -> Option<(usize, u64)> {
+    match l3 {
+        L3::Ipv6 => fast_mark_in::<true>(frame, l3_off, proto_off, n16, fast_di),
+        L3::Ipv4 => fast_mark_in::<false>(frame, l3_off, proto_off, n16, fast_di),
+        L3::None => None,
+    }
+}
+
+#[inline(always)]
+fn fast_mark_in<const V6: bool>(
+    frame: &mut [u8],
+    l3_off: u16,
+    proto_off: u16,
+    n16: u16,
+    fast_di: u32,
+) -> Option<(usize, u64)> {
+    if proto_off == NO_OFFSET {
+        return None;
+    }
+    // FAIR follows at least a full IPv4 header (IPv6: the fixed header).
+    let rel = proto_off.checked_sub(l3_off)? as usize;
+    if rel < if V6 { 40 } else { 20 } {
+        return None;
+    }
+    let ip = frame.get_mut(l3_off as usize..)?;
+    let ip_len = ip.len();
+    if rel + packet::fair::FIXED_LEN > ip_len {
+        return None;
+    }
+    // The length field (IP bytes 2..6) lies before the header.
+    let at = if V6 { 4 } else { 2 };
+    let lf = u16::from_be_bytes([ip[at], ip[at + 1]]);
+    let (h, _) = ip.get_mut(rel..)?.split_first_chunk_mut::<9>()?;
+    // nh ‖ hdr_len ‖ ts ‖ seqno ‖ ICV in one load.
+    let w = u64::from_be_bytes(*h.first_chunk::<8>()?);
+    let hl = (w >> 48) as u8;
+    let len = if V6 {
+        (hl.wrapping_sub(1) < 16).then_some((hl as usize + 1) * 8)?
+    } else {
+        (hl.wrapping_sub(9) < 128).then_some(hl as usize)?
+    };
+    let nas = h[8];
+    let s = (nas & 0x7F) as usize;
+    if rel + len > ip_len || s >= len - packet::fair::FIXED_LEN {
+        return None;
+    }
+    let di = n16.wrapping_sub((w >> 32) as u16).wrapping_add(FRESH);
+    if di as u32 != fast_di {
+        return None;
+    }
+    // ptr < N ≤ 127, so +1 never carries into the SB.
+    h[8] = nas + 1;
+    Some((l3_off as usize + rel + packet::fair::FIXED_LEN + s, mark_hi_paper(lf, w)))
+}
+
+/// The first 8 bytes of the `Paper` MAC block (§3.4) as a big-endian word,
+/// with the nonce nibble zero (see [`mark_block_paper_w`]).
+#[inline(always)]
+fn mark_hi_paper(lf: u16, w: u64) -> u64 {
+    u64::from_be_bytes(mark_block_paper_w(lf, w, 0)[..8].try_into().unwrap_or([0; 8]))
+}
+
 impl<B: PacketBuf> Stage<B> for FairTransit {
     fn name(&self) -> &str {
         "fair-transit"
@@ -107,94 +243,49 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
         let n16 = now16(now_s);
-        let FairTransit { cfg, keys, rng, stats } = self;
+        #[cfg(test)]
+        let fast_on = !self.slow_only;
+        #[cfg(not(test))]
+        let fast_on = true;
+        let FairTransit { cfg, keys, rng, stats, .. } = self;
         let keys: &KeyRing = keys;
-        // Fresh stamps lie within ±3 s of now: 7 possible offsets, normally one.
-        // Their keys are looked up once per burst (no division or ring walk per packet).
-        let mut key_of_d: [Option<Option<&crate::keys::DataKey>>; 7] = [None; 7];
-        let (mut cur_di, mut cur_key) = (u16::MAX, None);
-        // Per marked packet: its index, the frame offset of its slot, its key (offset index).
-        let mut pkt = [0u8; BURST];
-        let mut pos = [0u16; BURST];
-        let mut kidx = [0u8; BURST];
-        let mut mixed = false;
-        let mut blocks: [Block; BURST] = [[0; 16]; BURST];
         // One generator draw gives the whole burst's nonces (nibble n → n-th mark).
         let nonces = rng.nonces32();
-        let mut nw = nonces;
-        let mut n = 0usize;
+        let nib: [u8; BURST] = core::array::from_fn(|k| (nonces >> (4 * k)) as u8 & 0xF);
+        let mut m =
+            Marks { pkt: [0; BURST], pos: [0; BURST], kidx: [0; BURST], blocks: [[0; 16]; BURST] };
+        let mut ks =
+            KeyState { key_of_d: [None; 7], cur_di: u16::MAX, cur_key: None, mixed: false };
+        let mut c = Cursor { n: 0, fast_di: u32::MAX };
         // Pass 1: checks, MAC inputs, and the NextAS increment.
         for i in batch.live() {
-            let (buf, meta) = batch.get_mut(i);
-            let frame = buf.data_mut();
-            let h = match locate_hot(frame, meta, cfg.framing, cfg.codes) {
-                Ok(Some(h)) => h,
-                Ok(None) => {
-                    stats.not_fair += 1;
+            // Fast path: the metadata locates a well-formed FAIR header with a
+            // free slot, stamped in the epoch of the burst's key (Paper binding).
+            let meta = batch.meta(i);
+            let (proto, l3, l3_off, proto_off) = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
+            if proto == Proto::Fair && fast_on {
+                let frame = batch.buf_mut(i).data_mut();
+                if let Some((pos, hi)) = fast_mark(frame, l3, l3_off, proto_off, n16, c.fast_di) {
+                    let n = c.n % BURST;
+                    // The nonce nibble sits just below the tag nibble.
+                    let hi = hi | (nib[n] as u64) << 56;
+                    m.blocks[n][..8].copy_from_slice(&hi.to_be_bytes());
+                    m.pkt[n] = i as u8;
+                    m.pos[n] = pos as u16;
+                    m.kidx[n] = c.fast_di as u8;
+                    c.n += 1;
                     continue;
                 }
-                Err(r) => {
-                    stats.malformed += 1;
-                    if cfg.malformed == MalformedAction::Drop {
-                        batch.drop_packet(i, r);
-                    }
-                    continue;
-                }
-            };
-            // d ∈ {0..3} ∪ {65533..65535} (stamp = now − d) → di = d + 3 ∈ 0..=6.
-            let di = n16.wrapping_sub(h.ts()).wrapping_add(FRESH);
-            if di > 2 * FRESH {
-                stats.stale += 1;
-                batch.drop_packet(
-                    i,
-                    if is_past(h.ts(), now_s) {
-                        DropReason::Expired
-                    } else {
-                        DropReason::FromFuture
-                    },
-                );
-                continue;
             }
-            let s = h.ptr();
-            if s >= h.n_slots {
-                stats.slot_overflow += 1;
-                if cfg.overflow == OverflowAction::Drop {
-                    batch.drop_packet(i, DropReason::Policy);
-                }
-                continue;
-            }
-            if di != cur_di {
-                mixed |= cur_di != u16::MAX;
-                cur_di = di;
-                cur_key = *key_of_d[di as usize]
-                    .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts(), now_s))));
-            }
-            let Some(key) = cur_key else {
-                stats.no_key += 1;
-                batch.drop_packet(i, DropReason::UnknownKey);
-                continue;
-            };
-            let nonce = (nw & 0xF) as u8;
-            nw >>= 4;
-            blocks[n] = if key.binding == MarkBinding::Bound {
-                let (src, dst) = h.addr32(frame);
-                mark_block(key.binding, h.len_field, h.ts(), h.seqno(), nonce, src, dst)
-            } else {
-                mark_block_paper_w(h.len_field, h.w, nonce)
-            };
-            // ptr < N ≤ 127, so +1 never carries into the SB.
-            let at = h.fair_off as usize + 8;
-            if let Some(b) = frame.get_mut(at) {
-                *b = h.next_as + 1;
-            }
-            pkt[n] = i as u8;
-            pos[n] = (at + 1 + s as usize) as u16;
-            kidx[n] = di as u8;
-            n += 1;
+            let mut cc = c;
+            slow_one(batch, i, cfg, keys, stats, &mut m, &mut ks, &mut cc, &nib, n16, now_s);
+            c = cc;
         }
+        let n = c.n;
+        let (blocks, kidx, key_of_d) = (&mut m.blocks, &m.kidx, &ks.key_of_d);
         // Pass 2: MACs, one pipelined call per key (normally one for the burst).
-        if !mixed {
-            if let Some(k) = cur_key {
+        if !ks.mixed {
+            if let Some(k) = ks.cur_key {
                 k.aes.encrypt_blocks(&mut blocks[..n]);
             }
         } else {
@@ -212,11 +303,10 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
             }
         }
         // Pass 3: the slot bytes (nonce ‖ top nibble of the MAC).
-        let mut nw = nonces;
-        for k in 0..n {
-            let v = ((nw as u8) << 4) | (blocks[k][0] >> 4);
-            nw >>= 4;
-            if let Some(b) = batch.buf_mut(pkt[k] as usize).data_mut().get_mut(pos[k] as usize) {
+        for k in 0..n.min(BURST) {
+            let v = (nib[k] << 4) | (blocks[k][0] >> 4);
+            if let Some(b) = batch.buf_mut(m.pkt[k] as usize).data_mut().get_mut(m.pos[k] as usize)
+            {
                 *b = v;
             }
         }
@@ -224,12 +314,103 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
     }
 }
 
+/// Pass 1 for a packet the fast path did not take: locates the header from
+/// scratch if need be, classifies every failure, looks keys up (and notes a
+/// burst that needs several), and marks in either binding.
+// The burst context is passed as is; bundling it would only rename it.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn slow_one<'k, B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &TransitConfig,
+    keys: &'k KeyRing,
+    stats: &mut TransitStats,
+    m: &mut Marks,
+    ks: &mut KeyState<'k>,
+    c: &mut Cursor,
+    nib: &[u8; BURST],
+    n16: u16,
+    now_s: u64,
+) {
+    // Located on a copy: the metadata is written back (which makes the
+    // batch forget its TX port hints) only when the locator filled it in.
+    let mut meta = *batch.meta(i);
+    let found = locate_hot(batch.data(i), &mut meta, cfg.framing, cfg.codes);
+    if meta != *batch.meta(i) {
+        *batch.meta_mut(i) = meta;
+    }
+    let h = match found {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            stats.not_fair += 1;
+            return;
+        }
+        Err(r) => {
+            stats.malformed += 1;
+            if cfg.malformed == MalformedAction::Drop {
+                batch.drop_packet(i, r);
+            }
+            return;
+        }
+    };
+    // d ∈ {0..3} ∪ {65533..65535} (stamp = now − d) → di = d + 3 ∈ 0..=6.
+    let di = n16.wrapping_sub(h.ts()).wrapping_add(FRESH);
+    if di > 2 * FRESH {
+        stats.stale += 1;
+        batch.drop_packet(
+            i,
+            if is_past(h.ts(), now_s) { DropReason::Expired } else { DropReason::FromFuture },
+        );
+        return;
+    }
+    let s = h.ptr();
+    if s >= h.n_slots {
+        stats.slot_overflow += 1;
+        if cfg.overflow == OverflowAction::Drop {
+            batch.drop_packet(i, DropReason::Policy);
+        }
+        return;
+    }
+    if di != ks.cur_di {
+        ks.mixed |= ks.cur_di != u16::MAX;
+        ks.cur_di = di;
+        ks.cur_key = *ks.key_of_d[di as usize]
+            .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts(), now_s))));
+        c.fast_di = match ks.cur_key {
+            Some(k) if k.binding == MarkBinding::Paper => di as u32,
+            _ => u32::MAX,
+        };
+    }
+    let Some(key) = ks.cur_key else {
+        stats.no_key += 1;
+        batch.drop_packet(i, DropReason::UnknownKey);
+        return;
+    };
+    let frame = batch.buf_mut(i).data_mut();
+    let nonce = nib[c.n % BURST];
+    let block = if key.binding == MarkBinding::Bound {
+        let (src, dst) = h.addr32(frame);
+        mark_block(key.binding, h.len_field, h.ts(), h.seqno(), nonce, src, dst)
+    } else {
+        mark_block_paper_w(h.len_field, h.w, nonce)
+    };
+    // ptr < N ≤ 127, so +1 never carries into the SB.
+    let at = h.fair_off as usize + 8;
+    if let Some(b) = frame.get_mut(at) {
+        *b = h.next_as + 1;
+    }
+    m.set(c.n, i, at + 1 + s as usize, di, block);
+    c.n += 1;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::Codes;
     use crate::crypto::slot;
     use crate::keys::TestKeySource;
-    use pipeline::{Verdict, L3};
+    use pipeline::{Meta, Verdict};
 
     /// IPv6 packet with a 7-slot FAIR header stamped `ts`, NextAS `next_as`.
     fn pkt(ts: u16, seqno: u32, next_as: u8) -> Vec<u8> {
@@ -286,5 +467,147 @@ mod tests {
         }
         assert_eq!(ring.epoch_of(now - 2) + 1, ring.epoch_of(now));
         assert_eq!((t.stats.marked, t.stats.stale, t.stats.slot_overflow), (5, 1, 1));
+    }
+
+    /// Marking rewrites bytes only: a burst whose metadata already locates
+    /// its FAIR headers keeps the batch's egress hint (the runtime's
+    /// whole-burst TX path), also through the slow path's first packet.
+    #[test]
+    fn marking_parsed_packets_keeps_the_egress_hint() {
+        let mut ring = KeyRing::data(60, 3600).unwrap();
+        let mut ks = TestKeySource::new(3);
+        let now = 600 * 1_000_000u64;
+        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
+        let t_cfg = TransitConfig { framing: Framing::Ip, ..Default::default() };
+        let mut t = FairTransit::new(t_cfg, Arc::new(ring), 1);
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        for i in 0..8u32 {
+            b.push(pkt(now as u16, i, 0), 0).unwrap();
+        }
+        // Metadata as the parse stage leaves it.
+        for i in 0..8 {
+            let mut m = *b.meta(i);
+            let codes = t.cfg.codes;
+            assert!(locate_hot(b.data(i), &mut m, Framing::Ip, codes).unwrap().is_some());
+            *b.meta_mut(i) = m;
+        }
+        assert!(b.metas().iter().all(|m| m.proto == pipeline::Proto::Fair));
+        b.forward_all(1);
+        assert_eq!(b.egress_port(), Some(1));
+        t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
+        assert_eq!(t.stats.marked, 8);
+        assert_eq!(b.egress_port(), Some(1));
+    }
+
+    /// A FAIR packet (bare IP) with `n` slots stamped `ts`, optionally behind IPv6 HBH.
+    fn any_pkt(v6: bool, hbh: bool, n: usize, ts: u16, seqno: u32, next_as: u8) -> Vec<u8> {
+        let mut p = if v6 {
+            let mut p = vec![0u8; 48];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&8u16.to_be_bytes());
+            p[6] = 17;
+            p[8] = 0x20;
+            p[24] = 0x30;
+            if hbh {
+                p[6] = 0;
+                p[40] = 17;
+            }
+            p
+        } else {
+            let mut p = vec![0u8; 28];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&28u16.to_be_bytes());
+            p[9] = 17;
+            p[12] = 10;
+            p[16] = 11;
+            p
+        };
+        let l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
+        let f = crate::wire::insert(&mut p, 0, l3, n, 253).unwrap();
+        let o = f.fair_off();
+        p[o + 2..o + 4].copy_from_slice(&ts.to_be_bytes());
+        p[o + 4..o + 7].copy_from_slice(&seqno.to_be_bytes()[1..]);
+        p[o + 8] = next_as;
+        p
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(160))]
+        /// The fast path is an optimization only: with it, a burst ends exactly
+        /// as with every packet through the slow path (bytes, verdicts,
+        /// metadata, counters), whatever the packets, their metadata (parsed,
+        /// stale after edits, or absent), stamps, keys and bindings.
+        #[test]
+        fn fast_path_matches_slow_path(
+            bound_sel in 0u8..4,
+            pkts in proptest::collection::vec(
+                (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0usize..4,
+                 0u8..24, proptest::prelude::any::<u8>(), 0u8..4,
+                 proptest::collection::vec((0usize..72, proptest::prelude::any::<u8>()), 0..3),
+                 0usize..3),
+                1..=32),
+        ) {
+            let mut ring = KeyRing::data(60, 3600).unwrap();
+            let mut ks = TestKeySource::new(3);
+            let now = 60 * 1_000_000u64 + 2; // epoch boundary 2 s ago
+            let binding = if bound_sel == 0 { MarkBinding::Bound } else { MarkBinding::Paper };
+            ring.rotate(now, 10, binding, || ks.next_key());
+            let ring = Arc::new(ring);
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for (v6, hbh, slots, dts, nas, meta_kind, mut edits, cut) in pkts {
+                // Half the packets unedited.
+                edits.truncate(edits.len().saturating_sub(1));
+                let n = if v6 { [7, 15, 23, 7][slots] } else { slots * 3 };
+                // Stamps from now − 6 to now + 5: fresh in both epochs, stale,
+                // future; half of them now − 1 (runs the fast path can take).
+                let dts = if dts >= 12 { 6 } else { dts };
+                let ts = (now + 5 - dts as u64) as u16;
+                let nas = if nas % 4 == 0 { nas } else { nas % (n as u8 + 2) };
+                let mut p = any_pkt(v6, hbh && v6, n, ts, 77, nas);
+                let mut m = Meta::new(0);
+                if meta_kind > 0 {
+                    // A header whose pointer is out of range is not located.
+                    if let Ok(Some(f)) =
+                        crate::common::locate_meta(&p, &m, Framing::Ip, Codes::default())
+                    {
+                        crate::common::set_meta(&mut m, &f);
+                    }
+                }
+                if meta_kind == 3 {
+                    m.proto_off = m.proto_off.wrapping_add(8);
+                }
+                for (at, v) in edits {
+                    if let Some(x) = p.get_mut(at) {
+                        *x = v;
+                    }
+                }
+                p.truncate(p.len().saturating_sub(cut * 5));
+                let i = b.push(p, 0).unwrap();
+                *b.meta_mut(i) = m;
+            }
+            let run = |slow_only: bool, mut b: Batch<Vec<u8>>| {
+                let mut t = FairTransit::new(
+                    TransitConfig { framing: Framing::Ip, ..Default::default() },
+                    ring.clone(),
+                    11,
+                );
+                t.slow_only = slow_only;
+                t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
+                let out: Vec<_> = (0..b.len()).map(|i| (b.data(i).to_vec(), *b.meta(i))).collect();
+                (out, t.stats)
+            };
+            let copy = |b: &Batch<Vec<u8>>| {
+                let mut c: Batch<Vec<u8>> = Batch::new();
+                for i in 0..b.len() {
+                    let k = c.push(b.data(i).to_vec(), 0).unwrap();
+                    *c.meta_mut(k) = *b.meta(i);
+                }
+                c
+            };
+            let (fast, fs) = run(false, copy(&b));
+            let (slow, ss) = run(true, b);
+            proptest::prop_assert_eq!(fs, ss);
+            proptest::prop_assert_eq!(fast, slow);
+        }
     }
 }

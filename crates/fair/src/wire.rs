@@ -274,6 +274,10 @@ fn insert_gap_words<B: PacketBuf + ?Sized>(
 pub fn strip<B: PacketBuf + ?Sized>(buf: &mut B, p: &FairPkt) -> Result<(), pipeline::NoRoom> {
     let len = p.loc.len;
     let d = buf.data_mut();
+    // IPv4: the header (IHL) must end by the FAIR header (see `strip_hot_bytes`).
+    if p.carrier() == Carrier::Ipv4 && (d[p.l3_off] & 0x0F) as usize * 4 > p.loc.offset {
+        return Err(pipeline::NoRoom);
+    }
     let orig = d[p.fair_off()];
     let ip = &mut d[p.l3_off..];
     ip[p.loc.nh_offset] = orig;
@@ -301,9 +305,23 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
     buf: &mut B,
     h: &crate::common::Hot,
 ) -> Result<(), pipeline::NoRoom> {
+    strip_hot_bytes(buf.data_mut(), h)?;
+    buf.adj(h.len as usize)
+}
+
+/// The byte work of [`strip_hot`] on the packet bytes `d`: patches the IP
+/// header and moves it over the FAIR header; the caller then drops the
+/// first `h.len` bytes (`PacketBuf::adj`). For a stage that already holds
+/// the bytes (one bounds check of the buffer per packet, not two).
+#[inline(always)]
+pub fn strip_hot_bytes(d: &mut [u8], h: &crate::common::Hot) -> Result<(), pipeline::NoRoom> {
     let (l3, at, len) = (h.l3_off as usize, h.fair_off as usize, h.len as usize);
-    let d = buf.data_mut();
     if at + len > d.len() || at < l3 + 20 {
+        return Err(pipeline::NoRoom);
+    }
+    // IPv4: the header (IHL) must end by the FAIR header, or its checksum
+    // would run over bytes that are not the header (and past a short frame).
+    if !h.v6 && (d[l3] & 0x0F) as usize * 4 > at - l3 {
         return Err(pipeline::NoRoom);
     }
     let orig = d[at];
@@ -317,7 +335,7 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
         _ => false,
     };
     if done {
-        return buf.adj(len);
+        return Ok(());
     }
     let ip = &mut d[l3..];
     if h.v6 {
@@ -334,7 +352,7 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
     }
     // Move everything before the header forward by `len`, then drop the front.
     move_head(d, at, 0, len);
-    buf.adj(len)
+    Ok(())
 }
 
 /// [`strip_hot`] for a FAIR header at frame offset `N`: copies `d[..N]`,
@@ -377,6 +395,35 @@ fn strip_fixed<const N: usize>(d: &mut [u8], h: &crate::common::Hot, orig: u8) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Metadata that puts an IPv4 FAIR shim inside what the IHL calls the
+    /// header (a stale or lying parse stage) is refused, not stripped, and
+    /// never panics, whatever the header offset (fixed-size or general path).
+    #[test]
+    fn strip_refuses_shim_inside_the_ipv4_header() {
+        for (ihl, at) in [(13u8, 24usize), (15, 20), (6, 20), (15, 34)] {
+            let mut p = vec![0u8; at + 12 + 3];
+            p[0] = 0x40 | ihl;
+            let total = p.len() as u16;
+            p[2..4].copy_from_slice(&total.to_be_bytes());
+            p[9] = 253;
+            p[at] = 17;
+            p[at + 1] = 12;
+            let mut meta = pipeline::Meta::new(0);
+            meta.l3 = L3::Ipv4;
+            meta.l3_off = 0;
+            meta.proto = pipeline::Proto::Fair;
+            meta.proto_off = at as u16;
+            let crate::common::HotStatus::Ok(h) = crate::common::hot_meta(&p, &meta) else {
+                panic!("header not found");
+            };
+            let before = p.clone();
+            assert!(strip_hot(&mut p, &h).is_err(), "ihl {ihl} at {at}");
+            assert_eq!(p, before);
+            assert!(strip(&mut p, &h.pkt()).is_err());
+            assert_eq!(p, before);
+        }
+    }
 
     #[test]
     fn layout_table() {

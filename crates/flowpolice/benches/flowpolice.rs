@@ -3,12 +3,14 @@
 //! * `regular/<N>`: the whole stage on bursts of 32 IPv4 packets of random
 //!   established flows (parse, flow-ID check, batched MAC verification,
 //!   prefetched table update, batched restamp, in-place rewrite).
-//! * `request/<N>`: new-flow creation and stamping in bursts of 32 (hash +
-//!   prefetch, insert, batched MAC), puzzle excluded as in Table 5.1.
+//! * `request/<N>`: new-flow creation and stamping in bursts of 32 (hash,
+//!   [`Router::request_updates`]: inserts with prefetches a few requests
+//!   ahead; batched MAC), puzzle excluded as in Table 5.1.
 //! * `puzzle_verify`: one SHA-256 puzzle check (the part Table 5.1 leaves out).
 //!
 //! Sizes: `FP_BENCH_FLOWS=1,10,100` (millions; default `1,10`); table load
-//! `FP_BENCH_LOAD` percent (default 80), probe window `FP_BENCH_WINDOW` (default 32). 100M flows at 80 % allocate 125M
+//! `FP_BENCH_LOAD` percent (default 80), probe window `FP_BENCH_WINDOW` (default 32),
+//! `FP_BENCH_HINTS=0` to turn off the tag-guided entry loads (`Config::slot_hints`). 100M flows at 80 % allocate 125M
 //! slots = 6.1 GB: run that size alone.
 
 use std::hint::black_box;
@@ -82,6 +84,8 @@ fn config(slots: usize) -> Config {
     );
     c.link = LinkLayer::Ip;
     c.probe_window = window();
+    // `FP_BENCH_HINTS=0`: whole home chunks instead of tag-guided entry loads.
+    c.slot_hints = std::env::var("FP_BENCH_HINTS").map_or(true, |v| v != "0");
     c
 }
 
@@ -187,7 +191,8 @@ fn bench_request(c: &mut Criterion, flows: usize) {
     let mut full = 0u64;
     g.bench_function(BenchmarkId::from_parameter(flows), |b| {
         b.iter_custom(|iters| {
-            let mut hashes = [0u64; BURST];
+            let mut reqs = [(0u64, 0u64); BURST];
+            let mut results = [Err(flowpolice::Reject::TableFull); BURST];
             let mut issued = [(0u16, 0u32); BURST];
             let mut blocks = [[0u8; 16]; BURST];
             let start = thread_cpu();
@@ -199,12 +204,12 @@ fn bench_request(c: &mut Criterion, flows: usize) {
                     since_advance = 0;
                 }
                 let base = next;
-                for (j, h) in hashes.iter_mut().enumerate() {
-                    *h = r.table().hash(base + j as u64);
-                    r.table().prefetch_insert(*h);
+                for (j, q) in reqs.iter_mut().enumerate() {
+                    *q = (base + j as u64, r.table().hash(base + j as u64));
                 }
+                r.request_updates(&reqs, t_ms, &mut results);
                 for j in 0..BURST {
-                    match r.request_update(base + j as u64, hashes[j], t_ms) {
+                    match results[j] {
                         Ok((p_id, ts, _)) => {
                             issued[j] = (p_id, ts);
                             blocks[j] = mac_block(p_id, base + j as u64, ts);

@@ -1,16 +1,30 @@
 //! A fixed workload for instruction-count profiling of the regular-packet
 //! path (`valgrind --tool=callgrind --toggle-collect='*run_bursts*'`):
 //! `FP_FLOWS` established flows (default 100 000), `FP_BURSTS` bursts of 32
-//! packets of random flows (default 2000) through the stage.
+//! packets of random flows (default 2000) through the stage. `FP_DISTINCT`
+//! (default: all) builds only that many distinct bursts and cycles through
+//! them, rewriting them to carry other random flows (untimed, outside
+//! `run_bursts`) before each round, so that the packet bytes stay cache-warm
+//! as in the criterion bench (e.g. `FP_FLOWS=1000000 FP_BURSTS=200000 FP_DISTINCT=64` for timing; the
+//! time printed is this thread's CPU time, which load does not inflate).
+//!
+//! `FP_HINTS=0` turns off the tag-guided entry loads (`Config::slot_hints`).
+//!
+//! `FP_MODE=request`: the request path of the `request` criterion bench
+//! instead (router-level insertion of new flows into a table of `FP_FLOWS`
+//! idle flows, hash, `Router::request_updates`, batched MAC; puzzle
+//! excluded), in
+//! `run_requests` (`--toggle-collect='*run_requests*'`).
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 
+use flowpolice::capability::mac_block;
 use flowpolice::host::{ipv4_packet, Sender};
 use flowpolice::puzzle::SeedChain;
 use flowpolice::stage::{Config, FlowPolice, LinkLayer};
-use flowpolice::table::{FlowTable, DEFAULT_LOAD_PERCENT};
-use flowpolice::Capability;
+use flowpolice::table::{FlowTable, DEFAULT_LOAD_PERCENT, DEFAULT_PROBE_WINDOW};
+use flowpolice::{Capability, Params, Router};
 use packet::flowpolice::{FlowPolice as Shim, PacketType};
 use pipeline::{Batch, Now, Stage, BURST};
 
@@ -31,9 +45,82 @@ fn run_bursts(stage: &mut FlowPolice, batches: &mut [Batch<Vec<u8>>], now: Now) 
     }
 }
 
+fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+/// The `request` bench's timed loop: `bursts` bursts of 32 new flows from
+/// `*next` on at `t_ms`.
+#[inline(never)]
+fn run_requests(r: &mut Router, bursts: usize, next: &mut u64, t_ms: u64) -> u64 {
+    let mut reqs = [(0u64, 0u64); BURST];
+    let mut results = [Err(flowpolice::Reject::TableFull); BURST];
+    let mut blocks = [[0u8; 16]; BURST];
+    let mut full = 0;
+    for _ in 0..bursts {
+        let base = *next;
+        for (j, q) in reqs.iter_mut().enumerate() {
+            *q = (base + j as u64, r.table().hash(base + j as u64));
+        }
+        r.request_updates(&reqs, t_ms, &mut results);
+        for j in 0..BURST {
+            match results[j] {
+                Ok((p_id, ts, _)) => blocks[j] = mac_block(p_id, base + j as u64, ts),
+                Err(_) => full += 1,
+            }
+        }
+        r.key().mac_blocks(&mut blocks);
+        black_box(&blocks);
+        *next += BURST as u64;
+    }
+    full
+}
+
+fn requests(flows: usize, bursts: usize) {
+    let slots = FlowTable::slots_for(flows, DEFAULT_LOAD_PERCENT);
+    let mut r = Router::new(
+        Params::default(),
+        &mac::Key::from([9; 16]),
+        slots,
+        DEFAULT_PROBE_WINDOW,
+        [0x1234, 0x5678],
+    )
+    .unwrap();
+    for i in 0..flows as u64 {
+        let _ = r.on_request(i, T0_MS);
+    }
+    let idle_ms = u64::from(r.params().idle_periods + 1) * u64::from(r.params().period_ms);
+    let mut t_ms = T0_MS + idle_ms;
+    let mut next = flows as u64;
+    // As in the bench: every N/2 newcomers, all earlier flows go idle.
+    let round = (flows / 2 / BURST).max(1);
+    let (mut done, mut cpu, mut full) = (0, 0u128, 0);
+    while done < bursts {
+        let n = round.min(bursts - done);
+        let c = thread_cpu_ns();
+        full += run_requests(&mut r, n, &mut next, t_ms);
+        cpu += thread_cpu_ns() - c;
+        done += n;
+        t_ms += idle_ms;
+    }
+    eprintln!(
+        "requests: {flows} idle flows, {} new: {:.1} ns/request CPU, {full} refused",
+        bursts * BURST,
+        cpu as f64 / (bursts * BURST) as f64
+    );
+}
+
 fn main() {
     let flows = env("FP_FLOWS", 100_000);
     let bursts = env("FP_BURSTS", 2000);
+    if std::env::var("FP_MODE").is_ok_and(|m| m == "request") {
+        return requests(flows, bursts);
+    }
+    let distinct = env("FP_DISTINCT", bursts).clamp(1, bursts.max(1));
     let mut cfg = Config::new(
         mac::Key::from([9; 16]),
         [0x1234, 0x5678],
@@ -41,6 +128,7 @@ fn main() {
         SeedChain::generate([1; 32], 0, 4),
     );
     cfg.link = LinkLayer::Ip;
+    cfg.slot_hints = std::env::var("FP_HINTS").map_or(true, |v| v != "0");
     let mut stage = FlowPolice::new(cfg).unwrap();
     let caps: Vec<(usize, Capability)> = (0..flows)
         .filter_map(|i| {
@@ -50,7 +138,7 @@ fn main() {
         .collect();
     let src = Ipv4Addr::new(10, 0, 0, 1);
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut batches: Vec<Batch<Vec<u8>>> = (0..bursts)
+    let mut batches: Vec<Batch<Vec<u8>>> = (0..distinct)
         .map(|_| {
             let mut b = Batch::new();
             for _ in 0..BURST {
@@ -70,14 +158,37 @@ fn main() {
         })
         .collect();
     let now = Now::from_unix_ns((T0_MS + 100) * 1_000_000);
-    let t = std::time::Instant::now();
-    run_bursts(&mut stage, &mut batches, now);
-    let ns = t.elapsed().as_nanos() as f64 / (bursts * BURST) as f64;
+    let rounds = bursts / distinct;
+    let (mut wall, mut cpu) = (0u128, 0u128);
+    for round in 0..rounds {
+        if round > 0 {
+            for b in batches.iter_mut() {
+                for k in 0..BURST {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let (i, cap) = caps[(seed % caps.len() as u64) as usize];
+                    let pkt = b.buf_mut(k);
+                    pkt[16..20].copy_from_slice(&dst(i).octets());
+                    let mut shim = Shim::new_unchecked(&mut pkt[20..]);
+                    shim.set_packet_type(PacketType::BestEffort);
+                    shim.set_capability(&cap);
+                }
+            }
+        }
+        let t = std::time::Instant::now();
+        let c = thread_cpu_ns();
+        run_bursts(&mut stage, &mut batches, now);
+        cpu += thread_cpu_ns() - c;
+        wall += t.elapsed().as_nanos();
+    }
+    let packets = (rounds * distinct * BURST) as f64;
+    let (ns, cpu_ns) = (wall as f64 / packets, cpu as f64 / packets);
     black_box(&batches);
     let c = stage.counters();
     eprintln!(
-        "{flows} flows, {} packets: {ns:.1} ns/packet (wall), privileged+best effort {}, dropped {}",
-        bursts * BURST,
+        "{flows} flows, {} packets: {ns:.1} ns/packet wall, {cpu_ns:.1} ns/packet CPU, privileged+best effort {}, dropped {}",
+        rounds * distinct * BURST,
         c.privileged + c.best_effort,
         c.bad_mac + c.expired + c.over_window
     );

@@ -10,6 +10,10 @@ use crate::flow::{Feedback, FlowEntry, Mark};
 use crate::params::{Params, ParamsError};
 use crate::table::{FlowTable, Slot, TableError};
 
+/// Requests between prefetching an insertion's lines and performing it in
+/// [`Router::request_updates`].
+pub const REQUEST_PREFETCH_LAG: usize = 4;
+
 /// Why the router refuses a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum Reject {
@@ -173,6 +177,41 @@ impl Router {
         Ok((p_id, e.ts(), slot))
     }
 
+    /// [`request_update`](Self::request_update) for a burst of requests
+    /// (`(flow_id, hash)` pairs, puzzles verified by the caller), results in
+    /// `out` (same length, or the shorter of the two). Each insertion's
+    /// lines are prefetched [`REQUEST_PREFETCH_LAG`] requests ahead: a
+    /// burst's lines requested all at once overflow the core's miss buffers
+    /// (measured: ≈ 105–125 ns per request at 1M flows all at once, ≈ 66–95 ns
+    /// with a lag of 4; BENCHMARKS.md). Same results, in the same order, as
+    /// calling [`request_update`](Self::request_update) for each.
+    pub fn request_updates(
+        &mut self,
+        requests: &[(u64, u64)],
+        now_ms: u64,
+        out: &mut [Result<(u16, u32, Slot), Reject>],
+    ) {
+        let n = requests.len().min(out.len());
+        for &(_, hash) in &requests[..n.min(REQUEST_PREFETCH_LAG)] {
+            self.table.prefetch_insert(hash);
+        }
+        for (j, o) in out[..n].iter_mut().enumerate() {
+            if let Some(&(_, hash)) = requests[..n].get(j + REQUEST_PREFETCH_LAG) {
+                self.table.prefetch_insert(hash);
+            }
+            let (flow_id, hash) = requests[j];
+            *o = self
+                .table
+                .find_or_insert_inline(flow_id, hash, now_ms, &self.params)
+                .map_err(|_| Reject::TableFull)
+                .map(|slot| {
+                    let e = self.table.entry_mut(slot.index());
+                    let p_id = e.on_request(now_ms, &self.params);
+                    (p_id, e.ts(), slot)
+                });
+        }
+    }
+
     /// A regular packet carrying `cap` at `now_ms`: verify, update, mark, restamp.
     pub fn on_regular(&mut self, cap: &Capability, now_ms: u64) -> Result<Accepted, Reject> {
         if !self.key.verify(cap) {
@@ -217,6 +256,26 @@ impl Router {
         now_ms: u64,
     ) -> Result<Pending, Reject> {
         let i = self.table.find_at(cap.flow_id, home).ok_or(Reject::Expired)?;
+        self.update_entry(i, cap, now_ms)
+    }
+
+    /// [`regular_update_at`](Self::regular_update_at) that first tries the
+    /// slot `hint` ([`FlowTable::slot_hint`]); same result for any hint.
+    #[inline(always)]
+    pub fn regular_update_hinted(
+        &mut self,
+        cap: &Capability,
+        home: usize,
+        hint: Option<usize>,
+        now_ms: u64,
+    ) -> Result<Pending, Reject> {
+        let i = self.table.find_hinted(cap.flow_id, home, hint).ok_or(Reject::Expired)?;
+        self.update_entry(i, cap, now_ms)
+    }
+
+    /// The state update of a regular packet whose flow is at slot `i`.
+    #[inline(always)]
+    fn update_entry(&mut self, i: usize, cap: &Capability, now_ms: u64) -> Result<Pending, Reject> {
         let p = &self.params;
         let e = self.table.entry_mut(i);
         e.maybe_roll(now_ms, p);
@@ -260,6 +319,31 @@ mod tests {
         let again = r.on_request(77, 10_060).unwrap();
         assert!(!again.created);
         assert_eq!(again.capability.p_id, 3);
+    }
+
+    #[test]
+    fn burst_of_requests_equals_one_by_one() {
+        let mut a = router();
+        let mut b = router();
+        // Repeats (found), new flows (created) and, later, reclaimed ones.
+        let flows: Vec<u64> = (0..40u64).map(|i| i % 29).collect();
+        for now in [10_000u64, 20_000] {
+            let reqs: Vec<(u64, u64)> = flows.iter().map(|&f| (f, a.table().hash(f))).collect();
+            let mut out = vec![Err(Reject::TableFull); reqs.len()];
+            a.request_updates(&reqs, now, &mut out);
+            for (&(f, h), got) in reqs.iter().zip(&out) {
+                assert_eq!(*got, b.request_update(f, h, now));
+            }
+        }
+        assert_eq!(a.table().len(), 29);
+        for f in 0..29 {
+            assert_eq!(a.flow(f), b.flow(f));
+        }
+        // A shorter `out` handles only its length.
+        let mut out = vec![Err(Reject::TableFull); 2];
+        a.request_updates(&[(500, a.table().hash(500)); 5], 20_000, &mut out);
+        assert!(out.iter().all(|r| r.is_ok()));
+        assert_eq!(a.flow(500).map(|e| e.p_r), Some(2));
     }
 
     #[test]

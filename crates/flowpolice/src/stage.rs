@@ -2,20 +2,25 @@
 //!
 //! Per burst:
 //! 1. **Locate and classify** every live packet: a fast path for the common
-//!    packet (option-less IPv4 with a regular shim) reads fixed-size header
-//!    views; anything else uses `meta.proto/proto_off` if a parse stage found
-//!    the shim, otherwise walks Ethernet (optional) → IPv4/IPv6 → shim with the
-//!    `packet` views. Packets without the shim are *legacy*. Requests are
-//!    checked against the ingress request cap and their puzzle; regular
-//!    packets have their capability's MAC input gathered. The first line of
-//!    the flow's home chunk is **prefetched** (requests: the chunk and tags).
+//!    packet (option-less IPv4 directly followed by a regular shim) reads one
+//!    fixed 48-byte view; anything else uses `meta.proto/proto_off` if a
+//!    parse stage found the shim, otherwise walks Ethernet (optional) →
+//!    IPv4/IPv6 → shim with the `packet` views. Packets without the shim are
+//!    *legacy*. Requests are checked against the ingress request cap and
+//!    their puzzle, and their insertion lines prefetched. Regular packets have
+//!    their capability's MAC input gathered and the **tags** of their home
+//!    chunk prefetched; [`HINT_LAG`] regular packets later (same loop) the
+//!    tags name the likely slot of the flow
+//!    ([`FlowTable::slot_hint`](crate::FlowTable::slot_hint)) and only that
+//!    entry's one or two cache lines are prefetched (about 1.5 lines per
+//!    packet instead of the home chunk's three: at 1M+ flows the table is
+//!    memory-bound; measured in BENCHMARKS.md).
 //! 2. **Verify** all carried capabilities with one batched AES call.
 //! 3. **Update** the flow table (Algorithm 1) packet by packet, in arrival
-//!    order, prefetching the other two lines of each home chunk
-//!    [`PREFETCH_AHEAD`] packets ahead (a burst's 96 lines at once overflow
-//!    the core's miss buffers; measured in BENCHMARKS.md).
-//! 4. **Stamp**: MAC all new capabilities with one batched AES call, write them
-//!    in place, set the packet type (privileged / best effort) and the class.
+//!    order, at the hinted slot (the full window lookup when the hint is
+//!    wrong); a new capability's `P_id ‖ flow_id ‖ ts` is written in place.
+//! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
+//!    the MACs in place.
 
 use mac::{Block, Key};
 use packet::ethernet::{ethertype, Ethernet};
@@ -82,6 +87,13 @@ pub struct Config {
     /// addresses (default `true`); otherwise a capability could be replayed on
     /// another flow's packets.
     pub check_flow_binding: bool,
+    /// Load only the entry a regular packet's flow occupies, found from the
+    /// table's tag bytes (default `true`; ≈ 1.5 cache lines per packet plus
+    /// the tag line, one dependent on the other). `false`: load the whole
+    /// three-line home chunk without reading the tags (first line in pass 1,
+    /// the other two [`HINT_LAG`] packets later), as in session 3; kept for
+    /// measurement on very large tables, where the tag line is a DRAM miss.
+    pub slot_hints: bool,
     /// Optional ingress policer for the request channel, applied *before* the
     /// puzzle hash so floods cannot exhaust the CPU (egress caps still apply).
     pub request_cap: Option<ChannelCap>,
@@ -114,6 +126,7 @@ impl Config {
             seeds,
             link: LinkLayer::Ethernet,
             check_flow_binding: true,
+            slot_hints: true,
             request_cap: None,
             legacy_cap: None,
         }
@@ -188,17 +201,29 @@ struct Slot {
     hash: u64,
     /// Regular packets: the home slot ([`crate::FlowTable::home`]).
     home: u32,
+    /// Regular packets: the slot hint ([`crate::FlowTable::slot_hint`]),
+    /// [`NO_HINT`] for none.
+    hint: u32,
     cap: Capability,
 }
 
-const EMPTY_SLOT: Slot =
-    Slot { kind: Kind::Skip, shim: 0, level: 0, flow_id: 0, hash: 0, home: 0, cap: ZERO_CAP };
-const ZERO_CAP: Capability = Capability { p_id: 0, flow_id: 0, ts: 0, mac: [0; 8] };
+const NO_HINT: u32 = u32::MAX;
 
-/// Packets ahead of the update whose chunk's second and third lines are
-/// prefetched in pass 3 (measured at 1M flows: 2 to 8 are within noise of
-/// each other, all ~10 % faster than prefetching all three lines in pass 1).
-pub const PREFETCH_AHEAD: usize = 8;
+/// Regular packets between prefetching a packet's tags and reading them to
+/// prefetch its entry (pass 1b runs this far behind pass 1).
+pub const HINT_LAG: usize = 4;
+
+const EMPTY_SLOT: Slot = Slot {
+    kind: Kind::Skip,
+    shim: 0,
+    level: 0,
+    flow_id: 0,
+    hash: 0,
+    home: 0,
+    hint: NO_HINT,
+    cap: ZERO_CAP,
+};
+const ZERO_CAP: Capability = Capability { p_id: 0, flow_id: 0, ts: 0, mac: [0; 8] };
 
 /// Compares a computed tag's first 8 bytes with a carried MAC as one 64-bit XOR:
 /// no data-dependent branch before the single final test (constant time), and
@@ -226,13 +251,13 @@ pub struct FlowPolice {
     seeds: SeedChain,
     link: LinkLayer,
     check_binding: bool,
+    slot_hints: bool,
     request_cap: Option<TokenBucket>,
     legacy_cap: Option<TokenBucket>,
     counters: Counters,
     slots: [Slot; BURST],
     blocks: [Block; BURST],
     idx: [u8; BURST],
-    issued: [(u16, u32); BURST],
 }
 
 impl core::fmt::Debug for FlowPolice {
@@ -262,13 +287,13 @@ impl FlowPolice {
             seeds: cfg.seeds,
             link: cfg.link,
             check_binding: cfg.check_flow_binding,
+            slot_hints: cfg.slot_hints,
             request_cap: cfg.request_cap.map(bucket),
             legacy_cap: cfg.legacy_cap.map(bucket),
             counters: Counters::default(),
             slots: [EMPTY_SLOT; BURST],
             blocks: [[0; 16]; BURST],
             idx: [0; BURST],
-            issued: [(0, 0); BURST],
         })
     }
 
@@ -290,55 +315,6 @@ impl FlowPolice {
     /// Replaces the published seed chain (control plane, between bursts).
     pub fn set_seeds(&mut self, seeds: SeedChain) {
         self.seeds = seeds;
-    }
-
-    /// The common case, without the generic walk: a regular shim right after
-    /// an option-less, unfragmented IPv4 header (raw IP, plain Ethernet or
-    /// offsets from a parse stage). `None` means "take [`Self::locate`]": it
-    /// accepts everything this accepts, with the same result, and decides the
-    /// rest (errors included).
-    #[inline(always)]
-    fn locate_fast(&self, m: &pipeline::Meta, data: &[u8]) -> Option<Located> {
-        let l3_off = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
-            if m.l3 != L3::Ipv4 {
-                return None;
-            }
-            usize::from(m.l3_off)
-        } else {
-            match self.link {
-                LinkLayer::Ip => 0,
-                LinkLayer::Ethernet => {
-                    let t = data.get(12..14)?;
-                    if u16::from_be_bytes([t[0], t[1]]) != ethertype::IPV4 {
-                        return None;
-                    }
-                    packet::ethernet::HEADER_LEN
-                }
-            }
-        };
-        let ip: &[u8; 20] = data.get(l3_off..l3_off + 20)?.try_into().ok()?;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-        let end = l3_off + total;
-        if ip[0] != 0x45 || ip[9] != protocol::FLOWPOLICE || frag != 0 || total < 20 {
-            return None;
-        }
-        let shim = if m.proto == Proto::FlowPolice && m.proto_off != NO_OFFSET {
-            usize::from(m.proto_off)
-        } else {
-            l3_off + 20
-        };
-        // A regular shim (type 1x, hdr_len 28) inside the datagram.
-        let sh = data.get(shim..shim + 4)?;
-        if end > data.len()
-            || shim + packet::flowpolice::REGULAR_LEN > end
-            || sh[1] >> 7 == 0
-            || u16::from_be_bytes([sh[2], sh[3]]) as usize != packet::flowpolice::REGULAR_LEN
-            || shim > usize::from(u16::MAX - 1)
-        {
-            return None;
-        }
-        Some(Located { shim, l3_off, v6: false })
     }
 
     /// Finds the shim of packet `i`; `Ok(None)` for packets that are not FlowPolice.
@@ -442,6 +418,145 @@ impl FlowPolice {
         }
     }
 
+    /// The common packet in one read: an option-less, unfragmented IPv4
+    /// header directly followed by a regular shim (the case
+    /// [`Self::locate_fast`] accepts with the shim at `l3_off + 20`), read as
+    /// one fixed 48-byte view. Returns the shim offset, the flow ID of the
+    /// addresses, the carried capability and its MAC input block. `None`:
+    /// take the generic path (which accepts this case too, with the same
+    /// result).
+    #[inline(always)]
+    fn fast_regular(
+        &self,
+        m: &pipeline::Meta,
+        data: &[u8],
+    ) -> Option<(usize, u64, Capability, Block)> {
+        let l3_off = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
+            if m.l3 != L3::Ipv4 {
+                return None;
+            }
+            usize::from(m.l3_off)
+        } else {
+            match self.link {
+                LinkLayer::Ip => 0,
+                LinkLayer::Ethernet => {
+                    let t = data.get(12..14)?;
+                    if u16::from_be_bytes([t[0], t[1]]) != ethertype::IPV4 {
+                        return None;
+                    }
+                    packet::ethernet::HEADER_LEN
+                }
+            }
+        };
+        let shim = l3_off + 20;
+        if m.proto == Proto::FlowPolice
+            && m.proto_off != NO_OFFSET
+            && usize::from(m.proto_off) != shim
+        {
+            return None;
+        }
+        let p: &[u8; 48] = data.get(l3_off..l3_off + 48)?.try_into().ok()?;
+        let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+        let frag = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
+        // `total ≥ 48`: the 28-byte shim lies inside the datagram.
+        if p[0] != 0x45
+            || p[9] != protocol::FLOWPOLICE
+            || frag != 0
+            || total < 20 + packet::flowpolice::REGULAR_LEN
+            || l3_off + total > data.len()
+            || p[21] >> 7 == 0
+            || usize::from(u16::from_be_bytes([p[22], p[23]])) != packet::flowpolice::REGULAR_LEN
+            || shim > usize::from(u16::MAX - 1)
+        {
+            return None;
+        }
+        let src = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+        let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
+        let h: &[u8; 28] = p[20..].try_into().ok()?;
+        let (cap, block) = Self::carried(h);
+        Some((shim, self.keying.v4(src, dst), cap, block))
+    }
+
+    /// The capability a regular shim carries and its MAC input (bytes 4..18
+    /// as on the wire, then two zero bytes).
+    #[inline(always)]
+    fn carried(h: &[u8; 28]) -> (Capability, Block) {
+        let mut block = [0u8; 16];
+        block[..14].copy_from_slice(&h[4..18]);
+        let mut mac = [0u8; 8];
+        mac.copy_from_slice(&h[18..26]);
+        let cap = Capability {
+            p_id: u16::from_be_bytes([h[4], h[5]]),
+            flow_id: u64::from_be_bytes([h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13]]),
+            ts: u32::from_be_bytes([h[14], h[15], h[16], h[17]]),
+            mac,
+        };
+        (cap, block)
+    }
+
+    /// Pass 1 for a regular packet: flow binding, hash, tag prefetch, MAC
+    /// input to `blocks[*n]`.
+    #[inline(always)]
+    fn regular<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        (shim, flow_id, cap, block): (usize, u64, Capability, Block),
+        n: &mut usize,
+    ) {
+        self.counters.regular += 1;
+        if self.check_binding && cap.flow_id != flow_id {
+            self.counters.flow_mismatch += 1;
+            batch.drop_packet(i, DropReason::BadMac);
+            return;
+        }
+        let table = self.router.table();
+        let hash = table.hash(cap.flow_id);
+        let home = table.home(hash);
+        if self.slot_hints {
+            // The tags say which entry of the chunk to load (`hint`, a few
+            // packets later; reading them here would stall on each packet's
+            // tag line: measured slower at 1M flows).
+            table.prefetch_tags(home);
+        } else {
+            table.prefetch_first(home);
+        }
+        let slot = &mut self.slots[i];
+        slot.kind = Kind::Regular;
+        slot.shim = shim as u16;
+        slot.hash = hash;
+        slot.flow_id = cap.flow_id;
+        slot.cap = cap;
+        slot.home = home as u32;
+        self.blocks[*n] = block;
+        self.idx[*n] = i as u8;
+        *n += 1;
+    }
+
+    /// Pass 1b for the `k`-th regular packet: its tags name the likely slot
+    /// of its flow; load just that entry's line(s), or the whole home chunk
+    /// when the tags of the home chunk and the next one do not match.
+    #[inline(always)]
+    fn hint(&mut self, k: usize) {
+        let table = self.router.table();
+        let s = &mut self.slots[usize::from(self.idx[k])];
+        if !self.slot_hints {
+            table.prefetch_rest(s.home as usize);
+            s.hint = NO_HINT;
+            return;
+        }
+        match table.slot_hint(s.hash, s.home as usize) {
+            Some(h) => {
+                table.prefetch_slot(h);
+                s.hint = h as u32;
+            }
+            None => {
+                table.prefetch(s.hash);
+                s.hint = NO_HINT;
+            }
+        }
+    }
+
     /// Pass 1 for packet `i`: classify, cheap checks, hash and prefetch; a
     /// regular packet's MAC input goes to `blocks[*n]`.
     #[inline(always)]
@@ -453,9 +568,10 @@ impl FlowPolice {
         n: &mut usize,
     ) {
         self.slots[i].kind = Kind::Skip;
-        let fast = self.locate_fast(batch.meta(i), batch.data(i));
-        let fast_regular = fast.is_some();
-        let located = match fast.map_or_else(|| self.locate(batch, i), |l| Ok(Some(l))) {
+        if let Some(fast) = self.fast_regular(batch.meta(i), batch.data(i)) {
+            return self.regular(batch, i, fast, n);
+        }
+        let located = match self.locate(batch, i) {
             Ok(Some(l)) => l,
             Ok(None) => {
                 let len = batch.data(i).len();
@@ -479,9 +595,7 @@ impl FlowPolice {
         let data = batch.data(i);
         let fp = Shim::new_unchecked(data.get(located.shim..).unwrap_or_default());
         let flow_id = self.flow_id_of(data, &located);
-        let slot = &mut self.slots[i];
-        slot.shim = located.shim as u16;
-        if !fast_regular && fp.packet_type() == Some(PacketType::Request) {
+        if fp.packet_type() == Some(PacketType::Request) {
             self.counters.requests += 1;
             if let Some(b) = &mut self.request_cap {
                 if !b.try_take(data.len(), now.mono_ns) {
@@ -504,49 +618,19 @@ impl FlowPolice {
             }
             let slot = &mut self.slots[i];
             slot.kind = Kind::Request;
+            slot.shim = located.shim as u16;
             slot.level = level;
             slot.flow_id = flow_id;
+            slot.hash = self.router.table().hash(flow_id);
+            self.router.table().prefetch_insert(slot.hash);
         } else {
-            self.counters.regular += 1;
-            // `locate` checked the 28 bytes; the MAC input is bytes 4..18
-            // as on the wire, then two zero bytes.
-            let h: &[u8; 28] = match data.get(located.shim..located.shim + 28) {
-                Some(h) => h.try_into().unwrap_or(&[0; 28]),
-                None => return,
-            };
-            let mut block = [0u8; 16];
-            block[..14].copy_from_slice(&h[4..18]);
-            let mut mac = [0u8; 8];
-            mac.copy_from_slice(&h[18..26]);
-            let cap = Capability {
-                p_id: u16::from_be_bytes([h[4], h[5]]),
-                flow_id: u64::from_be_bytes([h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13]]),
-                ts: u32::from_be_bytes([h[14], h[15], h[16], h[17]]),
-                mac,
-            };
-            if self.check_binding && cap.flow_id != flow_id {
-                self.counters.flow_mismatch += 1;
-                batch.drop_packet(i, DropReason::BadMac);
-                return;
-            }
-            let table = self.router.table();
-            let home = table.home(table.hash(cap.flow_id));
-            // Only the first line here: the burst's first lines all fit in
-            // the miss buffers; the other two follow during the updates.
-            table.prefetch_first(home);
-            let slot = &mut self.slots[i];
-            slot.kind = Kind::Regular;
-            slot.flow_id = cap.flow_id;
-            slot.cap = cap;
-            slot.home = home as u32;
-            self.blocks[*n] = block;
-            self.idx[*n] = i as u8;
-            *n += 1;
-            return;
+            // `locate` checked the 28 bytes.
+            let h: Option<&[u8; 28]> =
+                data.get(located.shim..located.shim + 28).and_then(|h| h.try_into().ok());
+            let Some(h) = h else { return };
+            let (cap, block) = Self::carried(h);
+            self.regular(batch, i, (located.shim, flow_id, cap, block), n);
         }
-        let slot = &mut self.slots[i];
-        slot.hash = self.router.table().hash(slot.flow_id);
-        self.router.table().prefetch_insert(slot.hash);
     }
 }
 
@@ -561,12 +645,24 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
 
     fn process(&mut self, batch: &mut Batch<B>, now: pipeline::Now) {
         let now_ms = now.mono_ns / 1_000_000;
-        // Pass 1: classify, hash, prefetch, gather the MAC inputs.
+        // Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
+        // [`HINT_LAG`] regular packets behind, read their tags and prefetch
+        // their entries (pass 1b, see `hint`).
         let mut n = 0;
+        let mut hinted = 0;
         for i in batch.live() {
             self.classify(batch, i, now, &mut n);
+            while hinted + HINT_LAG < n {
+                self.hint(hinted);
+                hinted += 1;
+            }
         }
-        // Pass 2: verify every carried capability in one batched AES call.
+        while hinted < n {
+            self.hint(hinted);
+            hinted += 1;
+        }
+        // Pass 2: verify every carried capability in one batched AES call
+        // (while the entries load).
         self.router.key().mac_blocks(&mut self.blocks[..n]);
         for k in 0..n {
             let i = usize::from(self.idx[k]);
@@ -576,52 +672,40 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                 batch.drop_packet(i, DropReason::BadMac);
             }
         }
-        // Pass 3: table updates in arrival order; gather the capabilities to
-        // issue. The rest of each home chunk is prefetched a few packets
-        // ahead (pass 1 asked for its first line only).
-        let mut order = [0u8; BURST];
-        let mut live = 0;
-        for i in batch.live() {
-            order[live] = i as u8;
-            live += 1;
-        }
-        let ahead = |me: &Self, k: usize| {
-            if let Some(&j) = order[..live].get(k) {
-                let s = &me.slots[usize::from(j)];
-                if s.kind == Kind::Regular {
-                    me.router.table().prefetch_rest(s.home as usize);
-                }
-            }
-        };
-        for k in 0..PREFETCH_AHEAD {
-            ahead(self, k);
-        }
+        // Pass 3: table updates in arrival order. A new capability's
+        // `P_id ‖ flow_id ‖ ts` is written in place now (bytes 4..18 of the
+        // shim) and its MAC input gathered for pass 4.
         let mut n = 0;
-        for (k, &i) in order[..live].iter().enumerate() {
-            ahead(self, k + PREFETCH_AHEAD);
-            let i = usize::from(i);
-            let s = self.slots[i];
-            let issue = match s.kind {
+        for i in batch.live() {
+            let s = &self.slots[i];
+            let (kind, shim, flow_id) = (s.kind, usize::from(s.shim), s.flow_id);
+            let (ty, issue) = match kind {
                 Kind::Skip => continue,
-                Kind::Request => match self.router.request_update(s.flow_id, s.hash, now_ms) {
-                    Ok((p_id, ts, slot)) => {
-                        match slot {
-                            TableSlot::Created(_) => self.counters.flows_created += 1,
-                            TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
-                            TableSlot::Found(_) => {}
+                Kind::Request => {
+                    let (hash, level) = (s.hash, s.level);
+                    match self.router.request_update(flow_id, hash, now_ms) {
+                        Ok((p_id, ts, slot)) => {
+                            match slot {
+                                TableSlot::Created(_) => self.counters.flows_created += 1,
+                                TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
+                                TableSlot::Found(_) => {}
+                            }
+                            batch.set_class(i, class::request(level));
+                            self.counters.requests_stamped += 1;
+                            (None, (p_id, ts))
                         }
-                        batch.set_class(i, class::request(s.level));
-                        self.counters.requests_stamped += 1;
-                        (p_id, ts)
+                        Err(_) => {
+                            self.counters.table_full += 1;
+                            batch.drop_packet(i, DropReason::TableFull);
+                            continue;
+                        }
                     }
-                    Err(_) => {
-                        self.counters.table_full += 1;
-                        batch.drop_packet(i, DropReason::TableFull);
-                        continue;
-                    }
-                },
+                }
                 Kind::Regular => {
-                    match self.router.regular_update_at(&s.cap, s.home as usize, now_ms) {
+                    let cap = s.cap;
+                    let home = s.home as usize;
+                    let hint = (s.hint != NO_HINT).then_some(s.hint as usize);
+                    match self.router.regular_update_hinted(&cap, home, hint, now_ms) {
                         Ok(p) => {
                             match p.feedback {
                                 Feedback::Current => self.counters.feedback_current += 1,
@@ -640,15 +724,15 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                                 }
                             };
                             batch.set_class(i, cl);
-                            if let Some(b) =
-                                batch.buf_mut(i).data_mut().get_mut(usize::from(s.shim) + 1)
-                            {
-                                // The type byte (flags are sent as zero).
-                                *b = ty.bits() << 6;
-                            }
                             match p.issue {
-                                Some(x) => x,
-                                None => continue,
+                                Some(x) => (Some(ty), x),
+                                None => {
+                                    if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
+                                        // The type byte (flags are sent as zero).
+                                        *b = ty.bits() << 6;
+                                    }
+                                    continue;
+                                }
                             }
                         }
                         Err(Reject::OverWindow) => {
@@ -658,7 +742,7 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                         }
                         Err(r) => {
                             if r == Reject::Expired
-                                && self.router.table().find_at(s.flow_id, s.home as usize).is_none()
+                                && self.router.table().find_at(flow_id, home).is_none()
                             {
                                 self.counters.unknown_flow += 1;
                             } else {
@@ -670,27 +754,29 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
                     }
                 }
             };
-            self.blocks[n] = mac_block(issue.0, s.flow_id, issue.1);
-            self.issued[n] = issue;
+            let block = mac_block(issue.0, flow_id, issue.1);
+            if let Some(d) = batch.buf_mut(i).data_mut().get_mut(shim + 1..shim + 18) {
+                if let Some(ty) = ty {
+                    // The type byte (flags are sent as zero).
+                    d[0] = ty.bits() << 6;
+                }
+                d[3..].copy_from_slice(&block[..14]);
+            }
+            if kind == Kind::Regular {
+                self.counters.restamped += 1;
+            }
+            self.blocks[n] = block;
             self.idx[n] = i as u8;
             n += 1;
         }
-        // Pass 4: MAC the new capabilities together and write them in place
-        // (bytes 4..26 of the shim: P_id ‖ flow_id ‖ ts ‖ MAC).
+        // Pass 4: MAC the new capabilities together and write the MACs in
+        // place (bytes 18..26 of the shim).
         self.router.key().mac_blocks(&mut self.blocks[..n]);
         for k in 0..n {
             let i = usize::from(self.idx[k]);
-            let s = &self.slots[i];
-            let mut cap = [0u8; 22];
-            cap[..14]
-                .copy_from_slice(&mac_block(self.issued[k].0, s.flow_id, self.issued[k].1)[..14]);
-            cap[14..].copy_from_slice(&self.blocks[k][..8]);
-            if s.kind == Kind::Regular {
-                self.counters.restamped += 1;
-            }
-            let at = usize::from(s.shim) + 4;
-            if let Some(d) = batch.buf_mut(i).data_mut().get_mut(at..at + 22) {
-                d.copy_from_slice(&cap);
+            let at = usize::from(self.slots[i].shim) + 18;
+            if let Some(d) = batch.buf_mut(i).data_mut().get_mut(at..at + 8) {
+                d.copy_from_slice(&self.blocks[k][..8]);
             }
         }
     }

@@ -333,3 +333,111 @@ fn fast_path_and_generic_walk_agree() {
         assert_eq!(run(options, flags), fast, "options {options}, flags {flags}");
     }
 }
+
+/// Bursts of regular packets over a small, crowded table (flows past their
+/// home chunk, 8-bit tag collisions, so wrong and missing slot hints) give
+/// exactly the verdicts and capabilities of the router driven packet by
+/// packet (`Router::on_regular`), through both halves of a period, the
+/// period roll-over, forged MACs and unknown flows.
+#[test]
+fn bursts_match_the_router_packet_by_packet() {
+    bursts_match_the_router(true);
+    bursts_match_the_router(false);
+}
+
+fn bursts_match_the_router(slot_hints: bool) {
+    use flowpolice::{Mark, Params, Reject, Router};
+    let slots = 256;
+    let mut cfg = config();
+    cfg.slots = slots;
+    cfg.slot_hints = slot_hints;
+    let mut st = FlowPolice::new(cfg).unwrap();
+    let mut twin = Router::new(Params::default(), &mac::Key::from(KEY), slots, 32, [1, 2]).unwrap();
+    let t0 = now(0).mono_ns / 1_000_000;
+    let dst = |i: u32| Ipv4Addr::from(0xc000_0000 + i * 7919);
+    let mut caps = Vec::new();
+    for i in 0..240u32 {
+        let f = u64::from(u32::from(dst(i)));
+        let a = st.router_mut().on_request(f, t0);
+        assert_eq!(a, twin.on_request(f, t0));
+        if let Ok(a) = a {
+            caps.push((i, a.capability));
+        }
+    }
+    assert!(caps.len() > 200, "{}", caps.len());
+    let key = CapabilityKey::new(&mac::Key::from(KEY));
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut checked = [0usize; 4];
+    for (round, ms) in [10u64, 20, 900, 1400, 1600, 2900, 3100, 3200, 4700].into_iter().enumerate()
+    {
+        let at = now(ms);
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        let mut sent = Vec::new();
+        for k in 0..32 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let (i, mut cap) = caps[(seed % caps.len() as u64) as usize];
+            if k == 5 {
+                cap.mac[0] ^= 1; // forged
+            }
+            if k == 9 && round % 2 == 0 {
+                // A valid MAC for a flow that was never created.
+                let ghost = u32::from(dst(1000 + round as u32));
+                cap = key.stamp(1, u64::from(ghost), cap.ts);
+                b.push(regular_v4(SRC, Ipv4Addr::from(ghost), cap), 3).unwrap();
+            } else {
+                b.push(regular_v4(SRC, dst(i), cap), 3).unwrap();
+            }
+            sent.push((i, cap));
+        }
+        st.process(&mut b, at);
+        let mut outs = Vec::new();
+        let verdicts: Vec<Verdict> = (0..32).map(|k| b.meta(k).verdict).collect();
+        b.drain(|buf, _| outs.push(buf));
+        for (k, &(i, cap)) in sent.iter().enumerate() {
+            let want = twin.on_regular(&cap, at.mono_ns / 1_000_000);
+            match want {
+                Ok(a) => {
+                    let class = match a.mark {
+                        Mark::Privileged => class::PRIVILEGED,
+                        _ => class::BEST_EFFORT,
+                    };
+                    assert_eq!(
+                        verdicts[k],
+                        Verdict::Forward { port: 3, class },
+                        "round {round} pkt {k}"
+                    );
+                    assert_eq!(
+                        cap_of(&outs[k], 20),
+                        a.restamp.unwrap_or(cap),
+                        "round {round} pkt {k}"
+                    );
+                    checked[usize::from(a.restamp.is_some())] += 1;
+                    // Flow i's packets carry the newest capability from now on.
+                    if let Some(r) = a.restamp {
+                        if let Some(c) = caps.iter_mut().find(|c| c.0 == i) {
+                            c.1 = r;
+                        }
+                    }
+                }
+                Err(r) => {
+                    let reason = match r {
+                        Reject::BadMac => DropReason::BadMac,
+                        Reject::Expired => DropReason::Expired,
+                        Reject::OverWindow => DropReason::OverRate,
+                        Reject::TableFull => unreachable!(),
+                    };
+                    assert_eq!(drop_of(verdicts[k]), Some(reason), "round {round} pkt {k}");
+                    checked[2 + usize::from(r == Reject::BadMac)] += 1;
+                }
+            }
+        }
+    }
+    // Every branch was exercised: restamped, not restamped, dropped, forged.
+    assert!(checked.iter().all(|&c| c > 0), "{checked:?}");
+    for &(i, _) in &caps {
+        let f = u64::from(u32::from(dst(i)));
+        assert_eq!(st.router().flow(f), twin.flow(f), "flow {i}");
+    }
+}

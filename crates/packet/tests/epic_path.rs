@@ -4,8 +4,9 @@
 use packet::scion::epic::FLAG_Q;
 use packet::scion::path::MAX_HOPS;
 use packet::scion::{
-    epic_fields, parse, AddrHdrRepr, EpicFields, EpicPath, EpicPathRepr, HopFieldRepr,
-    InfoFieldRepr, Path, PathRepr, PathType, RawHostAddr, ScionHeader, ScionPathRepr, ScionRepr,
+    epic_fields, epic_fields_memo, parse, AddrHdrRepr, EpicFields, EpicPath, EpicPathRepr,
+    EpicShape, HopFieldRepr, InfoFieldRepr, Path, PathRepr, PathType, RawHostAddr, ScionHeader,
+    ScionPathRepr, ScionRepr,
 };
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
@@ -397,6 +398,89 @@ proptest! {
             b.truncate(cut.index(b.len() + 1));
         }
         prop_assert_eq!(epic_fields(&b), via_views(&b));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The memoising reader returns exactly what `epic_fields` returns for
+    /// every packet of a sequence sharing one memo: packets of the same
+    /// layout as the remembered one (mutated copies, so the cheap match
+    /// must notice any byte that matters), of another layout, cut short,
+    /// or with `NumHVF` 0.
+    #[test]
+    fn epic_fields_memo_equals_epic_fields(
+        r1 in arb_epic(13),
+        r2 in arb_epic(13),
+        seq in prop::collection::vec(
+            (
+                any::<bool>(),
+                prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+                prop::option::of(any::<prop::sample::Index>()),
+            ),
+            1..8,
+        ),
+    ) {
+        let emit = |r: EpicPathRepr| {
+            let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
+            let mut b = vec![0u8; s.buffer_len() + 8];
+            s.emit(&mut b).unwrap();
+            (b, s.buffer_len())
+        };
+        let (b1, hl1) = emit(r1);
+        let (b2, hl2) = emit(r2);
+        let mut shape = EpicShape::default();
+        for (first, muts, cut) in seq {
+            let (mut b, hl) = if first { (b1.clone(), hl1) } else { (b2.clone(), hl2) };
+            for (i, x) in muts {
+                b[i.index(hl)] = x;
+            }
+            if let Some(c) = cut {
+                b.truncate(c.index(b.len() + 1));
+            }
+            prop_assert_eq!(epic_fields_memo(&b, &mut shape), epic_fields(&b));
+        }
+    }
+}
+
+/// After a packet taught the memo its layout, a packet of the same layout
+/// that differs in any checked byte is still rejected exactly like
+/// `epic_fields` rejects it.
+#[test]
+fn epic_fields_memo_rechecks_per_packet_bytes() {
+    let s = ScionRepr {
+        hdr: hdr(),
+        path: PathRepr::EpicZ(
+            EpicPathRepr::parse(&EpicPath::new_checked(&kat_bytes()[..]).unwrap()).unwrap(),
+        ),
+    };
+    let mut good = vec![0u8; s.buffer_len() + 8];
+    s.emit(&mut good).unwrap();
+    let mut shape = EpicShape::default();
+    assert_eq!(epic_fields_memo(&good, &mut shape), epic_fields(&good));
+    assert!(epic_fields(&good).is_ok());
+    let hl = s.buffer_len();
+    // Version, path type, HdrLen, address types, payload length, NumHVF,
+    // each meta-header byte, and a cut buffer.
+    let po = 28 + 32;
+    for (at, x) in [(0, 0x10), (8, 1), (5, 0), (9, 0x00), (6, 0xff), (po + 9, 4), (po + 9, 0)]
+        .into_iter()
+        .chain((0..4).map(|k| (po + 12 + 20 + k, 0xff)))
+    {
+        let mut b = good.clone();
+        b[at] = x;
+        let want = epic_fields(&b);
+        assert_eq!(epic_fields_memo(&b, &mut shape), want, "byte {at} = {x:#x}");
+        assert_eq!(epic_fields_memo(&good, &mut shape), epic_fields(&good));
+    }
+    for cut in [0, 27, 28, hl - 1, hl, hl + 7] {
+        assert_eq!(
+            epic_fields_memo(&good[..cut], &mut shape),
+            epic_fields(&good[..cut]),
+            "cut {cut}"
+        );
+        assert_eq!(epic_fields_memo(&good, &mut shape), epic_fields(&good));
     }
 }
 

@@ -326,6 +326,16 @@ impl<B: PacketBuf> Batch<B> {
         (&mut self.bufs[i], &mut self.meta[i])
     }
 
+    /// The buffer of packet `i`, mutable, with its metadata read-only:
+    /// unlike [`get_mut`](Self::get_mut) this keeps the port hints, so a
+    /// stage that rewrites packet bytes (marking, header updates) and sets
+    /// verdicts only through [`forward`](Self::forward) /
+    /// [`drop_packet`](Self::drop_packet) leaves the runtime its
+    /// whole-burst TX path (otherwise it scans the verdicts once per burst).
+    pub fn buf_mut_meta(&mut self, i: usize) -> (&mut B, &Meta) {
+        (&mut self.bufs[i], &self.meta[i])
+    }
+
     /// Drops packet `i` for `reason`.
     pub fn drop_packet(&mut self, i: usize, reason: DropReason) {
         self.meta[i].verdict = Verdict::Drop(reason);
@@ -523,6 +533,11 @@ mod tests {
         b.clear();
         b.push(vec![1], 2).unwrap();
         assert_eq!((b.ingress_port(), b.egress_port()), (Some(2), Some(2)));
+        // Rewriting bytes with read-only metadata keeps both hints.
+        let (buf, meta) = b.buf_mut_meta(0);
+        buf[0] = 7;
+        assert_eq!(meta.port, 2);
+        assert_eq!((b.ingress_port(), b.egress_port(), b.data(0)), (Some(2), Some(2), &[7u8][..]));
         // Mutable metadata may change anything: both hints are forgotten.
         b.meta_mut(0).verdict = Verdict::ToControl;
         assert_eq!((b.ingress_port(), b.egress_port()), (None, None));

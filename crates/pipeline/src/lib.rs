@@ -46,7 +46,7 @@ pub use batch::{Batch, Indices, Meta, Proto, BURST, L3, NO_OFFSET};
 pub use buf::{Frame, NoRoom, PacketBuf};
 pub use counters::{DropCounters, StageCounters};
 pub use egress::{Egress, Fifo};
-pub use parse::{classify, Layers, Parse, ParseConfig};
+pub use parse::{classify, ipv4_header_checksum_ok, Layers, Parse, ParseConfig};
 pub use priority::{StrictPriority, TokenBucket};
 pub use stage::{Pipeline, Stage};
 pub use time::Now;

@@ -201,7 +201,9 @@ fn yes() -> bool {
 }
 
 struct Route {
-    prefix: Prefix,
+    /// The prefix's network address and mask (precomputed: matched per packet).
+    addr: u32,
+    mask: u32,
     port: u16,
     mac: Option<[u8; 6]>,
 }
@@ -231,13 +233,11 @@ impl Ipv4Forward {
                 })?),
                 None => None,
             };
-            routes.push(Route {
-                prefix: prefix(&format!("{key}.prefix"), &r.prefix)?,
-                port: r.port,
-                mac,
-            });
+            let p = prefix(&format!("{key}.prefix"), &r.prefix)?;
+            routes.push(Route { addr: p.addr, mask: Prefix::mask(p.len), port: r.port, mac });
         }
-        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len));
+        // Longest prefix first (a longer mask is a larger number).
+        routes.sort_by_key(|r| std::cmp::Reverse(r.mask));
         Ok(Ipv4Forward {
             routes,
             verify_checksum: c.verify_checksum,
@@ -245,7 +245,37 @@ impl Ipv4Forward {
         })
     }
 
+    #[inline(always)]
     fn check(&self, d: &[u8]) -> Result<(usize, u32), DropReason> {
+        // The common case first: untagged IPv4 with a 20-byte header, read as
+        // one fixed array (no per-field bounds checks; the checksum unrolls).
+        // Same checks in the same order as the general path below.
+        if let Some(h) = d.get(..34) {
+            let h: &[u8; 34] = h.try_into().expect("34 bytes");
+            if h[12..14] == [0x08, 0x00] && h[14] == 0x45 {
+                let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+                if total < 20 {
+                    return Err(DropReason::Malformed);
+                }
+                if d.len() - 14 < total {
+                    return Err(DropReason::Truncated);
+                }
+                let ip: &[u8; 20] = h[14..].try_into().expect("20 bytes");
+                if self.verify_checksum && !pipeline::ipv4_header_checksum_ok(ip) {
+                    return Err(DropReason::BadChecksum);
+                }
+                if self.decrement_ttl && ip[8] <= 1 {
+                    return Err(DropReason::HopLimit);
+                }
+                return Ok((20, u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])));
+            }
+        }
+        self.check_general(d)
+    }
+
+    /// Every other frame (short, VLAN-tagged, IPv4 options, not IPv4).
+    #[inline(never)]
+    fn check_general(&self, d: &[u8]) -> Result<(usize, u32), DropReason> {
         if d.len() < 14 {
             return Err(DropReason::Truncated);
         }
@@ -291,20 +321,23 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
                     continue;
                 }
             };
-            let Some(route) = self.routes.iter().find(|r| r.prefix.contains(dst)) else {
+            let Some(route) = self.routes.iter().find(|r| dst & r.mask == r.addr) else {
                 batch.drop_packet(i, DropReason::NoRoute);
                 continue;
             };
             let class = batch.meta(i).class().unwrap_or(Class::BEST_EFFORT);
             let d = batch.buf_mut(i).data_mut();
             if self.decrement_ttl {
-                // RFC 1624 incremental update: TTL is the high byte of its word.
-                d[14 + 8] -= 1;
-                let old = u16::from_be_bytes([d[24], d[25]]);
-                let mut sum = u32::from(!old) + u32::from(!0x0100u16);
-                sum = (sum & 0xffff) + (sum >> 16);
-                sum = (sum & 0xffff) + (sum >> 16);
-                d[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                // `check` saw at least 34 bytes: TTL and checksum are in 14..26.
+                if let Some(h) = d.get_mut(14..26) {
+                    // RFC 1624 incremental update: TTL is the high byte of its word.
+                    h[8] -= 1;
+                    let old = u16::from_be_bytes([h[10], h[11]]);
+                    let mut sum = u32::from(!old) + u32::from(!0x0100u16);
+                    sum = (sum & 0xffff) + (sum >> 16);
+                    sum = (sum & 0xffff) + (sum >> 16);
+                    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                }
             }
             if let Some(mac) = route.mac {
                 d[0..6].copy_from_slice(&mac);
@@ -421,6 +454,26 @@ mod tests {
         assert_eq!(b.meta(3).verdict, Verdict::Drop(DropReason::HopLimit));
         assert_eq!(b.meta(4).verdict, Verdict::Drop(DropReason::BadChecksum));
         assert_eq!(b.meta(5).verdict, Verdict::Drop(DropReason::WrongProtocol));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        /// The fixed-array fast path decides exactly like the general checks.
+        #[test]
+        fn ipv4_forward_fast_check_matches_general(
+            edits in proptest::collection::vec((0usize..40, proptest::prelude::any::<u8>()), 0..3),
+            cut in 0usize..40,
+            verify in proptest::prelude::any::<bool>(),
+            ttl in proptest::prelude::any::<bool>(),
+        ) {
+            let mut f = frame([10, 1, 0, 1], [10, 2, 0, 9], 64);
+            for (at, v) in edits {
+                f[at] = v;
+            }
+            f.truncate(f.len().saturating_sub(cut));
+            let fwd = Ipv4Forward { routes: Vec::new(), verify_checksum: verify, decrement_ttl: ttl };
+            proptest::prop_assert_eq!(fwd.check(&f), fwd.check_general(&f));
+        }
     }
 
     #[test]

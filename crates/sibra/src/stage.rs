@@ -275,6 +275,35 @@ pub struct SibraCounters {
     pub demoted: u64,
 }
 
+/// Per-burst working arrays of [`SibraTransit`], kept in the stage so that
+/// a burst does not zero ≈ 6 KiB of stack (measured: ≈ 180 instructions per
+/// packet of `memset` on replayed 32-packet bursts). Every slot a burst reads
+/// is written by that burst first: `checks[..n]` by `inspect`, `owner[..n]`
+/// and `jobs[i]` for the packets in `todo`, `ok[..n]` by `verify_batch`.
+struct Scratch {
+    jobs: [Job; BURST],
+    checks: [TokenCheck; 2 * BURST],
+    owner: [u8; 2 * BURST],
+    ok: [bool; 2 * BURST],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            jobs: [Job::default(); BURST],
+            checks: [TokenCheck::default(); 2 * BURST],
+            owner: [0; 2 * BURST],
+            ok: [false; 2 * BURST],
+        }
+    }
+}
+
+impl core::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Scratch")
+    }
+}
+
 /// Transit/core data plane: verify the active SOF(s), drop blacklisted,
 /// expired, revoked or forged packets, monitor overuse, forward in [`CLASS_R`].
 #[derive(Debug)]
@@ -285,6 +314,7 @@ pub struct SibraTransit {
     monitor: CoreMonitor,
     requests: RequestPolicy,
     counters: SibraCounters,
+    scratch: Box<Scratch>,
 }
 
 impl SibraTransit {
@@ -297,6 +327,7 @@ impl SibraTransit {
             monitor,
             requests: RequestPolicy::Skip,
             counters: SibraCounters::default(),
+            scratch: Box::default(),
         }
     }
 
@@ -340,10 +371,7 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
 
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let tick = Tick::of(now);
-        let mut jobs = [Job::default(); BURST];
-        let mut checks = [TokenCheck::default(); 2 * BURST];
-        let mut owner = [0u8; 2 * BURST];
-        let mut ok = [false; 2 * BURST];
+        let Scratch { jobs, checks, owner, ok } = &mut *self.scratch;
         let mut n = 0;
         let mut todo = 0u32;
         for i in batch.live() {

@@ -43,8 +43,15 @@ fn cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// Runs `f` `n` times and prints the on-CPU time per element (`per` elements per call).
+/// Repetitions of each CPU-time pass relative to the counts below: the
+/// schedstat clock advances in scheduler ticks (≈ 4 ms measured here), so a
+/// pass must run long enough (≥ ≈ 100 ms) for a tick to be a small error.
+const CPU_REPEAT: u64 = 10;
+
+/// Runs `f` `n` × [`CPU_REPEAT`] times and prints the on-CPU time per element
+/// (`per` elements per call).
 fn cpu_time<R>(name: &str, n: u64, per: u64, mut f: impl FnMut() -> R) {
+    let n = n * CPU_REPEAT;
     let Some(t0) = cpu_ns() else { return };
     for _ in 0..n {
         black_box(f());

@@ -10,6 +10,9 @@
 //! Each `run_*` function performs [`N`] packets (or bursts) of one path, so
 //! its inclusive instruction count divided by `N` is the per-packet cost.
 //! The program also prints per-packet CPU nanoseconds when run natively.
+//! An argument keeps only the paths whose name contains it (`gateway`,
+//! `router`, `scheduler`); `PROFILE_REPEAT=k` repeats the router-burst loop
+//! k times for native timing (the CPU-time clock can tick coarsely).
 
 use std::hint::black_box;
 
@@ -203,6 +206,25 @@ fn run_sched(s: &mut Scheduler<Vec<u8>>, bufs: &mut Vec<Vec<u8>>, out: &mut Vec<
 }
 
 fn main() {
+    // An optional argument keeps only the paths whose name contains it
+    // (e.g. `router`), for a callgrind run of one path.
+    let only = std::env::args().nth(1).unwrap_or_default();
+    let want = |name: &str| name.contains(only.as_str());
+    if want("gateway") {
+        gateway_paths();
+    }
+    if want("router") {
+        router_paths();
+    }
+    if want("scheduler") {
+        let mut s: Scheduler<Vec<u8>> = Scheduler::new(SchedulerConfig::default()).unwrap();
+        let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 100]).collect();
+        let mut out = Vec::with_capacity(64);
+        report("scheduler enqueue+dequeue", 1, || run_sched(&mut s, &mut bufs, &mut out));
+    }
+}
+
+fn gateway_paths() {
     let runs: [(usize, GatewayRun); 3] =
         [(1, run_gateway_l1), (3, run_gateway_l3), (8, run_gateway_l8)];
     for (l, run) in runs {
@@ -210,7 +232,6 @@ fn main() {
         report(&format!("gateway l={l}"), 1, || run(&mut gw, &mut pkt));
         assert!(gw.counters().authorized >= N);
     }
-    let p3 = path(3);
     let bursts: [(usize, BurstRun); 3] =
         [(1, run_gateway_burst_l1), (3, run_gateway_burst_l3), (8, run_gateway_burst_l8)];
     for (l, run) in bursts {
@@ -227,6 +248,10 @@ fn main() {
 
     let (mut pkt, mut gw) = gateway(&path(5), 0, 32_000);
     report("gateway overuse", 1, || run_overuse(&mut gw, &mut pkt));
+}
+
+fn router_paths() {
+    let p3 = path(3);
 
     let cfg = RouterConfig {
         local_ia: Ia::new(1, 100),
@@ -248,13 +273,15 @@ fn main() {
         batch.push(p, 0).unwrap();
     }
     let mut stage = ZlaneClassify::new(Classifier::new(&cfg, router_keys(), T0).unwrap());
-    report("router burst of 32 hosts", 32, || run_router_burst(&mut stage, &mut batch));
+    // `PROFILE_REPEAT=k` repeats the measured loop k times (native timing:
+    // the CPU-time clock may tick coarsely; callgrind runs need only one).
+    let reps: u64 = std::env::var("PROFILE_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    report("router burst of 32 hosts", 32 * reps, || {
+        for _ in 0..reps {
+            run_router_burst(&mut stage, &mut batch)
+        }
+    });
     for i in 0..32 {
         assert_eq!(batch.meta(i).class(), Some(zlane::class::G));
     }
-
-    let mut s: Scheduler<Vec<u8>> = Scheduler::new(SchedulerConfig::default()).unwrap();
-    let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 100]).collect();
-    let mut out = Vec::with_capacity(64);
-    report("scheduler enqueue+dequeue", 1, || run_sched(&mut s, &mut bufs, &mut out));
 }

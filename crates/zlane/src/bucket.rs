@@ -63,11 +63,13 @@ impl TokenBucket {
             if add >= room {
                 self.tokens = burst;
                 self.ts = now;
-            } else {
+            } else if add != 0 {
                 self.tokens += add as u16;
                 // Keep the fraction of a byte earned but not credited.
                 self.ts = self.ts.wrapping_add((add * NS_PER_BYTE_UNIT / rate) as u32);
             }
+            // (`add == 0`, e.g. the next packet of the same burst: nothing
+            // to credit, and no division for it.)
         }
         if len <= usize::from(self.tokens) {
             self.tokens -= len as u16;

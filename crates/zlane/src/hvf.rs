@@ -104,7 +104,42 @@ pub fn packet_time_ns(info0_timestamp: u32, ts_rel: u32) -> u64 {
     u64::from(info0_timestamp) * 1_000_000_000 + u64::from(ts_rel) * TS_UNIT_NS
 }
 
+/// The packet times [`Freshness`] accepts at one instant, computed once
+/// (per burst) so that each packet costs two comparisons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshWindow {
+    /// Oldest accepted packet time.
+    pub oldest_ns: u64,
+    /// Newest accepted packet time.
+    pub newest_ns: u64,
+}
+
+impl FreshWindow {
+    /// Exactly [`Freshness::check`] at the window's instant.
+    #[inline]
+    pub fn check(&self, pkt_ns: u64) -> Result<(), DropReason> {
+        if pkt_ns > self.newest_ns {
+            Err(DropReason::FromFuture)
+        } else if pkt_ns < self.oldest_ns {
+            Err(DropReason::Expired)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 impl Freshness {
+    /// The window of packet times accepted at `now_unix_ns`
+    /// (`now − past ..= now + future`, saturating).
+    #[inline]
+    pub fn window(&self, now_unix_ns: u64) -> FreshWindow {
+        FreshWindow {
+            // `now − pkt > past` ⇔ `pkt < now − past` (never when now ≤ past).
+            oldest_ns: now_unix_ns.saturating_sub(self.past_ns),
+            newest_ns: now_unix_ns.saturating_add(self.future_ns),
+        }
+    }
+
     /// Checks a packet time against `now_unix_ns`.
     #[inline]
     pub fn check(&self, pkt_ns: u64, now_unix_ns: u64) -> Result<(), DropReason> {
@@ -122,6 +157,27 @@ impl Freshness {
 mod tests {
     use super::*;
     use mac::Key;
+
+    #[test]
+    fn window_decides_like_check() {
+        let edges = [0, 1, 999_999_999, 1_000_000_000, 2_000_000_000, u64::MAX - 1, u64::MAX];
+        for f in [Freshness::default(), Freshness { past_ns: 0, future_ns: u64::MAX }] {
+            for now in edges.iter().copied().chain([5_000_000_000, 1_700_000_000_000_000_000]) {
+                let w = f.window(now);
+                for base in [now, 0, u64::MAX] {
+                    for d in [0u64, 1, 999_999_999, 1_000_000_000, 1_000_000_001, 2_000_000_001] {
+                        for pkt in [base.wrapping_sub(d), base.wrapping_add(d)] {
+                            assert_eq!(
+                                w.check(pkt),
+                                f.check(pkt, now),
+                                "{f:?} now {now} pkt {pkt}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn as_hvf_on_a_bare_schedule_equals_cmac() {

@@ -210,7 +210,7 @@ impl HostKeyCache {
     }
 
     /// The first slot of `t`'s set (even; the set is it and the next slot).
-    #[inline]
+    #[inline(always)]
     fn slot(&self, t: &HostTag) -> usize {
         let a = u64::from_le_bytes(t.host[..8].try_into().unwrap_or_default());
         let b = u64::from_le_bytes(t.host[8..].try_into().unwrap_or_default());
@@ -223,7 +223,7 @@ impl HostKeyCache {
 
     /// The slot holding `tag` (`Ok`, marked most recently used), or the
     /// slot to replace for it (`Err`).
-    #[inline]
+    #[inline(always)]
     fn find(&mut self, tag: &HostTag) -> Result<usize, usize> {
         let b = self.slot(tag);
         let set = b >> 1;

@@ -4,14 +4,14 @@
 use drkey::Selection;
 use mac::{Aes, Block};
 use packet::scion::epic::FLAG_Q;
-use packet::scion::{epic_fields, next_hdr, EpicFields, PathType, ScionHeader};
+use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage, BURST};
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::class::{A, G, N, R, U};
 use crate::config::{ConfigError, Origin, RouterConfig};
-use crate::hvf::{packet_time_ns, Freshness, Hvf, INPUT_LEN};
+use crate::hvf::{packet_time_ns, FreshWindow, Freshness, Hvf, INPUT_LEN};
 use crate::keys::{HostKeyCache, HostKeys, RouterKeys};
 use crate::replay::ReplayFilter;
 
@@ -76,6 +76,9 @@ pub struct Classifier {
     /// The last bucket key looked up and its slot: bursts mostly come
     /// from few source ASes (slots never move once configured).
     last_bucket: (u64, Option<usize>),
+    /// Layout of the last EPIC-Z packet read (its path checks are skipped
+    /// for packets of the same layout; see `packet::scion::epic_fields_memo`).
+    shape: EpicShape,
 }
 
 impl Classifier {
@@ -118,6 +121,7 @@ impl Classifier {
             scratch: Vec::with_capacity(BURST),
             placeholder: HostKeys::placeholder(),
             last_bucket: (0, None),
+            shape: EpicShape::default(),
         })
     }
 
@@ -185,7 +189,7 @@ impl Classifier {
     /// [`classify`](Self::classify) with the burst's acceptable epochs.
     #[inline]
     fn classify_in(&mut self, pkt: &[u8], now: Now, sel: Selection) -> Decision {
-        let d = match self.prepare(pkt, now) {
+        let d = match self.prepare(pkt, self.freshness.window(now.unix_ns)) {
             Ok(Prep::Done(c)) => Ok(c),
             Ok(Prep::Epic(p)) => self.verify(sel, &p).and_then(|()| self.police(&p, now)),
             Err(r) => Err(r),
@@ -203,9 +207,9 @@ impl Classifier {
 
     /// Parses, classifies non-EPIC-Z traffic, and checks EPIC-Z freshness.
     #[inline]
-    fn prepare(&self, pkt: &[u8], now: Now) -> Result<Prep, DropReason> {
+    fn prepare(&mut self, pkt: &[u8], fresh: FreshWindow) -> Result<Prep, DropReason> {
         if pkt.get(PATH_TYPE_OFF) == Some(&PathType::EPIC_Z.0) {
-            return self.prepare_epic(pkt, now).map(Prep::Epic);
+            return self.prepare_epic(pkt, fresh).map(Prep::Epic);
         }
         let h = ScionHeader::new_checked(pkt)?;
         let class = match h.path_type() {
@@ -219,15 +223,16 @@ impl Classifier {
     }
 
     /// The EPIC-Z checks before any MAC: one pass over fixed offsets
-    /// (`packet::scion::epic_fields`, which validates exactly what the full
-    /// header and path views validate), flags, host kind, freshness.
+    /// (`packet::scion::epic_fields_memo`, which validates exactly what the
+    /// full header and path views validate, the path structure only once
+    /// per layout), flags, host kind, freshness.
     #[inline]
-    fn prepare_epic(&self, pkt: &[u8], now: Now) -> Result<Pending, DropReason> {
-        let f = epic_fields(pkt)?;
+    fn prepare_epic(&mut self, pkt: &[u8], fresh: FreshWindow) -> Result<Pending, DropReason> {
+        let f = epic_fields_memo(pkt, &mut self.shape)?;
         if self.strict_flags && f.flags & !FLAG_Q != 0 {
             return Err(DropReason::Malformed);
         }
-        self.freshness.check(packet_time_ns(f.info0_timestamp, f.ts_rel()), now.unix_ns)?;
+        fresh.check(packet_time_ns(f.info0_timestamp, f.ts_rel()))?;
         // DRKey derives keys for IPv4, IPv6 and service addresses only
         // (the key itself is derived, from the decoded address, on a miss).
         if !matches!(f.src_type_len, TL_IPV4 | TL_IPV6 | TL_SVC) {
@@ -252,14 +257,31 @@ impl Classifier {
         let sel = self.epochs(now);
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
-        // Pass 1: parse, classify non-EPIC traffic, freshness.
+        self.parse_burst(batch, now, sel, &mut scratch);
+        self.verify_burst(batch, now, sel, &mut scratch);
+        self.scratch = scratch;
+    }
+
+    /// Pass 1 of [`classify_burst`](Self::classify_burst): parse, classify
+    /// non-EPIC traffic, freshness; EPIC-Z packets go to `scratch`. (Its
+    /// own function: inlined into the MAC passes, the loop ran out of
+    /// registers.)
+    #[inline(never)]
+    fn parse_burst<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        now: Now,
+        sel: Selection,
+        scratch: &mut Vec<(u8, Pending)>,
+    ) {
+        let fresh = self.freshness.window(now.unix_ns);
         for i in batch.live() {
             let Some(off) = scion::scion_offset(batch.meta(i)) else {
                 batch.set_class(i, U);
                 continue;
             };
             let prep = match batch.data(i).get(off..) {
-                Some(pkt) => self.prepare(pkt, now),
+                Some(pkt) => self.prepare(pkt, fresh),
                 None => Err(DropReason::Truncated),
             };
             match prep {
@@ -272,6 +294,18 @@ impl Classifier {
                 Err(r) => batch.drop_packet(i, r),
             }
         }
+    }
+
+    /// Passes 2 to 4 of [`classify_burst`](Self::classify_burst) over the
+    /// EPIC-Z packets in `scratch`.
+    #[inline(never)]
+    fn verify_burst<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        now: Now,
+        sel: Selection,
+        scratch: &mut [(u8, Pending)],
+    ) {
         // Pass 2: key slots under the first acceptable epoch.
         let first = sel.iter().next();
         let mut slot = [usize::MAX; BURST];
@@ -290,9 +324,10 @@ impl Classifier {
         // (cache collision) is not trusted: that packet takes the slow path.
         // Every trusted packet's V_i (a 3-block CMAC under its own host key)
         // runs interleaved with the others', then every Q packet's Ṽ_i (one
-        // block under its source AS's level-1 key), eight lanes at a time.
-        let mut ok = [false; BURST];
-        let mut fast = [false; BURST];
+        // block under its source AS's level-1 key).
+        // Bit k: scratch packet k's HVF verified / was checked in pass 3.
+        let mut ok = 0u32;
+        let mut fast = 0u32;
         // Without a miss in pass 2 nothing was replaced: every slot still
         // holds its packet's keys.
         let replaced = self.host_keys.stats().misses != misses_before;
@@ -319,39 +354,59 @@ impl Classifier {
             }
             let mut tags = [[0u8; 16]; BURST];
             Aes::cbc_mac_multi(3, |j| hk[j].host.aes(), |j, b| msgs[j][b], &mut tags[..m]);
-            // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1) for the Q packets, in place.
+            // V_i truncated; the Q lanes listed in `q`. `mixed` tells whether
+            // the Q lanes come from more than one source AS (compared with
+            // the burst's first EPIC-Z packet: if that one is a non-Q packet
+            // of another AS, the burst only takes the general path below).
+            let mut hvf = [[0u8; 4]; BURST];
             let mut q = [0u8; BURST];
             let mut nq = 0;
+            let src0 = scratch.first().map_or(0, |(_, p)| p.src.to_u64());
+            let mut mixed = false;
             for j in 0..m {
-                let v = u32::from_be_bytes([tags[j][0], tags[j][1], tags[j][2], tags[j][3]]);
-                tags[j] = (u128::from(v) << 96).to_be_bytes();
+                hvf[j] = mac::truncate::<4>(&tags[j]);
+                let p = &scratch[usize::from(lane[j])].1;
                 q[nq] = j as u8;
-                nq += usize::from(scratch[usize::from(lane[j])].1.q);
+                nq += usize::from(p.q);
+                mixed |= p.q & (p.src.to_u64() != src0);
             }
+            // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1) for the Q lanes. Its key is the
+            // level-1 key of the packet's source AS (the epoch is the same
+            // for the whole pass): when every Q packet comes from one AS, as
+            // usual in a burst, all run under that one key, four blocks per
+            // VAES instruction where the CPU has it.
             let mut as_tags = [[0u8; 16]; BURST];
-            for (t, &j) in as_tags.iter_mut().zip(&q[..nq]) {
-                *t = tags[usize::from(j)];
+            let v_block =
+                |j: u8| (u128::from(u32::from_be_bytes(hvf[usize::from(j)])) << 96).to_be_bytes();
+            if nq > 0 && !mixed {
+                let h = hk[usize::from(q[0])];
+                h.as_aes.cbc_mac_batch(
+                    1,
+                    |i, _| xor_block(&v_block(q[i]), &h.as_k1),
+                    &mut as_tags[..nq],
+                );
+            } else {
+                Aes::cbc_mac_multi(
+                    1,
+                    |i| &hk[usize::from(q[i])].as_aes,
+                    |i, _| xor_block(&v_block(q[i]), &hk[usize::from(q[i])].as_k1),
+                    &mut as_tags[..nq],
+                );
             }
-            Aes::cbc_chain_multi(
-                1,
-                |i| &hk[usize::from(q[i])].as_aes,
-                |i, _| hk[usize::from(q[i])].as_k1,
-                &mut as_tags[..nq],
-            );
             for (t, &j) in as_tags[..nq].iter().zip(&q[..nq]) {
-                tags[usize::from(j)] = *t;
+                hvf[usize::from(j)] = mac::truncate::<4>(t);
             }
             for j in 0..m {
                 let k = usize::from(lane[j]);
-                ok[k] = hvf_eq(&mac::truncate::<4>(&tags[j]), &scratch[k].1.hvf);
-                fast[k] = true;
+                ok |= u32::from(hvf_eq(&hvf[j], &scratch[k].1.hvf)) << k;
+                fast |= 1 << k;
             }
         }
         // Pass 4: failures retry the other epochs; then police in order.
         for (k, (i, p)) in scratch.iter().enumerate() {
-            let v = if ok[k] {
+            let v = if ok & (1 << k) != 0 {
                 Ok(())
-            } else if fast[k] {
+            } else if fast & (1 << k) != 0 {
                 self.verify_after_first(sel, p)
             } else {
                 self.verify(sel, p)
@@ -359,7 +414,6 @@ impl Classifier {
             let d = v.and_then(|()| self.police(p, now));
             self.apply(batch, usize::from(*i), d);
         }
-        self.scratch = scratch;
     }
 
     /// Records and applies a decision to packet `i` of `batch`.
@@ -416,7 +470,7 @@ impl Classifier {
     }
 
     /// After a valid HVF: replay filter, then the Q flag and the AS/ISD bucket.
-    #[inline]
+    #[inline(always)]
     fn police(&mut self, p: &Pending, now: Now) -> Decision {
         if let Some(f) = self.replay.as_mut() {
             let host = &p.blocks[1];
@@ -476,6 +530,12 @@ fn input_blocks(f: &EpicFields) -> [Block; 3] {
     ]);
     let b2 = (u128::from(sigma | u64::from(f.payload_len)) << 64 | 0x80 << 56).to_be_bytes();
     [b0, f.src_host, b2]
+}
+
+/// `a ⊕ b` as one 128-bit operation.
+#[inline(always)]
+fn xor_block(a: &Block, b: &Block) -> Block {
+    (u128::from_ne_bytes(*a) ^ u128::from_ne_bytes(*b)).to_ne_bytes()
 }
 
 /// Compares two HVFs as one 32-bit word (no early exit on a byte).

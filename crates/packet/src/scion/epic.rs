@@ -207,6 +207,12 @@ pub fn epic_fields(pkt: &[u8]) -> Result<EpicFields> {
 /// error or handles the inference case).
 #[inline(always)]
 fn epic_fields_fast(pkt: &[u8]) -> Option<EpicFields> {
+    fast_shape(pkt)?.read(pkt)
+}
+
+/// The checks of [`epic_fields_fast`], returning the packet's layout.
+#[inline(always)]
+fn fast_shape(pkt: &[u8]) -> Option<EpicShape> {
     use crate::scion::header::host_len;
     let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
     let hl = usize::from(c[5]) * 4;
@@ -225,22 +231,114 @@ fn epic_fields_fast(pkt: &[u8]) -> Option<EpicFields> {
     let curr_hf = ((w >> 24) & 0x3f) as usize;
     let infos = EPIC_LEN + n * HVF_LEN + META_LEN;
     let hops = infos + meta_n_inf(w) * INFO_LEN;
-    let src_ia = u64::from_be_bytes(*c[20..].first_chunk()?);
-    // 16 bytes from the source host are in bounds (the path follows it and
-    // is longer than 12 bytes); keep the address's bytes, zero the rest.
-    let raw = u128::from_be_bytes(take(pkt, ADDR_HOSTS + dl).ok()?);
-    Some(EpicFields {
-        src_ia: Ia::from_u64(src_ia),
-        src_type_len: c[9] & 0x0f,
-        src_host: (raw & HOST_MASK[usize::from(c[9] & 0b11)]).to_be_bytes(),
-        pkt_id: *path.first_chunk()?,
-        flags: *path.get(field::FLAGS)?,
-        info0_timestamp: u32::from_be_bytes(take(path, infos + 4).ok()?),
-        hvf: take(path, field::HVFS + curr_hf * HVF_LEN).ok()?,
-        hop_mac: take(path, hops + curr_hf * HOP_LEN + 6).ok()?,
-        payload_len,
-        header_len: hl,
+    // Every offset is below HdrLen ≤ 1020, so `u16` holds it.
+    Some(EpicShape {
+        hdr: u16::from_be_bytes([c[5], c[9]]),
+        n: n as u8,
+        meta: w,
+        src_host: (ADDR_HOSTS + dl) as u16,
+        path: po as u16,
+        meta_at: (po + EPIC_LEN + n * HVF_LEN) as u16,
+        hvf: (po + field::HVFS + curr_hf * HVF_LEN) as u16,
+        hop_mac: (po + hops + curr_hf * HOP_LEN + 6) as u16,
     })
+}
+
+/// The layout of an EPIC-Z packet that passed every check of
+/// [`epic_fields`]'s one-pass reader, remembered by [`epic_fields_memo`]
+/// so that the next packet of the same layout (same header length, host
+/// address types, `NumHVF` and meta-header word: e.g. the rest of a burst
+/// through the same hop) is checked by comparing those few bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpicShape {
+    /// Bytes 5 (HdrLen) and 9 (DT/DL/ST/SL) of the common header.
+    hdr: u16,
+    /// `NumHVF`; 0 while nothing is remembered (a layout with `NumHVF` 0
+    /// is never remembered).
+    n: u8,
+    /// The meta-header word.
+    meta: u32,
+    /// Offsets from the packet start: source host, path, meta header
+    /// (followed by the first info field), current HVF, current hop's MAC.
+    src_host: u16,
+    path: u16,
+    meta_at: u16,
+    hvf: u16,
+    hop_mac: u16,
+}
+
+impl EpicShape {
+    /// The fields of `pkt` if it has this layout and passes the per-packet
+    /// checks (version, path type, header and payload inside the buffer):
+    /// exactly when [`epic_fields`] accepts it with the fields at these
+    /// offsets. `None` sends the caller to the full reader.
+    #[inline(always)]
+    fn read(&self, pkt: &[u8]) -> Option<EpicFields> {
+        let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
+        let hl = usize::from(c[5]) * 4;
+        let payload_len = u16::from_be_bytes([c[6], c[7]]);
+        let same = c[0] >> 4 == 0
+            && c[8] == 201
+            && self.n != 0
+            && u16::from_be_bytes([c[5], c[9]]) == self.hdr
+            && hl + usize::from(payload_len) <= pkt.len();
+        if !same {
+            return None;
+        }
+        // PktID, flags, NumHVF, reserved.
+        let head: [u8; EPIC_LEN] = take(pkt, usize::from(self.path)).ok()?;
+        // The meta-header word and the first info field (its timestamp last).
+        let meta: [u8; META_LEN + INFO_LEN] = take(pkt, usize::from(self.meta_at)).ok()?;
+        let (w, info0) = meta.split_first_chunk::<META_LEN>()?;
+        if head[field::NUM_HVF] != self.n || u32::from_be_bytes(*w) != self.meta {
+            return None;
+        }
+        // 16 bytes from the source host are in bounds (the path follows it and
+        // is longer than 12 bytes); keep the address's bytes, zero the rest.
+        let raw = u128::from_be_bytes(take(pkt, usize::from(self.src_host)).ok()?);
+        // The hop field's last 8 bytes (ConsEgress and the MAC) in one
+        // load: a 6-byte copy through memory, read back at other widths by
+        // the caller, stalled on store forwarding (measured).
+        let hop = take::<8>(pkt, usize::from(self.hop_mac).wrapping_sub(2)).ok()?;
+        let [_, _, m @ ..] = hop;
+        Some(EpicFields {
+            src_ia: Ia::from_u64(u64::from_be_bytes(*c[20..].first_chunk()?)),
+            src_type_len: c[9] & 0x0f,
+            src_host: (raw & HOST_MASK[usize::from(c[9] & 0b11)]).to_be_bytes(),
+            pkt_id: *head.first_chunk()?,
+            flags: head[field::FLAGS],
+            info0_timestamp: u32::from_be_bytes(*info0.last_chunk()?),
+            hvf: take(pkt, usize::from(self.hvf)).ok()?,
+            hop_mac: m,
+            payload_len,
+            header_len: hl,
+        })
+    }
+}
+
+/// [`epic_fields`] remembering the packet layout in `shape`: a packet with
+/// the remembered layout skips the path-structure checks (they passed for
+/// the same bytes before) and is only checked for what differs per packet.
+/// Returns exactly what [`epic_fields`] returns, whatever `shape` holds
+/// (a fresh [`EpicShape::default`] remembers nothing). Never panics.
+#[inline]
+pub fn epic_fields_memo(pkt: &[u8], shape: &mut EpicShape) -> Result<EpicFields> {
+    match shape.read(pkt) {
+        Some(f) => Ok(f),
+        None => epic_fields_learn(pkt, shape),
+    }
+}
+
+/// [`epic_fields_memo`] for a packet of a new layout.
+#[inline(never)]
+fn epic_fields_learn(pkt: &[u8], shape: &mut EpicShape) -> Result<EpicFields> {
+    match fast_shape(pkt) {
+        Some(s) => {
+            *shape = s;
+            s.read(pkt).map_or_else(|| epic_fields_checked(pkt), Ok)
+        }
+        None => epic_fields_checked(pkt),
+    }
 }
 
 /// [`epic_fields`] through the header view and the general path reader.

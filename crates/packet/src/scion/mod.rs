@@ -18,7 +18,7 @@ pub mod packet;
 pub mod path;
 pub mod sibra;
 
-pub use epic::{epic_fields, EpicFields, EpicPath, EpicPathRepr};
+pub use epic::{epic_fields, epic_fields_memo, EpicFields, EpicPath, EpicPathRepr, EpicShape};
 pub use header::{next_hdr, AddrHdrRepr, PathType, RawHostAddr, ScionHeader};
 pub use packet::{parse, parse_path, Path, PathRepr, ScionPacket, ScionRepr};
 pub use path::{

@@ -622,8 +622,9 @@ pub fn fair_template(
     use pipeline::{Batch, Now, Stage, Verdict};
     let p: FairTemplateParams = typed(params)?;
     let min = 42 + TAG_LEN;
-    if p.size < min || p.size > 1400 {
-        return Err(ConfigError::at("size", format!("must be in {min}..=1400")));
+    // The FAIR header comes on top of `size`; the frame must still fit 1514.
+    if p.size < min || p.size > 1514 {
+        return Err(ConfigError::at("size", format!("must be in {min}..=1514")));
     }
     let k_sd = mac::Key::from(key16("k_sd", &p.k_sd)?);
     let unix_ns = ctx.unix_s.saturating_sub(p.age_s).saturating_mul(1_000_000_000);
@@ -657,6 +658,12 @@ pub fn fair_template(
         }
         let mut f = Vec::new();
         b.drain(|buf, _| f = buf);
+        if f.len() > 1514 {
+            return Err(ConfigError::at(
+                "size",
+                format!("with the FAIR header the frame is {} bytes (max 1514)", f.len()),
+            ));
+        }
         out.push(f);
     }
     Ok(out)
