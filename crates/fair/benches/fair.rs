@@ -381,7 +381,10 @@ fn bench_fib(c: &mut Criterion) {
         let mut b = batch_of(&pkts[0]);
         let mut at = 0usize;
         let before = s.stats.stamped;
+        // Set when criterion runs this benchmark (not filtered out).
+        let mut ran = false;
         g.bench_function(name, |bch| {
+            ran = true;
             bch.iter(|| {
                 for i in 0..BURST {
                     b.buf_mut(i).set(&pkts[(at + i) % PKTS]).unwrap();
@@ -392,7 +395,7 @@ fn bench_fib(c: &mut Criterion) {
                 black_box(b.data(0)[47]);
             })
         });
-        assert!(s.stats.stamped > before && s.stats.no_channel == 0);
+        assert!(!ran || (s.stats.stamped > before && s.stats.no_channel == 0));
     }
     g.finish();
 }

@@ -8,7 +8,8 @@
 //! as in the criterion bench (e.g. `FP_FLOWS=1000000 FP_BURSTS=200000 FP_DISTINCT=64` for timing; the
 //! time printed is this thread's CPU time, which load does not inflate).
 //!
-//! `FP_HINTS=0` turns off the tag-guided entry loads (`Config::slot_hints`).
+//! `FP_HINTS=0` / `=1` forces the tag-guided entry loads off / on
+//! (`Config::slot_hints`; default: on up to 8 Mi slots).
 //!
 //! `FP_MODE=request`: the request path of the `request` criterion bench
 //! instead (router-level insertion of new flows into a table of `FP_FLOWS`
@@ -128,7 +129,7 @@ fn main() {
         SeedChain::generate([1; 32], 0, 4),
     );
     cfg.link = LinkLayer::Ip;
-    cfg.slot_hints = std::env::var("FP_HINTS").map_or(true, |v| v != "0");
+    cfg.slot_hints = std::env::var("FP_HINTS").ok().map(|v| v != "0");
     let mut stage = FlowPolice::new(cfg).unwrap();
     let caps: Vec<(usize, Capability)> = (0..flows)
         .filter_map(|i| {

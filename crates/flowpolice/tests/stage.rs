@@ -350,7 +350,7 @@ fn bursts_match_the_router(slot_hints: bool) {
     let slots = 256;
     let mut cfg = config();
     cfg.slots = slots;
-    cfg.slot_hints = slot_hints;
+    cfg.slot_hints = Some(slot_hints);
     let mut st = FlowPolice::new(cfg).unwrap();
     let mut twin = Router::new(Params::default(), &mac::Key::from(KEY), slots, 32, [1, 2]).unwrap();
     let t0 = now(0).mono_ns / 1_000_000;

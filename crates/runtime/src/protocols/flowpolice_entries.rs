@@ -195,9 +195,9 @@ pub struct FlowPoliceParams {
     pub protected_v4: Vec<Ipv4Addr>,
     /// Require capabilities to match the packet's flow.
     pub check_flow_binding: Option<bool>,
-    /// Load only the entry the home chunk's tags point at (default true);
-    /// `false` loads the whole home chunk, as before session 4 (see
-    /// `flowpolice::stage::Config::slot_hints`).
+    /// `true`: regular packets load only the entry the home chunk's tags
+    /// point at; `false`: the whole home chunk. Default: hints for tables of
+    /// up to 8 Mi slots (`flowpolice::stage::Config::slot_hints`).
     pub slot_hints: Option<bool>,
     /// Ingress policer of the request channel (before the puzzle hash).
     pub request_cap: Option<CapParams>,
@@ -256,9 +256,7 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
         if let Some(b) = c.check_flow_binding {
             cfg.check_flow_binding = b;
         }
-        if let Some(h) = c.slot_hints {
-            cfg.slot_hints = h;
-        }
+        cfg.slot_hints = c.slot_hints;
         cfg.request_cap = c.request_cap.map(|x| x.into_cap("request_cap")).transpose()?;
         cfg.legacy_cap = c.legacy_cap.map(|x| x.into_cap("legacy_cap")).transpose()?;
         cfg.link = match c.link {
