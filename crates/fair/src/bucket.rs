@@ -49,17 +49,30 @@ impl TokenBucket {
     /// Takes `len` bytes if they conform; otherwise takes nothing.
     #[inline]
     pub fn try_consume(&mut self, len: u64, now_ns: u64) -> bool {
+        let mut fill = self.fill_at(now_ns);
+        let ok = take(&mut fill, len);
+        self.tokens = fill;
+        ok
+    }
+
+    /// The fill (nano-bytes) after refilling to `now_ns`, for a caller that
+    /// polices a run of packets arriving at `now_ns` in a register
+    /// ([`take`] per packet) and stores the result with
+    /// [`set_fill`](Self::set_fill): the same decisions as
+    /// [`try_consume`](Self::try_consume) per packet.
+    #[inline]
+    pub(crate) fn fill_at(&mut self, now_ns: u64) -> u64 {
         // Packets of one burst share a timestamp: refill once.
         if now_ns != self.last_ns {
             self.refill(now_ns);
         }
-        let need = len.saturating_mul(NANO);
-        if self.tokens >= need {
-            self.tokens -= need;
-            true
-        } else {
-            false
-        }
+        self.tokens
+    }
+
+    /// Stores a fill taken from [`fill_at`](Self::fill_at) (never more than it returned).
+    #[inline]
+    pub(crate) fn set_fill(&mut self, fill: u64) {
+        self.tokens = fill.min(self.cap);
     }
 
     /// Changes rate and depth (a new policy), keeping the current fill (capped).
@@ -68,6 +81,19 @@ impl TokenBucket {
         self.cir = cir;
         self.cap = cbs.saturating_mul(NANO);
         self.tokens = self.tokens.min(self.cap);
+    }
+}
+
+/// Takes `len` bytes from `fill` (nano-bytes) if they conform; otherwise
+/// takes nothing.
+#[inline(always)]
+pub(crate) fn take(fill: &mut u64, len: u64) -> bool {
+    let need = len.saturating_mul(NANO);
+    if *fill >= need {
+        *fill -= need;
+        true
+    } else {
+        false
     }
 }
 

@@ -343,29 +343,26 @@ pub fn hot_lean(frame: &[u8], l3: L3, l3_off: u16, proto_off: u16) -> Option<Hot
 
 #[inline(always)]
 fn hot_lean_in<const V6: bool>(frame: &[u8], l3_off: u16, proto_off: u16) -> Option<Hot> {
-    if proto_off == NO_OFFSET {
-        return None;
-    }
+    let (l3, off) = (l3_off as usize, proto_off as usize);
     // FAIR follows at least a full IPv4 header (IPv6: the fixed header).
-    let rel = proto_off.checked_sub(l3_off)? as usize;
-    if rel < if V6 { 40 } else { 20 } {
+    if proto_off == NO_OFFSET || off < l3 + if V6 { 40 } else { 20 } {
         return None;
     }
-    let ip = frame.get(l3_off as usize..)?;
-    let (h, _) = ip.get(rel..)?.split_first_chunk::<9>()?;
+    // Frame offsets, each checked once against the frame.
+    let h: &[u8; 9] = frame.get(off..off + 9)?.try_into().ok()?;
     let hl = h[1];
     let len = if V6 {
         (hl.wrapping_sub(1) < 16).then_some((hl as usize + 1) * 8)?
     } else {
         (hl.wrapping_sub(9) < 128).then_some(hl as usize)?
     };
-    if rel + len > ip.len() || (h[8] & 0x7F) as usize > len - packet::fair::FIXED_LEN {
+    if off + len > frame.len() || (h[8] & 0x7F) as usize > len - packet::fair::FIXED_LEN {
         return None;
     }
     // The length field (IP bytes 2..6) lies before the header.
-    let at = if V6 { 4 } else { 2 };
-    let lf = u16::from_be_bytes([ip[at], ip[at + 1]]);
-    Some(hot_from(l3_off as usize, proto_off as usize, V6, len, h, lf))
+    let at = l3 + if V6 { 4 } else { 2 };
+    let lf = frame.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    Some(hot_from(l3, off, V6, len, h, lf))
 }
 
 /// Locates the FAIR header of the IP packet at `l3_off` from scratch with the

@@ -178,15 +178,19 @@ impl DupFilter {
             return false;
         }
         let w = off / 64;
-        m.1 = m.1.min(w);
-        m.2 = m.2.max(w + 1);
         let word = &mut self.words[(slot as u32 * wps + w) as usize];
-        let bit = 1u64 << (off % 64);
-        if *word & bit != 0 {
+        let (old, bit) = (*word, 1u64 << (off % 64));
+        if old & bit != 0 {
             self.duplicates += 1;
             return true;
         }
-        *word |= bit;
+        // Only a word's first bit widens the touched range: every nonzero
+        // word of a slot already lies in it (clearing zeroes the range).
+        if old == 0 {
+            m.1 = m.1.min(w);
+            m.2 = m.2.max(w + 1);
+        }
+        *word = old | bit;
         false
     }
 
@@ -474,6 +478,49 @@ mod tests {
                 a.dup_filter().map(|d| (d.duplicates, d.unchecked)),
                 b.dup_filter().map(|d| (d.duplicates, d.unchecked))
             );
+        }
+
+        /// The duplicate filter answers as a per-slot set of window offsets
+        /// would, and clearing a slot leaves all of its words zero (the
+        /// touched range covers every word that was set).
+        #[test]
+        fn dup_filter_matches_set_model(
+            bits in 64u32..400,
+            ops in proptest::collection::vec((0usize..8, 0u32..1200, 0u8..10), 1..400),
+        ) {
+            let mut f = DupFilter::new(bits);
+            let wps = (f.bits / 64) as usize;
+            let mut model: Vec<(Option<u32>, std::collections::HashSet<u32>)> =
+                vec![(None, Default::default()); 8];
+            let (mut dups, mut unchecked) = (0u64, 0u64);
+            for (slot, seq, op) in ops {
+                if op == 0 {
+                    f.clear(slot);
+                    model[slot] = (None, Default::default());
+                    prop_assert!(f.words[slot * wps..(slot + 1) * wps].iter().all(|&w| w == 0));
+                    continue;
+                }
+                // Sequence numbers near the 2^24 wrap as well.
+                let seq = seq.wrapping_sub(600) & 0x00FF_FFFF;
+                let m = &mut model[slot];
+                let base = *m.0.get_or_insert(seq.wrapping_sub(f.bits / 8) & 0x00FF_FFFF);
+                let off = seq.wrapping_sub(base) & 0x00FF_FFFF;
+                let want = if off >= f.bits {
+                    unchecked += 1;
+                    false
+                } else if !m.1.insert(off) {
+                    dups += 1;
+                    true
+                } else {
+                    false
+                };
+                prop_assert_eq!(f.seen(slot, seq), want);
+            }
+            prop_assert_eq!((f.duplicates, f.unchecked), (dups, unchecked));
+            for slot in 0..8 {
+                f.clear(slot);
+            }
+            prop_assert!(f.words.iter().all(|&w| w == 0));
         }
 
         /// P-6: adding records never removes a violation.

@@ -57,10 +57,12 @@
 //!   one pipelined call per key. Transit draws a burst's nonces in one
 //!   generator step and bumps NextAS in the checking pass. The destination
 //!   writes each 64-byte record straight into the sink's buffer
-//!   ([`record::RecordSink::append_with`], [`record::RecordRing`]), refills a
-//!   policer once per burst, prefetches a channel's state when a burst first
-//!   meets it, and strips the header by patching the IP header in the
-//!   register copy that moves it.
+//!   ([`record::RecordSink::append_with`], [`record::RecordRing`]), keeps
+//!   its source classification cached across bursts, handles each run of one
+//!   channel's packets with the channel's counters and policer fill in
+//!   locals, prefetches a channel's state when the cache first meets it, and
+//!   strips the header by patching the IP header in the register copy that
+//!   moves it.
 //!
 //! The §9 test checklist (every test case ID → test) is `tests/README.md`.
 //!

@@ -408,16 +408,22 @@ impl RecordSink for NullSink {
 /// A preallocated in-memory ring of encoded records: appending is one
 /// 64-byte copy; when full, the oldest record is overwritten (and counted).
 /// A worker's staging area between the data plane and a store or exporter.
+///
+/// Appending only advances the head: which records were overwritten follows
+/// from head and tail (everything more than a ring behind the head), so the
+/// per-record path does no overflow bookkeeping; [`drain`](Self::drain)
+/// settles it.
 #[derive(Clone, Debug)]
 pub struct RecordRing {
     slots: Box<[[u8; RECORD_LEN]]>,
     mask: usize,
     /// Records appended so far (the next write goes to `head & mask`).
     head: u64,
-    /// Records taken by [`drain`](Self::drain) so far.
+    /// Records drained or counted as overwritten so far (may lag more than a
+    /// ring behind `head` until [`drain`](Self::drain) settles it).
     tail: u64,
-    /// Records overwritten before they were drained.
-    pub overwritten: u64,
+    /// Records counted as overwritten when the ring was last settled.
+    settled_overwritten: u64,
 }
 
 impl RecordRing {
@@ -429,13 +435,24 @@ impl RecordRing {
             mask: cap - 1,
             head: 0,
             tail: 0,
-            overwritten: 0,
+            settled_overwritten: 0,
         }
+    }
+
+    /// Records overwritten since `tail` and not yet settled.
+    #[inline]
+    fn unsettled(&self) -> u64 {
+        (self.head - self.tail).saturating_sub(self.mask as u64 + 1)
     }
 
     /// Records held (not yet drained).
     pub fn len(&self) -> usize {
-        (self.head - self.tail) as usize
+        (self.head - self.tail - self.unsettled()) as usize
+    }
+
+    /// Records overwritten before they were drained.
+    pub fn overwritten(&self) -> u64 {
+        self.settled_overwritten + self.unsettled()
     }
 
     /// Whether no record is held.
@@ -445,6 +462,9 @@ impl RecordRing {
 
     /// Hands every held record to `f`, oldest first, and empties the ring.
     pub fn drain(&mut self, mut f: impl FnMut(&[u8; RECORD_LEN])) {
+        let lost = self.unsettled();
+        self.settled_overwritten += lost;
+        self.tail += lost;
         while self.tail < self.head {
             f(&self.slots[self.tail as usize & self.mask]);
             self.tail += 1;
@@ -470,10 +490,6 @@ impl RecordSink for RecordRing {
             fill(s);
         }
         self.head += 1;
-        if self.head - self.tail > self.mask as u64 + 1 {
-            self.tail += 1;
-            self.overwritten += 1;
-        }
     }
 }
 
@@ -525,11 +541,26 @@ mod tests {
         for i in 0..6u8 {
             r.append_raw(&[i; RECORD_LEN]);
         }
-        assert_eq!((r.len(), r.overwritten), (4, 2));
+        assert_eq!((r.len(), r.overwritten()), (4, 2));
         let mut got = Vec::new();
         r.drain(|b| got.push(b[0]));
         assert_eq!(got, vec![2, 3, 4, 5]);
         assert!(r.is_empty());
+        assert_eq!((r.len(), r.overwritten()), (0, 2));
+        // After a drain: a partial fill loses nothing, a long run loses all but
+        // the newest ring's worth, and the count accumulates.
+        for i in 6..9u8 {
+            r.append_raw(&[i; RECORD_LEN]);
+        }
+        assert_eq!((r.len(), r.overwritten()), (3, 2));
+        for i in 9..20u8 {
+            r.append_raw(&[i; RECORD_LEN]);
+        }
+        assert_eq!((r.len(), r.overwritten()), (4, 12));
+        got.clear();
+        r.drain(|b| got.push(b[0]));
+        assert_eq!(got, vec![16, 17, 18, 19]);
+        assert_eq!((r.len(), r.overwritten()), (0, 12));
         // The default `append_raw` decodes into `append`.
         let rec = Record::decode(&[0u8; RECORD_LEN]).unwrap();
         let mut v: Vec<Record> = Vec::new();

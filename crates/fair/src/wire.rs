@@ -355,12 +355,36 @@ pub fn strip_hot_bytes(d: &mut [u8], h: &crate::common::Hot) -> Result<(), pipel
     Ok(())
 }
 
+/// [`strip_hot`] for an IPv6 packet at `l3` whose FAIR header follows the
+/// fixed header at frame offset `N`: IP bytes 4..8 (payload length, next
+/// header, hop limit) are read as one word and patched in a register, the
+/// `N` bytes move `len` bytes on, and the word is stored over its moved copy.
+/// `false` when the offsets do not fit (the caller falls back).
+#[inline(always)]
+fn strip_v6_word<const N: usize>(d: &mut [u8], l3: usize, len: usize, orig: u8) -> bool {
+    if l3 + 40 != N || len + N > d.len() {
+        return false;
+    }
+    let Some((w, _)) = d[l3 + 4..].split_first_chunk::<4>() else { return false };
+    let w = u32::from_be_bytes(*w);
+    let pl = ((w >> 16) as u16).saturating_sub(len as u16);
+    let w = (u32::from(pl) << 16) | (u32::from(orig) << 8) | (w & 0xFF);
+    d.copy_within(..N, len);
+    d[len + l3 + 4..len + l3 + 8].copy_from_slice(&w.to_be_bytes());
+    true
+}
+
 /// [`strip_hot`] for a FAIR header at frame offset `N`: copies `d[..N]`,
 /// restores the IP header fields in the copy, writes it `len` bytes later.
 /// `false` when the IP header does not fit the copy (the caller falls back).
 #[inline(always)]
 fn strip_fixed<const N: usize>(d: &mut [u8], h: &crate::common::Hot, orig: u8) -> bool {
     let (l3, len) = (h.l3_off as usize, h.len as usize);
+    // IPv6 with the header right after the fixed header: the fields to
+    // patch (payload length, next header) share one word.
+    if h.v6 && l3 + 40 == N {
+        return strip_v6_word::<N>(d, l3, len, orig);
+    }
     let mut w = [0u8; N];
     match d.get(..N) {
         Some(s) => w.copy_from_slice(s),

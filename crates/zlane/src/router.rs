@@ -15,6 +15,9 @@ use crate::hvf::{packet_time_ns, FreshWindow, Freshness, Hvf, INPUT_LEN};
 use crate::keys::{HostKeyCache, HostKeys, RouterKeys};
 use crate::replay::ReplayFilter;
 
+// Lane indices are masked with `BURST - 1` (see `verify_burst`).
+const _: () = assert!(BURST.is_power_of_two());
+
 /// Offset of the PathType byte in the SCION common header.
 const PATH_TYPE_OFF: usize = 8;
 /// Source host type/length codes DRKey derives keys for.
@@ -73,8 +76,9 @@ pub struct Classifier {
     scratch: Vec<(u8, Pending)>,
     /// Fills unused lanes of the burst's key table (never MACs anything).
     placeholder: HostKeys,
-    /// The last bucket key looked up and its slot: bursts mostly come
-    /// from few source ASes (slots never move once configured).
+    /// The last source AS policed (`Ia::to_u64`) and its bucket's slot:
+    /// bursts mostly come from few source ASes (slots never move once
+    /// configured), and comparing the source skips working out its key.
     last_bucket: (u64, Option<usize>),
     /// Layout of the last EPIC-Z packet read (its path checks are skipped
     /// for packets of the same layout; see `packet::scion::epic_fields_memo`).
@@ -103,6 +107,12 @@ impl Classifier {
                 return Err(ConfigError::TableFull { what: "AS/ISD buckets" });
             }
         }
+        // The memo starts out right for source 0 (whatever its key).
+        let origin0 = match Ia::from_u64(0) {
+            ia if ia.isd() == cfg.local_ia.isd() => Origin::As(ia),
+            ia => Origin::Isd(ia.isd()),
+        };
+        let last_bucket = (0, buckets.find(origin0.key()));
         Ok(Classifier {
             keys: keys.into(),
             host_keys: HostKeyCache::new(
@@ -120,7 +130,7 @@ impl Classifier {
             counters: ClassifyCounters::default(),
             scratch: Vec::with_capacity(BURST),
             placeholder: HostKeys::placeholder(),
-            last_bucket: (0, None),
+            last_bucket,
             shape: EpicShape::default(),
         })
     }
@@ -353,7 +363,15 @@ impl Classifier {
                 m += 1;
             }
             let mut tags = [[0u8; 16]; BURST];
-            Aes::cbc_mac_multi(3, |j| hk[j].host.aes(), |j, b| msgs[j][b], &mut tags[..m]);
+            // (Lane indices are below `m` ≤ BURST, a power of two: the masks
+            // only spare the closures a bounds check per call.)
+            let lane_of = |j: usize| j & (BURST - 1);
+            Aes::cbc_mac_multi(
+                3,
+                |j| hk[lane_of(j)].host.aes(),
+                |j, b| msgs[lane_of(j)][b],
+                &mut tags[..m],
+            );
             // V_i truncated; the Q lanes listed in `q`. `mixed` tells whether
             // the Q lanes come from more than one source AS (compared with
             // the burst's first EPIC-Z packet: if that one is a non-Q packet
@@ -376,8 +394,7 @@ impl Classifier {
             // usual in a burst, all run under that one key, four blocks per
             // VAES instruction where the CPU has it.
             let mut as_tags = [[0u8; 16]; BURST];
-            let v_block =
-                |j: u8| (u128::from(u32::from_be_bytes(hvf[usize::from(j)])) << 96).to_be_bytes();
+            let v_block = |j: u8| vi_block(&tags[lane_of(usize::from(j))]);
             if nq > 0 && !mixed {
                 let h = hk[usize::from(q[0])];
                 h.as_aes.cbc_mac_batch(
@@ -482,13 +499,13 @@ impl Classifier {
         if !p.q {
             return Ok(A);
         }
-        let key = self.origin_of(p.src).key();
         let burst = self.burst;
-        let slot = if key == self.last_bucket.0 {
+        let src = p.src.to_u64();
+        let slot = if src == self.last_bucket.0 {
             self.last_bucket.1
         } else {
-            let s = self.buckets.find(key);
-            self.last_bucket = (key, s);
+            let s = self.buckets.find(self.origin_of(p.src).key());
+            self.last_bucket = (src, s);
             s
         };
         let bucket = slot.and_then(|s| self.buckets.at_mut(s));
@@ -530,6 +547,15 @@ fn input_blocks(f: &EpicFields) -> [Block; 3] {
     ]);
     let b2 = (u128::from(sigma | u64::from(f.payload_len)) << 64 | 0x80 << 56).to_be_bytes();
     [b0, f.src_host, b2]
+}
+
+/// `V ‖ 0¹²` for the V_i whose full tag is `tag` (its first four bytes):
+/// one 128-bit AND, no byte shuffling.
+#[inline(always)]
+fn vi_block(tag: &Block) -> Block {
+    const FIRST4: u128 =
+        u128::from_ne_bytes([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    (u128::from_ne_bytes(*tag) & FIRST4).to_ne_bytes()
 }
 
 /// `a ⊕ b` as one 128-bit operation.

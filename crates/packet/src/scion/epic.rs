@@ -233,7 +233,8 @@ fn fast_shape(pkt: &[u8]) -> Option<EpicShape> {
     let hops = infos + meta_n_inf(w) * INFO_LEN;
     // Every offset is below HdrLen ≤ 1020, so `u16` holds it.
     Some(EpicShape {
-        hdr: u16::from_be_bytes([c[5], c[9]]),
+        hdr_len: c[5],
+        addr_types: c[9],
         n: n as u8,
         meta: w,
         src_host: (ADDR_HOSTS + dl) as u16,
@@ -251,8 +252,11 @@ fn fast_shape(pkt: &[u8]) -> Option<EpicShape> {
 /// through the same hop) is checked by comparing those few bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EpicShape {
-    /// Bytes 5 (HdrLen) and 9 (DT/DL/ST/SL) of the common header.
-    hdr: u16,
+    /// Byte 5 (HdrLen) of the common header.
+    hdr_len: u8,
+    /// Byte 9 (DT/DL/ST/SL) of the common header (compared byte by byte
+    /// with `hdr_len`: packing the two into a `u16` took more instructions).
+    addr_types: u8,
     /// `NumHVF`; 0 while nothing is remembered (a layout with `NumHVF` 0
     /// is never remembered).
     n: u8,
@@ -280,7 +284,8 @@ impl EpicShape {
         let same = c[0] >> 4 == 0
             && c[8] == 201
             && self.n != 0
-            && u16::from_be_bytes([c[5], c[9]]) == self.hdr
+            && c[5] == self.hdr_len
+            && c[9] == self.addr_types
             && hl + usize::from(payload_len) <= pkt.len();
         if !same {
             return None;
