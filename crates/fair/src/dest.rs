@@ -682,32 +682,9 @@ mod tests {
         k: &Aes,
         good: bool,
     ) -> Vec<u8> {
-        let mut p = if v6 {
-            let mut p = vec![0u8; 48];
-            p[0] = 0x60;
-            p[4..6].copy_from_slice(&8u16.to_be_bytes());
-            p[6] = 17;
-            p[8..12].copy_from_slice(&[0x20, 0x01, 0x0d, src]);
-            if hbh {
-                p[6] = 0;
-                p[40] = 17;
-            }
-            p
-        } else {
-            let mut p = vec![0u8; 28];
-            p[0] = 0x45;
-            p[2..4].copy_from_slice(&28u16.to_be_bytes());
-            p[9] = 17;
-            p[12..16].copy_from_slice(&[10, src, 0, 1]);
-            p
-        };
-        let l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
-        let f = wire::insert(&mut p, 0, l3, n, 253).unwrap();
-        let o = f.fair_off();
+        let (mut p, o) = crate::test_packets::fair_udp(v6, hbh, src, n, ts, seqno);
         let lf =
             if v6 { u16::from_be_bytes([p[4], p[5]]) } else { u16::from_be_bytes([p[2], p[3]]) };
-        p[o + 2..o + 4].copy_from_slice(&ts.to_be_bytes());
-        p[o + 4..o + 7].copy_from_slice(&seqno.to_be_bytes()[1..]);
         p[o + 7] = icv(k, lf, ts, seqno) ^ u8::from(!good);
         p
     }

@@ -92,6 +92,8 @@ pub mod sb;
 pub mod source;
 pub mod store;
 pub mod sync;
+#[cfg(test)]
+mod test_packets;
 pub mod time;
 pub mod transit;
 pub mod wire;

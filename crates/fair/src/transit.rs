@@ -501,32 +501,7 @@ mod tests {
 
     /// A FAIR packet (bare IP) with `n` slots stamped `ts`, optionally behind IPv6 HBH.
     fn any_pkt(v6: bool, hbh: bool, n: usize, ts: u16, seqno: u32, next_as: u8) -> Vec<u8> {
-        let mut p = if v6 {
-            let mut p = vec![0u8; 48];
-            p[0] = 0x60;
-            p[4..6].copy_from_slice(&8u16.to_be_bytes());
-            p[6] = 17;
-            p[8] = 0x20;
-            p[24] = 0x30;
-            if hbh {
-                p[6] = 0;
-                p[40] = 17;
-            }
-            p
-        } else {
-            let mut p = vec![0u8; 28];
-            p[0] = 0x45;
-            p[2..4].copy_from_slice(&28u16.to_be_bytes());
-            p[9] = 17;
-            p[12] = 10;
-            p[16] = 11;
-            p
-        };
-        let l3 = if v6 { L3::Ipv6 } else { L3::Ipv4 };
-        let f = crate::wire::insert(&mut p, 0, l3, n, 253).unwrap();
-        let o = f.fair_off();
-        p[o + 2..o + 4].copy_from_slice(&ts.to_be_bytes());
-        p[o + 4..o + 7].copy_from_slice(&seqno.to_be_bytes()[1..]);
+        let (mut p, o) = crate::test_packets::fair_udp(v6, hbh, 0, n, ts, seqno);
         p[o + 8] = next_as;
         p
     }

@@ -247,20 +247,21 @@ impl Ipv4Forward {
 
     #[inline(always)]
     fn check(&self, d: &[u8]) -> Result<(usize, u32), DropReason> {
-        // The common case first: untagged IPv4 with a 20-byte header, read as
-        // one fixed array (no per-field bounds checks; the checksum unrolls).
+        // The common case first: untagged IPv4 with a 20-byte header, read
+        // through fixed-size arrays (no per-field bounds checks; the checksum
+        // unrolls).
         // Same checks in the same order as the general path below.
-        if let Some(h) = d.get(..34) {
-            let h: &[u8; 34] = h.try_into().expect("34 bytes");
-            if h[12..14] == [0x08, 0x00] && h[14] == 0x45 {
-                let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+        let eth = d.first_chunk::<14>();
+        let ip = d.get(14..).and_then(<[u8]>::first_chunk::<20>);
+        if let (Some(eth), Some(ip)) = (eth, ip) {
+            if eth[12..14] == [0x08, 0x00] && ip[0] == 0x45 {
+                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
                 if total < 20 {
                     return Err(DropReason::Malformed);
                 }
                 if d.len() - 14 < total {
                     return Err(DropReason::Truncated);
                 }
-                let ip: &[u8; 20] = h[14..].try_into().expect("20 bytes");
                 if self.verify_checksum && !pipeline::ipv4_header_checksum_ok(ip) {
                     return Err(DropReason::BadChecksum);
                 }
