@@ -1,13 +1,20 @@
 //! The SIBRA stages' entry point on arbitrary packets: never panics, every
 //! packet ends forwarded, dropped with a reason, or handed to control.
+//! Also: the layout memo (`sibra_fields_memo`, one shape kept across inputs)
+//! answers exactly as the uncached `sibra_fields`, and `SibraTransit`'s
+//! memoised `process` gives the same verdicts, bytes and counters as its
+//! reference `process_reference`.
 //!
 //! Input: byte 0 = arrival port (low 2 bits); byte 1 bit 0 selects raw mode
 //! (the rest is the whole packet) or template mode (the rest is XORed over a
 //! valid ephemeral data packet or request, reaching the MAC and admission code).
 #![no_main]
 
+use std::cell::{Cell, RefCell};
+
 use libfuzzer_sys::fuzz_target;
-use pipeline::{Batch, Now, Pipeline, Verdict};
+use packet::scion::{sibra_fields, sibra_fields_memo, SibraShape};
+use pipeline::{Batch, Now, Pipeline, Stage, Verdict};
 use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
 use sibra::host::{self, ActiveBlock};
 use sibra::monitor::{CoreConfig, CoreMonitor, EdgeConfig, EdgeMonitor};
@@ -16,6 +23,13 @@ use sibra::token::{issue_chain, Key, SofKeys};
 use sibra::{BwClass, EphemeralId, ResvIdx, ResvInfo, SteadyId, Tick};
 
 const NOW_NS: u64 = 1_700_000_000_000_000_000;
+
+thread_local! {
+    /// The layout memo and a transit pair (memoised, reference) kept across
+    /// inputs, as a router keeps them across bursts.
+    static SHAPE: Cell<SibraShape> = Cell::new(SibraShape::default());
+    static PAIR: RefCell<Option<(SibraTransit, SibraTransit)>> = const { RefCell::new(None) };
+}
 
 fn templates() -> [Vec<u8>; 2] {
     let tick = Tick::of(Now::from_unix_ns(NOW_NS));
@@ -93,6 +107,36 @@ fuzz_target!(|input: &[u8]| {
             CoreMonitor::new(CoreConfig { width: 64, ..Default::default() }).unwrap(),
         ))
         .with(SibraEdge::new(rc, EdgeMonitor::new(EdgeConfig::default(), 7)));
+    let mut shape = SHAPE.get();
+    assert_eq!(sibra_fields_memo(&pkt, &mut shape), sibra_fields(&pkt));
+    SHAPE.set(shape);
+    PAIR.with_borrow_mut(|pair| {
+        let (fast, slow) = pair.get_or_insert_with(|| {
+            let t = || {
+                SibraTransit::new(
+                    RouterConfig {
+                        ifaces: InterfaceTable::new().with(2, 2).with(3, 3),
+                        ..Default::default()
+                    },
+                    SofKeys::new(&Key::from([2; 16])),
+                    CoreMonitor::new(CoreConfig { width: 64, ..Default::default() }).unwrap(),
+                )
+            };
+            (t(), t())
+        });
+        let (mut a, mut b) = (Batch::new(), Batch::new());
+        for _ in 0..2 {
+            let _ = a.push(pkt.clone(), port);
+            let _ = b.push(pkt.clone(), port);
+        }
+        Stage::<Vec<u8>>::process(fast, &mut a, now);
+        slow.process_reference(&mut b, now);
+        for i in 0..a.len() {
+            assert_eq!(a.meta(i).verdict, b.meta(i).verdict);
+            assert_eq!(a.data(i), b.data(i));
+        }
+        assert_eq!(fast.counters(), slow.counters());
+    });
     let mut b = Batch::new();
     let _ = b.push(pkt.clone(), port);
     let _ = b.push(pkt, port);

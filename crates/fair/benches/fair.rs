@@ -381,6 +381,7 @@ fn bench_fib(c: &mut Criterion) {
         (0..PKTS).map(|_| pkt_to(&dests[(rng.next_u64() % PREFIXES as u64) as usize])).collect();
     let single: Vec<Vec<u8>> = (0..PKTS).map(|_| pkt_to(&dests[0])).collect();
     let now = Now::from_unix_ns(T0 * 1_000_000_000);
+    s.commit_routes();
     let mut g = c.benchmark_group("fair_fib");
     g.throughput(Throughput::Elements(BURST as u64));
     for (name, pkts) in [

@@ -6,8 +6,10 @@
 //! ```
 //! Modes: `transit`, `source`, `dest`, `dest_parsed`, `reset` (the per-burst
 //! buffer reset the source run includes), `dest_restore` (the restore of the
-//! bytes the destination changed, which the `dest*` runs include). Each
-//! iteration processes one burst of 32.
+//! bytes the destination changed, which the `dest*` runs include), `fib` /
+//! `fib_single` (BM-3: source stamping over an 18k-prefix IPv6 FIB with one
+//! channel per prefix, random destinations / one destination; include a
+//! reset like `source`). Each iteration processes one burst of 32.
 
 use std::hint::black_box;
 use std::sync::atomic::AtomicU32;
@@ -45,6 +47,49 @@ fn source() -> FairSource {
     let i = s.add_channel(ch);
     s.route("2001:db9::".parse().unwrap(), 32, i);
     s
+}
+
+/// BM-3 (as the bench): 18 000 random IPv6 prefixes /24 … /48 in 2000::/3,
+/// one channel each, and 8192 packets to random hosts of random prefixes
+/// (`random`) or all to one host.
+fn fib_source(random: bool) -> (FairSource, Vec<Vec<u8>>) {
+    use fair::rng::Xoshiro;
+    const PREFIXES: usize = 18_000;
+    let mut rng = Xoshiro::new(42);
+    let mut s = FairSource::new(SourceConfig { framing: Framing::Ip, ..Default::default() });
+    let big = u64::MAX / 4_000_000_000;
+    let mut seen = std::collections::HashSet::new();
+    let mut dests: Vec<[u8; 16]> = Vec::with_capacity(PREFIXES);
+    while dests.len() < PREFIXES {
+        let len = 24 + (rng.next_u64() % 25) as u32;
+        let net = ((rng.next_u64() >> 3) | (1 << 61)) & !(u64::MAX >> len);
+        if !seen.insert((net, len)) {
+            continue;
+        }
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+        k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+        let seq = Arc::new(AtomicU32::new(0));
+        let ch = SourceChannel::new(dests.len() as u32, 2, &Key::from(k), 1, big, big, 0, seq);
+        let idx = s.add_channel(ch);
+        let mut p = [0u8; 16];
+        p[..8].copy_from_slice(&net.to_be_bytes());
+        s.route(std::net::IpAddr::from(p), len as u8, idx);
+        p[..8].copy_from_slice(&(net | (rng.next_u64() & (u64::MAX >> len))).to_be_bytes());
+        p[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
+        dests.push(p);
+    }
+    s.commit_routes();
+    let pkts = (0..8192)
+        .map(|_| {
+            let d =
+                if random { dests[(rng.next_u64() % PREFIXES as u64) as usize] } else { dests[0] };
+            let mut p = plain_v6();
+            p[24..40].copy_from_slice(&d);
+            p
+        })
+        .collect();
+    (s, pkts)
 }
 
 fn batch_of(pkt: &[u8]) -> Batch<Frame> {
@@ -96,11 +141,28 @@ fn main() {
         }
         "source" => {
             let mut b = batch_of(&plain);
-            for _ in 0..iters {
+            // The clock advances 1 µs per burst so that the shaper never runs dry.
+            for k in 0..iters {
                 reset(&mut b, &plain);
-                s.process(&mut b, now);
+                s.process(&mut b, Now::from_unix_ns(now.unix_ns + k * 1_000));
                 black_box(b.data(0)[47]);
             }
+            assert_eq!(s.stats.nonconforming, 0, "the shaper must not run dry");
+        }
+        "fib" | "fib_single" => {
+            let (mut s, pkts) = fib_source(mode == "fib");
+            let mut b = batch_of(&pkts[0]);
+            let mut at = 0;
+            for k in 0..iters {
+                for i in 0..BURST {
+                    b.buf_mut(i).set(&pkts[(at + i) % pkts.len()]).unwrap();
+                    *b.meta_mut(i) = Meta::new(0);
+                }
+                at = (at + BURST) % pkts.len();
+                s.process(&mut b, Now::from_unix_ns(now.unix_ns + k * 1_000));
+                black_box(b.data(0)[47]);
+            }
+            assert_eq!(s.stats.nonconforming + s.stats.no_channel, 0);
         }
         "reset" => {
             let mut b = batch_of(&plain);

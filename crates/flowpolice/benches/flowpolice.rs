@@ -11,7 +11,8 @@
 //! Sizes: `FP_BENCH_FLOWS=1,10,100` (millions; default `1,10`); table load
 //! `FP_BENCH_LOAD` percent (default 80), probe window `FP_BENCH_WINDOW` (default 32),
 //! `FP_BENCH_HINTS=0` / `=1` to force the tag-guided entry loads off / on
-//! (`Config::slot_hints`; default: on up to 8 Mi slots). 100M flows at 80 %
+//! (`Config::slot_hints`; default: on), `FP_BENCH_LAG=<n>` the
+//! tag-to-entry prefetch lag (`Config::hint_lag`). 100M flows at 80 %
 //! allocate 125M slots = 6.1 GB: run that size alone.
 
 use std::hint::black_box;
@@ -87,6 +88,8 @@ fn config(slots: usize) -> Config {
     c.probe_window = window();
     // `FP_BENCH_HINTS=0` / `=1`: force whole home chunks / tag-guided entry loads.
     c.slot_hints = std::env::var("FP_BENCH_HINTS").ok().map(|v| v != "0");
+    // `FP_BENCH_LAG=<n>`: packets between the tag and the entry prefetch.
+    c.hint_lag = std::env::var("FP_BENCH_LAG").ok().and_then(|v| v.parse().ok());
     c
 }
 

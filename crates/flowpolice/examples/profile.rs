@@ -9,7 +9,8 @@
 //! time printed is this thread's CPU time, which load does not inflate).
 //!
 //! `FP_HINTS=0` / `=1` forces the tag-guided entry loads off / on
-//! (`Config::slot_hints`; default: on up to 8 Mi slots).
+//! (`Config::slot_hints`; default: on); `FP_LAG=<n>` sets
+//! `Config::hint_lag`.
 //!
 //! `FP_MODE=request`: the request path of the `request` criterion bench
 //! instead (router-level insertion of new flows into a table of `FP_FLOWS`
@@ -130,6 +131,7 @@ fn main() {
     );
     cfg.link = LinkLayer::Ip;
     cfg.slot_hints = std::env::var("FP_HINTS").ok().map(|v| v != "0");
+    cfg.hint_lag = std::env::var("FP_LAG").ok().and_then(|v| v.parse().ok());
     let mut stage = FlowPolice::new(cfg).unwrap();
     let caps: Vec<(usize, Capability)> = (0..flows)
         .filter_map(|i| {

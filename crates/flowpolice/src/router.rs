@@ -256,7 +256,7 @@ impl Router {
         now_ms: u64,
     ) -> Result<Pending, Reject> {
         let i = self.table.find_at(cap.flow_id, home).ok_or(Reject::Expired)?;
-        self.update_entry(i, cap, now_ms)
+        self.update_entry(i, cap.p_id, cap.ts, now_ms)
     }
 
     /// [`regular_update_at`](Self::regular_update_at) that first tries the
@@ -270,16 +270,49 @@ impl Router {
         now_ms: u64,
     ) -> Result<Pending, Reject> {
         let i = self.table.find_hinted(cap.flow_id, home, hint).ok_or(Reject::Expired)?;
-        self.update_entry(i, cap, now_ms)
+        self.update_entry(i, cap.p_id, cap.ts, now_ms)
+    }
+
+    /// [`regular_update_hinted`](Self::regular_update_hinted) with the
+    /// capability's fields passed one by one (the stage keeps them in
+    /// per-field arrays; its MAC verified). With the flow's `hash`
+    /// ([`FlowTable::hash`]) a wrong or missing hint falls back to the
+    /// tag-guided [`FlowTable::find_tagged`] (reads the tag bytes), without
+    /// it to the window scan [`FlowTable::find_at`] (reads the entries).
+    /// Same result for any hint.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn regular_update_fields(
+        &mut self,
+        flow_id: u64,
+        p_id: u16,
+        ts: u32,
+        hash: Option<u64>,
+        home: usize,
+        hint: Option<usize>,
+        now_ms: u64,
+    ) -> Result<Pending, Reject> {
+        let i = match hash {
+            Some(h) => self.table.find_tagged(flow_id, h, home, hint),
+            None => self.table.find_hinted(flow_id, home, hint),
+        };
+        let i = i.ok_or(Reject::Expired)?;
+        self.update_entry(i, p_id, ts, now_ms)
     }
 
     /// The state update of a regular packet whose flow is at slot `i`.
     #[inline(always)]
-    fn update_entry(&mut self, i: usize, cap: &Capability, now_ms: u64) -> Result<Pending, Reject> {
+    fn update_entry(
+        &mut self,
+        i: usize,
+        p_id: u16,
+        ts: u32,
+        now_ms: u64,
+    ) -> Result<Pending, Reject> {
         let p = &self.params;
         let e = self.table.entry_mut(i);
         e.maybe_roll(now_ms, p);
-        let feedback = e.feedback(cap.ts, cap.p_id, p).ok_or(Reject::Expired)?;
+        let feedback = e.feedback(ts, p_id, p).ok_or(Reject::Expired)?;
         let mark = e.count_and_mark(p);
         let issue = e.next_p_id(now_ms, p).map(|id| (id, e.ts()));
         if mark == Mark::Dropped {

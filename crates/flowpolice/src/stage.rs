@@ -1,6 +1,7 @@
 //! The FlowPolice pipeline stage.
 //!
-//! Per burst:
+//! Per burst (per-packet state lives in per-field arrays indexed by the
+//! packet's batch index; per-packet counters are tallied per burst):
 //! 1. **Locate and classify** every live packet: a fast path for the common
 //!    packet (option-less IPv4 directly followed by a regular shim) reads one
 //!    fixed 48-byte view; anything else uses `meta.proto/proto_off` if a
@@ -8,19 +9,22 @@
 //!    IPv4/IPv6 → shim with the `packet` views. Packets without the shim are
 //!    *legacy*. Requests are checked against the ingress request cap and
 //!    their puzzle, and their insertion lines prefetched. Regular packets have
-//!    their capability's MAC input gathered and the **tags** of their home
-//!    chunk prefetched; [`HINT_LAG`] regular packets later (same loop) the
-//!    tags name the likely slot of the flow
-//!    ([`FlowTable::slot_hint`](crate::FlowTable::slot_hint)) and only that
-//!    entry's one or two cache lines are prefetched (about 1.5 lines per
-//!    packet instead of the home chunk's three: at 1M+ flows the table is
-//!    memory-bound; measured in BENCHMARKS.md).
-//! 2. **Verify** all carried capabilities with one batched AES call.
+//!    their capability's MAC input gathered and the **tags** of their window
+//!    prefetched; `lag` regular packets later ([`Config::hint_lag`], same
+//!    loop) the tags name the slot of the flow
+//!    ([`FlowTable::slot_hint`](crate::FlowTable::slot_hint), the whole
+//!    window) and only that entry's one or two cache lines are prefetched
+//!    (about 1.5 lines per packet instead of the home chunk's three, and no
+//!    dependent misses for flows past their home chunk: the table is
+//!    memory-bound at 1M+ flows; measured in BENCHMARKS.md).
+//! 2. **Verify** all carried capabilities with one batched AES call; the
+//!    tags are compared as words, branch-free, into a drop mask.
 //! 3. **Update** the flow table (Algorithm 1) packet by packet, in arrival
-//!    order, at the hinted slot (the full window lookup when the hint is
-//!    wrong); a new capability's `P_id ‖ flow_id ‖ ts` is written in place.
+//!    order, at the hinted slot (a tag-guided window lookup when the hint is
+//!    wrong or the flow was created by a request earlier in the burst).
 //! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
-//!    the MACs in place.
+//!    each one (`P_id ‖ flow_id ‖ ts ‖ MAC` and the type byte) in place with
+//!    one bounds check.
 
 use mac::{Block, Key};
 use packet::ethernet::{ethertype, Ethernet};
@@ -28,9 +32,11 @@ use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
 use packet::ipv4::{protocol, Ipv4};
 use packet::ipv6::Ipv6;
 use packet::ipv6_ext::ExtConfig;
-use pipeline::{Batch, DropReason, PacketBuf, Proto, Stage, TokenBucket, BURST, L3, NO_OFFSET};
+use pipeline::{
+    Batch, DropReason, Indices, PacketBuf, Proto, Stage, TokenBucket, BURST, L3, NO_OFFSET,
+};
 
-use crate::capability::{mac_block, Capability};
+use crate::capability::mac_block;
 use crate::class;
 use crate::flow::{Feedback, Mark};
 use crate::flowkey::FlowKeying;
@@ -91,12 +97,19 @@ pub struct Config {
     /// found from the table's tag bytes (≈ 1.5 cache lines per packet plus
     /// the tag line, one dependent on the other). `Some(false)`: load the
     /// whole three-line home chunk without reading the tags (first line in
-    /// pass 1, the other two [`HINT_LAG`] packets later). `None` (default):
-    /// hints for tables of at most [`AUTO_HINT_MAX_SLOTS`] slots, whose tag
-    /// bytes stay cache-resident; on larger tables the tag line is itself a
-    /// DRAM miss that the entry load waits for (measured: 1M flows 69–72 ns
-    /// with hints vs 88–96 ns without; 100M flows 176 ns vs 131 ns).
+    /// pass 1, the other two [`Config::hint_lag`] packets later; a flow past
+    /// its home chunk costs further, dependent misses). `None` (default):
+    /// hints on at every table size (session 5, hints naming any slot of the
+    /// window: 1M flows ≈ 43 vs 61 ns, 10M ≈ 76 vs 117–137 ns, 100M 126 vs
+    /// 139 ns per packet; BENCHMARKS.md).
     pub slot_hints: Option<bool>,
+    /// Regular packets between prefetching a packet's tags (pass 1) and
+    /// reading them to prefetch its entry (pass 1b), clamped to
+    /// `1..=`[`BURST`]; `None` (default): [`HINT_LAG`] for tables of at most
+    /// [`AUTO_HINT_MAX_SLOTS`] slots (tags in cache), [`BURST`] above (every
+    /// tag line of the burst is requested before the first is read: there
+    /// each is a DRAM miss).
+    pub hint_lag: Option<usize>,
     /// Optional ingress policer for the request channel, applied *before* the
     /// puzzle hash so floods cannot exhaust the CPU (egress caps still apply).
     pub request_cap: Option<ChannelCap>,
@@ -130,6 +143,7 @@ impl Config {
             link: LinkLayer::Ethernet,
             check_flow_binding: true,
             slot_hints: None,
+            hint_lag: None,
             request_cap: None,
             legacy_cap: None,
         }
@@ -187,60 +201,76 @@ pub struct Counters {
     pub malformed: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Skip,
-    Request,
-    Regular,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    kind: Kind,
-    shim: u16,
-    level: u8,
-    flow_id: u64,
-    /// Requests: the table hash.
-    hash: u64,
+/// Per-packet state of the burst in flight, indexed by the packet's batch
+/// index (a struct of arrays: each pass reads only the fields it needs, and
+/// no per-packet record is copied around).
+#[derive(Clone)]
+struct Scratch {
+    /// Flow ID: the carried capability's (regular) or the addresses' (request).
+    fid: [u64; BURST],
+    /// Table hash of `fid`.
+    hash: [u64; BURST],
     /// Regular packets: the home slot ([`crate::FlowTable::home`]).
-    home: u32,
+    home: [u32; BURST],
     /// Regular packets: the slot hint ([`crate::FlowTable::slot_hint`]),
     /// [`NO_HINT`] for none.
-    hint: u32,
-    cap: Capability,
+    hint: [u32; BURST],
+    /// Regular packets: the carried capability's `ts`.
+    ts: [u32; BURST],
+    /// Regular packets: the carried capability's MAC, as a native-endian word.
+    mac: [u64; BURST],
+    /// Regular packets: the carried capability's `P_id`.
+    pid: [u16; BURST],
+    /// Offset of the shim.
+    shim: [u16; BURST],
+    /// Requests: the puzzle level. Accepted regular packets: the new
+    /// type byte (flags sent as zero).
+    level: [u8; BURST],
 }
 
 const NO_HINT: u32 = u32::MAX;
 
-/// Regular packets between prefetching a packet's tags and reading them to
-/// prefetch its entry (pass 1b runs this far behind pass 1).
-pub const HINT_LAG: usize = 4;
+/// Default regular packets between prefetching a packet's tags and reading
+/// them to prefetch its entry (pass 1b runs this far behind pass 1) for
+/// tables of at most [`AUTO_HINT_MAX_SLOTS`] slots (measured at 1M flows:
+/// 43–55 ns with 8 vs 57–73 with 4 and 60–68 with 32; BENCHMARKS.md).
+pub const HINT_LAG: usize = 8;
 
-/// Largest table (slots) for which [`Config::slot_hints`] `None` turns the
-/// tag-guided entry loads on: 8 Mi tag bytes, a quarter of this machine's
-/// 32 MiB L3, so that the tags stay cached next to the entry traffic.
+/// Largest table (slots) for which [`Config::hint_lag`] `None` means
+/// [`HINT_LAG`]: 8 Mi tag bytes, a quarter of this machine's 32 MiB L3, so
+/// that the tags stay cached next to the entry traffic and a short lag
+/// suffices. Larger tables default to a lag of [`BURST`] (each tag line is a
+/// DRAM miss of its own).
 pub const AUTO_HINT_MAX_SLOTS: usize = 8 << 20;
 
-const EMPTY_SLOT: Slot = Slot {
-    kind: Kind::Skip,
-    shim: 0,
-    level: 0,
-    flow_id: 0,
-    hash: 0,
-    home: 0,
-    hint: NO_HINT,
-    cap: ZERO_CAP,
+const EMPTY_SCRATCH: Scratch = Scratch {
+    fid: [0; BURST],
+    hash: [0; BURST],
+    home: [0; BURST],
+    hint: [NO_HINT; BURST],
+    ts: [0; BURST],
+    mac: [0; BURST],
+    pid: [0; BURST],
+    shim: [0; BURST],
+    level: [0; BURST],
 };
-const ZERO_CAP: Capability = Capability { p_id: 0, flow_id: 0, ts: 0, mac: [0; 8] };
 
-/// Compares a computed tag's first 8 bytes with a carried MAC as one 64-bit XOR:
-/// no data-dependent branch before the single final test (constant time), and
-/// cheaper than a byte-wise `subtle` comparison.
-#[inline(always)]
-fn mac_eq(tag: &Block, carried: &[u8; 8]) -> bool {
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&tag[..8]);
-    u64::from_ne_bytes(t) ^ u64::from_ne_bytes(*carried) == 0
+/// The type byte of a forwarded regular packet (type in the top two bits,
+/// flags sent as zero).
+const PRIVILEGED_BYTE: u8 = 0b11 << 6;
+const BEST_EFFORT_BYTE: u8 = 0b10 << 6;
+
+/// What pass 1 learned about a regular packet: shim offset, the flow ID of
+/// its addresses, and the carried capability (`P_id`, `flow_id`, `ts`, MAC
+/// as a native-endian word) with its MAC input block.
+struct Carried {
+    shim: usize,
+    addr_fid: u64,
+    pid: u16,
+    fid: u64,
+    ts: u32,
+    mac: u64,
+    block: Block,
 }
 
 /// The located shim and where the packet's addresses are.
@@ -249,6 +279,25 @@ struct Located {
     /// Offset of the IP header.
     l3_off: usize,
     v6: bool,
+}
+
+/// Per-burst tallies, added to [`Counters`] once per burst (the per-packet
+/// paths only bump locals).
+#[derive(Default)]
+struct Tally {
+    privileged: u64,
+    /// Indexed by [`feedback_index`].
+    feedback: [u64; 3],
+    restamped: u64,
+}
+
+#[inline(always)]
+fn feedback_index(f: Feedback) -> usize {
+    match f {
+        Feedback::Current => 0,
+        Feedback::Previous => 1,
+        Feedback::Unissued => 2,
+    }
 }
 
 /// The FlowPolice stage (one per worker).
@@ -263,8 +312,13 @@ pub struct FlowPolice {
     request_cap: Option<TokenBucket>,
     legacy_cap: Option<TokenBucket>,
     counters: Counters,
-    slots: [Slot; BURST],
+    /// [`Config::hint_lag`], resolved.
+    lag: usize,
+    s: Scratch,
+    /// AES batch (MAC inputs, then tags) and its packet indices.
     blocks: [Block; BURST],
+    /// Pass 3/4: the plaintext of each new capability in `blocks`.
+    plain: [Block; BURST],
     idx: [u8; BURST],
 }
 
@@ -295,12 +349,17 @@ impl FlowPolice {
             seeds: cfg.seeds,
             link: cfg.link,
             check_binding: cfg.check_flow_binding,
-            slot_hints: cfg.slot_hints.unwrap_or(cfg.slots <= AUTO_HINT_MAX_SLOTS),
+            slot_hints: cfg.slot_hints.unwrap_or(true),
             request_cap: cfg.request_cap.map(bucket),
             legacy_cap: cfg.legacy_cap.map(bucket),
             counters: Counters::default(),
-            slots: [EMPTY_SLOT; BURST],
+            lag: cfg
+                .hint_lag
+                .unwrap_or(if cfg.slots <= AUTO_HINT_MAX_SLOTS { HINT_LAG } else { BURST })
+                .clamp(1, BURST),
+            s: EMPTY_SCRATCH,
             blocks: [[0; 16]; BURST],
+            plain: [[0; 16]; BURST],
             idx: [0; BURST],
         })
     }
@@ -428,17 +487,11 @@ impl FlowPolice {
 
     /// The common packet in one read: an option-less, unfragmented IPv4
     /// header directly followed by a regular shim (the case
-    /// [`Self::locate_fast`] accepts with the shim at `l3_off + 20`), read as
-    /// one fixed 48-byte view. Returns the shim offset, the flow ID of the
-    /// addresses, the carried capability and its MAC input block. `None`:
-    /// take the generic path (which accepts this case too, with the same
-    /// result).
+    /// [`Self::locate`] accepts with the shim at `l3_off + 20`), read as
+    /// one fixed 48-byte view. `None`: take the generic path (which accepts
+    /// this case too, with the same result).
     #[inline(always)]
-    fn fast_regular(
-        &self,
-        m: &pipeline::Meta,
-        data: &[u8],
-    ) -> Option<(usize, u64, Capability, Block)> {
+    fn fast_regular(&self, m: &pipeline::Meta, data: &[u8]) -> Option<Carried> {
         let l3_off = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
             if m.l3 != L3::Ipv4 {
                 return None;
@@ -448,8 +501,8 @@ impl FlowPolice {
             match self.link {
                 LinkLayer::Ip => 0,
                 LinkLayer::Ethernet => {
-                    let t = data.get(12..14)?;
-                    if u16::from_be_bytes([t[0], t[1]]) != ethertype::IPV4 {
+                    let t: &[u8; 2] = data.get(12..14)?.try_into().ok()?;
+                    if u16::from_be_bytes(*t) != ethertype::IPV4 {
                         return None;
                     }
                     packet::ethernet::HEADER_LEN
@@ -463,7 +516,7 @@ impl FlowPolice {
         {
             return None;
         }
-        let p: &[u8; 48] = data.get(l3_off..l3_off + 48)?.try_into().ok()?;
+        let p: &[u8; 48] = data.get(l3_off..)?.first_chunk()?;
         let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
         let frag = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
         // `total ≥ 48`: the 28-byte shim lies inside the datagram.
@@ -480,46 +533,52 @@ impl FlowPolice {
         }
         let src = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
         let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
-        let h: &[u8; 28] = p[20..].try_into().ok()?;
-        let (cap, block) = Self::carried(h);
-        Some((shim, self.keying.v4(src, dst), cap, block))
+        let (_, h) = p.split_first_chunk::<20>()?;
+        let h: &[u8; 28] = h.first_chunk()?;
+        Some(Self::carried(h, shim, self.keying.v4(src, dst)))
     }
 
     /// The capability a regular shim carries and its MAC input (bytes 4..18
-    /// as on the wire, then two zero bytes).
+    /// as on the wire, then two zero bytes), from one 16-byte big-endian
+    /// load: `P_id ‖ flow_id ‖ ts` are its top 14 bytes.
     #[inline(always)]
-    fn carried(h: &[u8; 28]) -> (Capability, Block) {
-        let mut block = [0u8; 16];
-        block[..14].copy_from_slice(&h[4..18]);
+    fn carried(h: &[u8; 28], shim: usize, addr_fid: u64) -> Carried {
+        let mut w = [0u8; 16];
+        w.copy_from_slice(&h[4..20]);
+        let v = u128::from_be_bytes(w) & !0xffff;
         let mut mac = [0u8; 8];
         mac.copy_from_slice(&h[18..26]);
-        let cap = Capability {
-            p_id: u16::from_be_bytes([h[4], h[5]]),
-            flow_id: u64::from_be_bytes([h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13]]),
-            ts: u32::from_be_bytes([h[14], h[15], h[16], h[17]]),
-            mac,
-        };
-        (cap, block)
+        Carried {
+            shim,
+            addr_fid,
+            pid: (v >> 112) as u16,
+            fid: (v >> 48) as u64,
+            ts: (v >> 16) as u32,
+            mac: u64::from_ne_bytes(mac),
+            block: v.to_be_bytes(),
+        }
     }
 
-    /// Pass 1 for a regular packet: flow binding, hash, tag prefetch, MAC
-    /// input to `blocks[*n]`.
+    /// Pass 1 for a regular packet: flow binding, hash, tag (or first chunk
+    /// line) prefetch, MAC input to `blocks[*n]`.
     #[inline(always)]
     fn regular<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         i: usize,
-        (shim, flow_id, cap, block): (usize, u64, Capability, Block),
+        c: Carried,
         n: &mut usize,
+        mask: &mut u32,
     ) {
-        self.counters.regular += 1;
-        if self.check_binding && cap.flow_id != flow_id {
+        if self.check_binding && c.fid != c.addr_fid {
+            // Counted as regular here; the others by their `mask` bits.
+            self.counters.regular += 1;
             self.counters.flow_mismatch += 1;
             batch.drop_packet(i, DropReason::BadMac);
             return;
         }
         let table = self.router.table();
-        let hash = table.hash(cap.flow_id);
+        let hash = table.hash(c.fid);
         let home = table.home(hash);
         if self.slot_hints {
             // The tags say which entry of the chunk to load (`hint`, a few
@@ -529,56 +588,61 @@ impl FlowPolice {
         } else {
             table.prefetch_first(home);
         }
-        let slot = &mut self.slots[i];
-        slot.kind = Kind::Regular;
-        slot.shim = shim as u16;
-        slot.hash = hash;
-        slot.flow_id = cap.flow_id;
-        slot.cap = cap;
-        slot.home = home as u32;
-        self.blocks[*n] = block;
+        let s = &mut self.s;
+        s.fid[i] = c.fid;
+        s.hash[i] = hash;
+        s.home[i] = home as u32;
+        s.ts[i] = c.ts;
+        s.pid[i] = c.pid;
+        s.mac[i] = c.mac;
+        s.shim[i] = c.shim as u16;
+        self.blocks[*n] = c.block;
         self.idx[*n] = i as u8;
         *n += 1;
+        *mask |= 1 << i;
+        // Pass 1b, `lag` regular packets behind (one per new packet; the
+        // last `lag` after the loop).
+        if *n > self.lag {
+            self.hint(*n - 1 - self.lag);
+        }
     }
 
-    /// Pass 1b for the `k`-th regular packet: its tags name the likely slot
-    /// of its flow; load just that entry's line(s), or the whole home chunk
-    /// when the tags of the home chunk and the next one do not match.
+    /// Pass 1b for the `k`-th regular packet: its window's tags name the
+    /// likely slot of its flow; load just that entry's line(s), nothing when
+    /// no tag matches (the flow is absent). Without hints: the rest of the
+    /// home chunk.
     #[inline(always)]
     fn hint(&mut self, k: usize) {
         let table = self.router.table();
-        let s = &mut self.slots[usize::from(self.idx[k])];
+        let i = usize::from(self.idx[k]);
+        let home = self.s.home[i] as usize;
         if !self.slot_hints {
-            table.prefetch_rest(s.home as usize);
-            s.hint = NO_HINT;
+            table.prefetch_rest(home);
+            self.s.hint[i] = NO_HINT;
             return;
         }
-        match table.slot_hint(s.hash, s.home as usize) {
+        // No matching tag: the flow is absent (pass 3 reads no entry).
+        self.s.hint[i] = match table.slot_hint(self.s.hash[i], home) {
             Some(h) => {
                 table.prefetch_slot(h);
-                s.hint = h as u32;
+                h as u32
             }
-            None => {
-                table.prefetch(s.hash);
-                s.hint = NO_HINT;
-            }
-        }
+            None => NO_HINT,
+        };
     }
 
-    /// Pass 1 for packet `i`: classify, cheap checks, hash and prefetch; a
-    /// regular packet's MAC input goes to `blocks[*n]`.
-    #[inline(always)]
+    /// Pass 1 for a packet the fast path did not take: classify, cheap
+    /// checks, hash and prefetch; a regular packet's MAC input goes to
+    /// `blocks[*n]`, its bit to `regular`, a request's to `request`.
     fn classify<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         i: usize,
         now: pipeline::Now,
         n: &mut usize,
+        regular: &mut u32,
+        request: &mut u32,
     ) {
-        self.slots[i].kind = Kind::Skip;
-        if let Some(fast) = self.fast_regular(batch.meta(i), batch.data(i)) {
-            return self.regular(batch, i, fast, n);
-        }
         let located = match self.locate(batch, i) {
             Ok(Some(l)) => l,
             Ok(None) => {
@@ -624,20 +688,119 @@ impl FlowPolice {
                 batch.drop_packet(i, DropReason::BadPuzzle);
                 return;
             }
-            let slot = &mut self.slots[i];
-            slot.kind = Kind::Request;
-            slot.shim = located.shim as u16;
-            slot.level = level;
-            slot.flow_id = flow_id;
-            slot.hash = self.router.table().hash(flow_id);
-            self.router.table().prefetch_insert(slot.hash);
+            let hash = self.router.table().hash(flow_id);
+            self.router.table().prefetch_insert(hash);
+            let s = &mut self.s;
+            s.shim[i] = located.shim as u16;
+            s.level[i] = level;
+            s.fid[i] = flow_id;
+            s.hash[i] = hash;
+            *request |= 1 << i;
         } else {
             // `locate` checked the 28 bytes.
-            let h: Option<&[u8; 28]> =
-                data.get(located.shim..located.shim + 28).and_then(|h| h.try_into().ok());
+            let h: Option<&[u8; 28]> = data.get(located.shim..).and_then(|h| h.first_chunk());
             let Some(h) = h else { return };
-            let (cap, block) = Self::carried(h);
-            self.regular(batch, i, (located.shim, flow_id, cap, block), n);
+            let c = Self::carried(h, located.shim, flow_id);
+            self.regular(batch, i, c, n, regular);
+        }
+    }
+
+    /// Pass 3 for a request: find or create its flow, count it, queue its
+    /// capability for pass 4 (`blocks[*n]`), or drop it when its window is full.
+    #[inline]
+    fn request_pass3<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        now_ms: u64,
+        n: &mut usize,
+    ) {
+        let (fid, hash, level) = (self.s.fid[i], self.s.hash[i], self.s.level[i]);
+        match self.router.request_update(fid, hash, now_ms) {
+            Ok((p_id, ts, slot)) => {
+                match slot {
+                    TableSlot::Created(_) => self.counters.flows_created += 1,
+                    TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
+                    TableSlot::Found(_) => {}
+                }
+                batch.set_class(i, class::request(level));
+                self.counters.requests_stamped += 1;
+                let b = mac_block(p_id, fid, ts);
+                self.blocks[*n] = b;
+                self.plain[*n] = b;
+                self.idx[*n] = i as u8;
+                *n += 1;
+            }
+            Err(_) => {
+                self.counters.table_full += 1;
+                batch.drop_packet(i, DropReason::TableFull);
+            }
+        }
+    }
+
+    /// Pass 3 for a regular packet whose MAC verified: Algorithm 1 on its
+    /// entry (at the hinted slot when the hint is right), its class, and
+    /// its new capability queued for pass 4 (`blocks[*n]`) or, without
+    /// one, its type byte written now.
+    #[inline(always)]
+    fn regular_pass3<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        now_ms: u64,
+        n: &mut usize,
+        t: &mut Tally,
+    ) {
+        let s = &self.s;
+        let (fid, home, hint) = (s.fid[i], s.home[i] as usize, s.hint[i]);
+        let hint = (hint != NO_HINT).then_some(hint as usize);
+        // Without hints the tag line was not loaded: scan the (prefetched)
+        // home chunk instead.
+        let hash = self.slot_hints.then_some(s.hash[i]);
+        let r = self.router.regular_update_fields(fid, s.pid[i], s.ts[i], hash, home, hint, now_ms);
+        match r {
+            Ok(p) => {
+                t.feedback[feedback_index(p.feedback)] += 1;
+                // `regular_update` reports drops as `Err(OverWindow)`, so a
+                // mark that is not privileged is best effort.
+                let privileged = p.mark == Mark::Privileged;
+                t.privileged += u64::from(privileged);
+                let (ty, cl) = if privileged {
+                    (PRIVILEGED_BYTE, class::PRIVILEGED)
+                } else {
+                    (BEST_EFFORT_BYTE, class::BEST_EFFORT)
+                };
+                batch.set_class(i, cl);
+                match p.issue {
+                    Some((p_id, ts)) => {
+                        self.s.level[i] = ty;
+                        let b = mac_block(p_id, fid, ts);
+                        self.blocks[*n] = b;
+                        self.plain[*n] = b;
+                        self.idx[*n] = i as u8;
+                        *n += 1;
+                        t.restamped += 1;
+                    }
+                    None => {
+                        let shim = usize::from(self.s.shim[i]);
+                        if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
+                            *b = ty;
+                        }
+                    }
+                }
+            }
+            Err(Reject::OverWindow) => {
+                self.counters.over_window += 1;
+                batch.drop_packet(i, DropReason::OverRate);
+            }
+            Err(r) => {
+                if r == Reject::Expired && self.router.table().find_at(fid, home).is_none() {
+                    self.counters.unknown_flow += 1;
+                } else {
+                    self.counters.expired += 1;
+                }
+                batch.drop_packet(i, DropReason::Expired);
+            }
         }
     }
 }
@@ -653,139 +816,74 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
 
     fn process(&mut self, batch: &mut Batch<B>, now: pipeline::Now) {
         let now_ms = now.mono_ns / 1_000_000;
+        let mut t = Tally::default();
+        let (mut regular, mut request) = (0u32, 0u32);
         // Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
-        // [`HINT_LAG`] regular packets behind, read their tags and prefetch
+        // `lag` regular packets behind, read their tags and prefetch
         // their entries (pass 1b, see `hint`).
         let mut n = 0;
-        let mut hinted = 0;
         for i in batch.live() {
-            self.classify(batch, i, now, &mut n);
-            while hinted + HINT_LAG < n {
-                self.hint(hinted);
-                hinted += 1;
+            match self.fast_regular(batch.meta(i), batch.data(i)) {
+                Some(c) => self.regular(batch, i, c, &mut n, &mut regular),
+                None => self.classify(batch, i, now, &mut n, &mut regular, &mut request),
             }
         }
-        while hinted < n {
-            self.hint(hinted);
-            hinted += 1;
+        for k in n.saturating_sub(self.lag)..n {
+            self.hint(k);
         }
         // Pass 2: verify every carried capability in one batched AES call
-        // (while the entries load).
+        // (while the entries load); compare tags as words, branch-free.
         self.router.key().mac_blocks(&mut self.blocks[..n]);
-        for k in 0..n {
-            let i = usize::from(self.idx[k]);
-            if !mac_eq(&self.blocks[k], &self.slots[i].cap.mac) {
-                self.counters.bad_mac += 1;
-                self.slots[i].kind = Kind::Skip;
+        let mut bad = 0u32;
+        for (&i, tag) in self.idx[..n].iter().zip(&self.blocks[..n]) {
+            let i = usize::from(i);
+            let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+            bad |= u32::from(u64::from_ne_bytes(*tag) != self.s.mac[i]) << i;
+        }
+        if bad != 0 {
+            self.counters.bad_mac += u64::from(bad.count_ones());
+            for i in Indices::of(bad) {
                 batch.drop_packet(i, DropReason::BadMac);
             }
         }
-        // Pass 3: table updates in arrival order. A new capability's
-        // `P_id ‖ flow_id ‖ ts` is written in place now (bytes 4..18 of the
-        // shim) and its MAC input gathered for pass 4.
+        // Pass 3: table updates in arrival order; new capabilities' MAC
+        // inputs (and plaintexts) gathered for pass 4.
         let mut n = 0;
-        for i in batch.live() {
-            let s = &self.slots[i];
-            let (kind, shim, flow_id) = (s.kind, usize::from(s.shim), s.flow_id);
-            let (ty, issue) = match kind {
-                Kind::Skip => continue,
-                Kind::Request => {
-                    let (hash, level) = (s.hash, s.level);
-                    match self.router.request_update(flow_id, hash, now_ms) {
-                        Ok((p_id, ts, slot)) => {
-                            match slot {
-                                TableSlot::Created(_) => self.counters.flows_created += 1,
-                                TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
-                                TableSlot::Found(_) => {}
-                            }
-                            batch.set_class(i, class::request(level));
-                            self.counters.requests_stamped += 1;
-                            (None, (p_id, ts))
-                        }
-                        Err(_) => {
-                            self.counters.table_full += 1;
-                            batch.drop_packet(i, DropReason::TableFull);
-                            continue;
-                        }
-                    }
-                }
-                Kind::Regular => {
-                    let cap = s.cap;
-                    let home = s.home as usize;
-                    let hint = (s.hint != NO_HINT).then_some(s.hint as usize);
-                    match self.router.regular_update_hinted(&cap, home, hint, now_ms) {
-                        Ok(p) => {
-                            match p.feedback {
-                                Feedback::Current => self.counters.feedback_current += 1,
-                                Feedback::Previous => self.counters.feedback_previous += 1,
-                                Feedback::Unissued => self.counters.feedback_unissued += 1,
-                            }
-                            let (ty, cl) = match p.mark {
-                                Mark::Privileged => {
-                                    self.counters.privileged += 1;
-                                    (PacketType::Privileged, class::PRIVILEGED)
-                                }
-                                // `regular_update` reports drops as `Err(OverWindow)`.
-                                Mark::BestEffort | Mark::Dropped => {
-                                    self.counters.best_effort += 1;
-                                    (PacketType::BestEffort, class::BEST_EFFORT)
-                                }
-                            };
-                            batch.set_class(i, cl);
-                            match p.issue {
-                                Some(x) => (Some(ty), x),
-                                None => {
-                                    if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
-                                        // The type byte (flags are sent as zero).
-                                        *b = ty.bits() << 6;
-                                    }
-                                    continue;
-                                }
-                            }
-                        }
-                        Err(Reject::OverWindow) => {
-                            self.counters.over_window += 1;
-                            batch.drop_packet(i, DropReason::OverRate);
-                            continue;
-                        }
-                        Err(r) => {
-                            if r == Reject::Expired
-                                && self.router.table().find_at(flow_id, home).is_none()
-                            {
-                                self.counters.unknown_flow += 1;
-                            } else {
-                                self.counters.expired += 1;
-                            }
-                            batch.drop_packet(i, DropReason::Expired);
-                            continue;
-                        }
-                    }
-                }
-            };
-            let block = mac_block(issue.0, flow_id, issue.1);
-            if let Some(d) = batch.buf_mut(i).data_mut().get_mut(shim + 1..shim + 18) {
-                if let Some(ty) = ty {
-                    // The type byte (flags are sent as zero).
-                    d[0] = ty.bits() << 6;
-                }
-                d[3..].copy_from_slice(&block[..14]);
+        for i in Indices::of((regular | request) & batch.live_mask()) {
+            if request & (1 << i) != 0 {
+                self.request_pass3(batch, i, now_ms, &mut n);
+            } else {
+                self.regular_pass3(batch, i, now_ms, &mut n, &mut t);
             }
-            if kind == Kind::Regular {
-                self.counters.restamped += 1;
-            }
-            self.blocks[n] = block;
-            self.idx[n] = i as u8;
-            n += 1;
         }
-        // Pass 4: MAC the new capabilities together and write the MACs in
-        // place (bytes 18..26 of the shim).
+        // Pass 4: MAC the new capabilities together and write each one
+        // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and a
+        // regular packet's type byte) with one bounds check.
         self.router.key().mac_blocks(&mut self.blocks[..n]);
         for k in 0..n {
             let i = usize::from(self.idx[k]);
-            let at = usize::from(self.slots[i].shim) + 18;
-            if let Some(d) = batch.buf_mut(i).data_mut().get_mut(at..at + 8) {
-                d.copy_from_slice(&self.blocks[k][..8]);
+            let at = usize::from(self.s.shim[i]);
+            let ty = self.s.level[i];
+            let Some(d) =
+                batch.buf_mut(i).data_mut().get_mut(at..).and_then(|d| d.first_chunk_mut::<26>())
+            else {
+                continue;
+            };
+            if request & (1 << i) == 0 {
+                d[1] = ty;
             }
+            d[4..18].copy_from_slice(&self.plain[k][..14]);
+            d[18..26].copy_from_slice(&self.blocks[k][..8]);
         }
+        // Per-burst tallies into the counters.
+        let c = &mut self.counters;
+        let accepted: u64 = t.feedback.iter().sum();
+        c.regular += u64::from(regular.count_ones());
+        c.privileged += t.privileged;
+        c.best_effort += accepted - t.privileged;
+        c.feedback_current += t.feedback[0];
+        c.feedback_previous += t.feedback[1];
+        c.feedback_unissued += t.feedback[2];
+        c.restamped += t.restamped;
     }
 }

@@ -297,7 +297,7 @@ pub fn packet(
     Ok(buf)
 }
 
-/// The SIBRA path of a whole SCION packet built by [`packet`] (or any bare
+/// The SIBRA path of a whole SCION packet built by [`packet()`] (or any bare
 /// SCION packet), for reading replies and CurrHop.
 pub fn sibra_path(pkt: &[u8]) -> Result<SibraPath<&[u8]>, Error> {
     let h = packet::scion::ScionHeader::new_checked(pkt)?;

@@ -372,16 +372,30 @@ impl CoreMonitor {
         self.suspects.len()
     }
 
-    fn roll_window(&mut self, now_ns: u64) {
+    /// Starts a new measurement window if `now_ns` is past the current one
+    /// (or before it: a clock step). [`observe`](Self::observe) does this
+    /// itself; a caller that observes a whole burst at one time calls it
+    /// once and then uses [`observe_in_window`](Self::observe_in_window).
+    #[inline]
+    pub fn roll_window(&mut self, now_ns: u64) {
         if now_ns >= self.window_start.saturating_add(self.cfg.window_ns)
             || now_ns < self.window_start
         {
-            self.sketch.fill(0);
-            self.window_start = now_ns - now_ns % self.cfg.window_ns;
-            // Suspects that behaved for a whole window are released.
-            let (w, start) = (self.cfg.window_ns, self.window_start);
-            self.suspects.retain(|_, s| s.since_ns.saturating_add(w) > start);
+            self.reset_window(now_ns);
         }
+    }
+
+    /// The once-per-window part of [`roll_window`](Self::roll_window), out
+    /// of line: inlined, its `retain` made every `observe` save and restore
+    /// registers (≈ 29 instructions per packet, measured).
+    #[cold]
+    #[inline(never)]
+    fn reset_window(&mut self, now_ns: u64) {
+        self.sketch.fill(0);
+        self.window_start = now_ns - now_ns % self.cfg.window_ns;
+        // Suspects that behaved for a whole window are released.
+        let (w, start) = (self.cfg.window_ns, self.window_start);
+        self.suspects.retain(|_, s| s.since_ns.saturating_add(w) > start);
     }
 
     /// Accounts a `bytes`-long packet of reservation `key` (class `class`,
@@ -397,6 +411,22 @@ impl CoreMonitor {
         now: Tick,
     ) -> CoreVerdict {
         self.roll_window(now_ns);
+        self.observe_in_window(key, class, exp, bytes, now_ns, now)
+    }
+
+    /// [`observe`](Self::observe) without the window check: the same result
+    /// when [`roll_window`](Self::roll_window) was called with this `now_ns`
+    /// (a burst's packets share one time, so one call per burst suffices).
+    #[inline]
+    pub fn observe_in_window(
+        &mut self,
+        key: &ResvKey,
+        class: BwClass,
+        exp: Tick,
+        bytes: usize,
+        now_ns: u64,
+        now: Tick,
+    ) -> CoreVerdict {
         // Usually no suspects: skip hashing for the table.
         if let Some(s) = (!self.suspects.is_empty()).then(|| self.suspects.get_mut(key)).flatten() {
             if s.bucket.take(bytes, now_ns) {
@@ -408,17 +438,22 @@ impl CoreMonitor {
             return CoreVerdict::Blacklisted;
         }
         let h = key_hash(self.cfg.seed, key);
-        let w = self.cfg.width;
+        let (w, rows) = (self.cfg.width, self.cfg.rows);
         let mut est = u64::MAX;
         let mut idx = [0usize; 4];
-        for (r, i) in idx.iter_mut().enumerate().take(self.cfg.rows) {
-            *i = r * w + ((h >> (16 * r)) as usize & (w - 1));
-            est = est.min(self.sketch[*i]);
+        // A fixed four-row loop (unrolled) with the configured rows masked
+        // in: an iterator over `rows` cost ≈ 30 instructions per packet of
+        // loop control (measured).
+        for (r, i) in idx.iter_mut().enumerate() {
+            if r < rows {
+                *i = r * w + ((h >> (16 * r)) as usize & (w - 1));
+                est = est.min(self.sketch[*i]);
+            }
         }
         let new = est.saturating_add(bytes as u64);
         // Conservative update: raise only the cells below the new estimate.
-        for &i in &idx[..self.cfg.rows] {
-            if self.sketch[i] < new {
+        for (r, &i) in idx.iter().enumerate() {
+            if r < rows && self.sketch[i] < new {
                 self.sketch[i] = new;
             }
         }

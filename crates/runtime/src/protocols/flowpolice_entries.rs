@@ -196,9 +196,13 @@ pub struct FlowPoliceParams {
     /// Require capabilities to match the packet's flow.
     pub check_flow_binding: Option<bool>,
     /// `true`: regular packets load only the entry the home chunk's tags
-    /// point at; `false`: the whole home chunk. Default: hints for tables of
-    /// up to 8 Mi slots (`flowpolice::stage::Config::slot_hints`).
+    /// point at; `false`: the whole home chunk. Default: hints at every
+    /// table size (`flowpolice::stage::Config::slot_hints`).
     pub slot_hints: Option<bool>,
+    /// Regular packets between prefetching a packet's tag line and reading it,
+    /// `1..=32`. Default: 8 for tables of up to 8 Mi slots, 32 above
+    /// (`flowpolice::stage::Config::hint_lag`).
+    pub hint_lag: Option<usize>,
     /// Ingress policer of the request channel (before the puzzle hash).
     pub request_cap: Option<CapParams>,
     /// Ingress policer of legacy traffic.
@@ -257,6 +261,15 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             cfg.check_flow_binding = b;
         }
         cfg.slot_hints = c.slot_hints;
+        if let Some(lag) = c.hint_lag {
+            if !(1..=pipeline::BURST).contains(&lag) {
+                return Err(ConfigError::at(
+                    "hint_lag",
+                    format!("must be in 1..={}", pipeline::BURST),
+                ));
+            }
+            cfg.hint_lag = Some(lag);
+        }
         cfg.request_cap = c.request_cap.map(|x| x.into_cap("request_cap")).transpose()?;
         cfg.legacy_cap = c.legacy_cap.map(|x| x.into_cap("legacy_cap")).transpose()?;
         cfg.link = match c.link {
@@ -446,6 +459,9 @@ mod tests {
         assert_eq!(key("puzzle = { min_level = 65 }"), "puzzle.min_level");
         assert_eq!(key("request_cap = { rate_mbps = 0 }"), "request_cap.rate_mbps");
         assert_eq!(key("link = \"atm\""), "link");
+        assert_eq!(key("hint_lag = 0"), "hint_lag");
+        assert_eq!(key("hint_lag = 33"), "hint_lag");
+        assert_eq!(build("hint_lag = 32\nslot_hints = false").unwrap(), "flowpolice");
         let t: toml::Table = toml::from_str(&STAGE.replace("epochs = 4", "epochs = 0")).unwrap();
         assert_eq!(r.build_stage("flowpolice", &ctx, &t).err().unwrap().key, "seeds.epochs");
     }
