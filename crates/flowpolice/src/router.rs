@@ -168,11 +168,10 @@ impl Router {
         hash: u64,
         now_ms: u64,
     ) -> Result<(u16, u32, Slot), Reject> {
-        let slot = self
+        let (slot, e) = self
             .table
-            .find_or_insert(flow_id, hash, now_ms, &self.params)
+            .find_or_insert_entry(flow_id, hash, now_ms, &self.params)
             .map_err(|_| Reject::TableFull)?;
-        let e = self.table.entry_mut(slot.index());
         let p_id = e.on_request(now_ms, &self.params);
         Ok((p_id, e.ts(), slot))
     }
@@ -200,13 +199,13 @@ impl Router {
                 self.table.prefetch_insert(hash);
             }
             let (flow_id, hash) = requests[j];
+            let params = &self.params;
             *o = self
                 .table
-                .find_or_insert_inline(flow_id, hash, now_ms, &self.params)
+                .find_or_insert_entry(flow_id, hash, now_ms, params)
                 .map_err(|_| Reject::TableFull)
-                .map(|slot| {
-                    let e = self.table.entry_mut(slot.index());
-                    let p_id = e.on_request(now_ms, &self.params);
+                .map(|(slot, e)| {
+                    let p_id = e.on_request(now_ms, params);
                     (p_id, e.ts(), slot)
                 });
         }
@@ -293,7 +292,11 @@ impl Router {
         now_ms: u64,
     ) -> Result<Pending, Reject> {
         let i = match hash {
-            Some(h) => self.table.find_tagged(flow_id, h, home, hint),
+            Some(h) => {
+                let p = &self.params;
+                let e = self.table.find_tagged_mut(flow_id, h, home, hint);
+                return Self::update(e.ok_or(Reject::Expired)?, p_id, ts, now_ms, p);
+            }
             None => self.table.find_hinted(flow_id, home, hint),
         };
         let i = i.ok_or(Reject::Expired)?;
@@ -310,7 +313,18 @@ impl Router {
         now_ms: u64,
     ) -> Result<Pending, Reject> {
         let p = &self.params;
-        let e = self.table.entry_mut(i);
+        Self::update(self.table.entry_mut(i), p_id, ts, now_ms, p)
+    }
+
+    /// [`update_entry`](Self::update_entry) on the entry itself.
+    #[inline(always)]
+    fn update(
+        e: &mut FlowEntry,
+        p_id: u16,
+        ts: u32,
+        now_ms: u64,
+        p: &Params,
+    ) -> Result<Pending, Reject> {
         e.maybe_roll(now_ms, p);
         let feedback = e.feedback(ts, p_id, p).ok_or(Reject::Expired)?;
         let mark = e.count_and_mark(p);

@@ -198,7 +198,7 @@ impl FlowTable {
         let n_chunks = slots.div_ceil(CHUNK_SLOTS);
         let window = probe_window.div_ceil(CHUNK_SLOTS) * CHUNK_SLOTS;
         let chunks = memhint::huge_filled_vec(n_chunks, Chunk([FlowEntry::EMPTY; CHUNK_SLOTS]));
-        // 8 bytes of padding for the word-wise scan in `find_or_insert`.
+        // 8 bytes of padding for the word-wise scans.
         let tags = memhint::huge_filled_vec(n_chunks * CHUNK_SLOTS + 8, 0u8);
         Ok(FlowTable {
             chunks,
@@ -349,8 +349,8 @@ impl FlowTable {
         // The first eight tags inline (the home chunk and the next one hold
         // ≈ 93 % of the flows at 80 % load); the rest of the window out of line.
         // The tag array has 8 bytes of padding (zero, never a tag).
-        let w = u64::from_le_bytes(*self.tags.get(home..)?.first_chunk::<8>()?);
-        match first_match(w, pattern, self.first_valid) {
+        let w: &[u8; 8] = self.tags.get(home..home + 8)?.try_into().ok()?;
+        match first_match(u64::from_le_bytes(*w), pattern, self.first_valid) {
             Ok(k) => Some(home + k),
             Err(true) if self.window > 8 => self.slot_hint_rest(pattern, home),
             Err(_) => None,
@@ -392,6 +392,31 @@ impl FlowTable {
             }
         }
         self.find_tagged_scan(flow_id, hash, home)
+    }
+
+    /// [`find_tagged`](Self::find_tagged)'s entry, mutable: with a right
+    /// hint, one bounds check and one compare (the window test is not
+    /// needed there: a flow occupies at most one slot of the whole table,
+    /// inside its window, so a slot holding it is that slot).
+    #[inline(always)]
+    pub(crate) fn find_tagged_mut(
+        &mut self,
+        flow_id: u64,
+        hash: u64,
+        home: usize,
+        hint: Option<usize>,
+    ) -> Option<&mut FlowEntry> {
+        if let Some(i) = hint {
+            if self.chunks.get(i / CHUNK_SLOTS).is_some_and(|c| {
+                let e = &c.0[i % CHUNK_SLOTS];
+                e.flow_id == flow_id && e.is_occupied()
+            }) {
+                // Same index and check as above: the compiler merges them.
+                return self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS]);
+            }
+        }
+        let i = self.find_tagged_scan(flow_id, hash, home)?;
+        self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])
     }
 
     /// [`find_tagged`](Self::find_tagged) without a (right) hint: kept out
@@ -519,43 +544,55 @@ impl FlowTable {
         now_ms: u64,
         p: &Params,
     ) -> Result<Slot, Full> {
-        self.find_or_insert_inline(flow_id, hash, now_ms, p)
+        self.find_or_insert_entry(flow_id, hash, now_ms, p).map(|(s, _)| s)
     }
 
     /// [`find_or_insert`](Self::find_or_insert), inlined into the caller
     /// (the burst insertion loop; ≈ 13 instructions per request fewer than
-    /// the call, measured with callgrind).
+    /// the call, measured with callgrind), that also returns the flow's
+    /// entry (the caller updates it without a second index computation and
+    /// bounds check).
     #[inline(always)]
-    pub(crate) fn find_or_insert_inline(
+    pub(crate) fn find_or_insert_entry(
         &mut self,
         flow_id: u64,
         hash: u64,
         now_ms: u64,
         p: &Params,
-    ) -> Result<Slot, Full> {
+    ) -> Result<(Slot, &mut FlowEntry), Full> {
         let h = self.home(hash);
+        let window = self.window;
         // Presence: only slots with a matching tag can hold the flow, and none
         // past the first empty slot (slots never become empty again). Eight
-        // tags at a time (SWAR): bytes equal to zero / to the tag.
+        // tags at a time (SWAR): bytes equal to zero / to the tag. One
+        // bounds check for the whole window, rounded up to whole words (the
+        // tag array has 8 bytes of padding); only the last word of a window
+        // that is not a multiple of 8 needs a byte mask.
         let pattern = u64::from(tag(hash)) * LO;
+        let words = window.div_ceil(8);
+        let last_valid = window_mask(window - (words - 1) * 8);
+        let tags = self.tags.get(h..h + words * 8).ok_or(Full)?;
+        let first = h / CHUNK_SLOTS;
+        let chunks = self.chunks.get(first..first + window / CHUNK_SLOTS).ok_or(Full)?;
         let mut first_empty = None;
         let mut read = 0u64;
-        let mut k = 0;
-        while k < self.window {
-            let mut word = [0u8; 8];
-            // The tag array has 8 bytes of padding: a word never runs past it.
-            word.copy_from_slice(&self.tags[h + k..h + k + 8]);
-            let word = u64::from_le_bytes(word);
-            let valid = window_mask(self.window - k);
+        for (w, word) in tags.chunks_exact(8).enumerate() {
+            let k = w * 8;
+            let Some(word) = word.first_chunk::<8>() else { break };
+            let word = u64::from_le_bytes(*word);
+            let valid = if w + 1 == words { last_valid } else { !0 };
             let zero = zero_bytes(word) & valid;
             let below = if zero == 0 { valid } else { (zero & zero.wrapping_neg()) - 1 };
             let mut m = zero_bytes(word ^ pattern) & below;
             while m != 0 {
                 let j = k + (m.trailing_zeros() / 8) as usize;
                 read += 1;
-                if self.at(h + j).flow_id == flow_id {
+                if chunks
+                    .get(j / CHUNK_SLOTS)
+                    .is_some_and(|c| c.0[j % CHUNK_SLOTS].flow_id == flow_id)
+                {
                     self.probed += read;
-                    return Ok(Slot::Found(h + j));
+                    return Ok((Slot::Found(h + j), self.entry_mut(h + j)));
                 }
                 m &= m - 1;
             }
@@ -563,17 +600,22 @@ impl FlowTable {
                 first_empty = Some(k + (zero.trailing_zeros() / 8) as usize);
                 break;
             }
-            k += 8;
         }
         // Absent: take the first idle slot before the first empty one, else
         // the empty one; an idle slot is usually the first one looked at.
-        let end = first_empty.unwrap_or(self.window);
+        let end = first_empty.unwrap_or(window);
         let mut idle = None;
-        for k in 0..end {
-            read += 1;
-            if self.at(h + k).is_idle(now_ms, p) {
-                idle = Some(k);
-                break;
+        'scan: for (c, chunk) in chunks.iter().enumerate() {
+            for (j, e) in chunk.0.iter().enumerate() {
+                let k = c * CHUNK_SLOTS + j;
+                if k >= end {
+                    break 'scan;
+                }
+                read += 1;
+                if e.is_idle(now_ms, p) {
+                    idle = Some(k);
+                    break 'scan;
+                }
             }
         }
         self.probed += read;
@@ -585,9 +627,12 @@ impl FlowTable {
             }
             (None, None) => return Err(Full),
         };
-        *self.entry_mut(h + k) = FlowEntry::new(flow_id, now_ms);
-        self.tags[h + k] = tag(hash);
-        Ok(slot)
+        if let Some(t) = self.tags.get_mut(h + k) {
+            *t = tag(hash);
+        }
+        let e = self.entry_mut(h + k);
+        *e = FlowEntry::new(flow_id, now_ms);
+        Ok((slot, e))
     }
 
     /// The entry at slot `i`.
