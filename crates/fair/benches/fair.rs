@@ -22,6 +22,9 @@ use fair::transit::{FairTransit, TransitConfig};
 use mac::Key;
 use pipeline::{Batch, Frame, Meta, Now, PacketBuf, Stage, BURST};
 
+#[path = "support/bm3.rs"]
+mod bm3;
+
 const T0: u64 = 1_700_000_000;
 
 /// IPv6/UDP, 14 B payload → 74-byte frame once a 16-byte FAIR EH is in (no Ethernet here: 60 + 16 = 76 B network layer).
@@ -334,54 +337,19 @@ fn bench_aes(c: &mut Criterion) {
 /// BM-3: source stamping to random destinations over an 18k-prefix IPv6 FIB,
 /// one channel (own K_SD, counter, bucket) per prefix: no locality.
 fn bench_fib(c: &mut Criterion) {
-    use fair::rng::Xoshiro;
-    const PREFIXES: usize = 18_000;
     const PKTS: usize = 8192;
-    let mut rng = Xoshiro::new(42);
-    let mut s = FairSource::new(SourceConfig { framing: Framing::Ip, ..Default::default() });
-    let big = u64::MAX / 4_000_000_000;
-    let mut seen = std::collections::HashSet::new();
-    let mut dests: Vec<[u8; 16]> = Vec::with_capacity(PREFIXES);
-    while dests.len() < PREFIXES {
-        let len = 24 + (rng.next_u64() % 25) as u32; // /24 … /48
-        let hi = (rng.next_u64() >> 3) | (1 << 61); // inside 2000::/3
-        let net = hi & !(u64::MAX >> len);
-        if !seen.insert((net, len)) {
-            continue;
-        }
-        let mut k = [0u8; 16];
-        k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
-        k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
-        let ch = SourceChannel::new(
-            dests.len() as u32,
-            2,
-            &Key::from(k),
-            1,
-            big,
-            big,
-            0,
-            Arc::new(AtomicU32::new(0)),
-        );
-        let idx = s.add_channel(ch);
-        let mut p = [0u8; 16];
-        p[..8].copy_from_slice(&net.to_be_bytes());
-        s.route(IpAddr::from(p), len as u8, idx);
-        // A host inside the prefix (random host bits).
-        let host = net | (rng.next_u64() & (u64::MAX >> len));
-        p[..8].copy_from_slice(&host.to_be_bytes());
-        p[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
-        dests.push(p);
-    }
+    let mut rng = fair::rng::Xoshiro::new(42);
+    let (mut s, dests) = bm3::bm3_source(&mut rng);
     let pkt_to = |d: &[u8; 16]| {
         let mut p = plain_v6();
         p[24..40].copy_from_slice(d);
         p
     };
-    let random: Vec<Vec<u8>> =
-        (0..PKTS).map(|_| pkt_to(&dests[(rng.next_u64() % PREFIXES as u64) as usize])).collect();
+    let random: Vec<Vec<u8>> = (0..PKTS)
+        .map(|_| pkt_to(&dests[(rng.next_u64() % bm3::PREFIXES as u64) as usize]))
+        .collect();
     let single: Vec<Vec<u8>> = (0..PKTS).map(|_| pkt_to(&dests[0])).collect();
     let now = Now::from_unix_ns(T0 * 1_000_000_000);
-    s.commit_routes();
     let mut g = c.benchmark_group("fair_fib");
     g.throughput(Throughput::Elements(BURST as u64));
     for (name, pkts) in [

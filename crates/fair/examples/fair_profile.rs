@@ -25,6 +25,9 @@ use fair::transit::{FairTransit, TransitConfig};
 use mac::Key;
 use pipeline::{Batch, Frame, Meta, Now, PacketBuf, Stage, BURST};
 
+#[path = "../benches/support/bm3.rs"]
+mod bm3;
+
 const T0: u64 = 1_700_000_000;
 
 fn plain_v6() -> Vec<u8> {
@@ -49,41 +52,18 @@ fn source() -> FairSource {
     s
 }
 
-/// BM-3 (as the bench): 18 000 random IPv6 prefixes /24 … /48 in 2000::/3,
-/// one channel each, and 8192 packets to random hosts of random prefixes
-/// (`random`) or all to one host.
+/// BM-3 (as the bench): the 18k-prefix FIB and 8192 packets to random hosts
+/// of random prefixes (`random`) or all to one host.
 fn fib_source(random: bool) -> (FairSource, Vec<Vec<u8>>) {
-    use fair::rng::Xoshiro;
-    const PREFIXES: usize = 18_000;
-    let mut rng = Xoshiro::new(42);
-    let mut s = FairSource::new(SourceConfig { framing: Framing::Ip, ..Default::default() });
-    let big = u64::MAX / 4_000_000_000;
-    let mut seen = std::collections::HashSet::new();
-    let mut dests: Vec<[u8; 16]> = Vec::with_capacity(PREFIXES);
-    while dests.len() < PREFIXES {
-        let len = 24 + (rng.next_u64() % 25) as u32;
-        let net = ((rng.next_u64() >> 3) | (1 << 61)) & !(u64::MAX >> len);
-        if !seen.insert((net, len)) {
-            continue;
-        }
-        let mut k = [0u8; 16];
-        k[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
-        k[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
-        let seq = Arc::new(AtomicU32::new(0));
-        let ch = SourceChannel::new(dests.len() as u32, 2, &Key::from(k), 1, big, big, 0, seq);
-        let idx = s.add_channel(ch);
-        let mut p = [0u8; 16];
-        p[..8].copy_from_slice(&net.to_be_bytes());
-        s.route(std::net::IpAddr::from(p), len as u8, idx);
-        p[..8].copy_from_slice(&(net | (rng.next_u64() & (u64::MAX >> len))).to_be_bytes());
-        p[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
-        dests.push(p);
-    }
-    s.commit_routes();
+    let mut rng = fair::rng::Xoshiro::new(42);
+    let (s, hosts) = bm3::bm3_source(&mut rng);
     let pkts = (0..8192)
         .map(|_| {
-            let d =
-                if random { dests[(rng.next_u64() % PREFIXES as u64) as usize] } else { dests[0] };
+            let d = if random {
+                hosts[(rng.next_u64() % bm3::PREFIXES as u64) as usize]
+            } else {
+                hosts[0]
+            };
             let mut p = plain_v6();
             p[24..40].copy_from_slice(&d);
             p

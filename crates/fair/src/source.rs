@@ -1278,6 +1278,33 @@ mod tests {
         b
     }
 
+    /// Runs one burst at time `t` through the fast and the reference stage
+    /// and requires identical packets, metadata, counters and channel state.
+    fn same_burst(
+        fast: &mut FairSource,
+        slow: &mut FairSource,
+        pkts: &[PktSpec],
+        eth: bool,
+        t: u64,
+    ) -> Result<(), TestCaseError> {
+        let now = Now { mono_ns: t, unix_ns: 1_700_000_000_000_000_000 + t * 300 };
+        let mut a = batch(pkts, eth);
+        let mut b = batch(pkts, eth);
+        fast.process(&mut a, now);
+        slow.process(&mut b, now);
+        prop_assert_eq!(a.live_mask(), b.live_mask());
+        prop_assert_eq!(a.metas(), b.metas());
+        for i in 0..a.len() {
+            prop_assert_eq!(a.data(i), b.data(i), "packet {}", i);
+        }
+        prop_assert_eq!(fast.stats, slow.stats);
+        for (x, y) in fast.channels.iter_mut().zip(slow.channels.iter_mut()) {
+            prop_assert_eq!(&x.bucket, &y.bucket);
+            prop_assert_eq!(x.reserve_seqnos(0), y.reserve_seqnos(0));
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
         /// The burst path gives byte-identical packets, identical verdicts,
@@ -1310,21 +1337,7 @@ mod tests {
             let mut t = 0u64;
             for (dt, pkts) in bursts {
                 t += dt;
-                let now = Now { mono_ns: t, unix_ns: 1_700_000_000_000_000_000 + t * 300 };
-                let mut a = batch(&pkts, eth);
-                let mut b = batch(&pkts, eth);
-                fast.process(&mut a, now);
-                slow.process(&mut b, now);
-                prop_assert_eq!(a.live_mask(), b.live_mask());
-                prop_assert_eq!(a.metas(), b.metas());
-                for i in 0..a.len() {
-                    prop_assert_eq!(a.data(i), b.data(i), "packet {}", i);
-                }
-                prop_assert_eq!(fast.stats, slow.stats);
-                for (x, y) in fast.channels.iter_mut().zip(slow.channels.iter_mut()) {
-                    prop_assert_eq!(&x.bucket, &y.bucket);
-                    prop_assert_eq!(x.reserve_seqnos(0), y.reserve_seqnos(0));
-                }
+                same_burst(&mut fast, &mut slow, &pkts, eth, t)?;
             }
         }
     }
@@ -1383,22 +1396,7 @@ mod tests {
             let mut t = 0u64;
             for (dt, runs) in bursts {
                 t += dt;
-                let now = Now { mono_ns: t, unix_ns: 1_700_000_000_000_000_000 + t * 300 };
-                let pkts = runs_to_packets(&runs);
-                let mut a = batch(&pkts, eth);
-                let mut b = batch(&pkts, eth);
-                fast.process(&mut a, now);
-                slow.process(&mut b, now);
-                prop_assert_eq!(a.live_mask(), b.live_mask());
-                prop_assert_eq!(a.metas(), b.metas());
-                for i in 0..a.len() {
-                    prop_assert_eq!(a.data(i), b.data(i), "packet {}", i);
-                }
-                prop_assert_eq!(fast.stats, slow.stats);
-                for (x, y) in fast.channels.iter_mut().zip(slow.channels.iter_mut()) {
-                    prop_assert_eq!(&x.bucket, &y.bucket);
-                    prop_assert_eq!(x.reserve_seqnos(0), y.reserve_seqnos(0));
-                }
+                same_burst(&mut fast, &mut slow, &runs_to_packets(&runs), eth, t)?;
             }
         }
     }

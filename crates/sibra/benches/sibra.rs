@@ -292,7 +292,8 @@ fn bench_requests(c: &mut Criterion) {
     g.finish();
     let c = ctl.counters();
     eprintln!("control stage: {} granted, {} denied", c.granted, c.denied);
-    assert!(c.granted > 100 * c.denied);
+    // Skipped by a name filter: nothing to check.
+    assert!(c.granted + c.denied == 0 || c.granted > 100 * c.denied);
 }
 
 fn bench_edge(c: &mut Criterion) {

@@ -11,8 +11,15 @@
 //!   overdraws its bucket is blacklisted until its reservation expires.
 //!   Blacklisted packets are dropped before any MAC work.
 //!
-//! Hashing uses a keyed mixer (seed from configuration) so that flows cannot
-//! choose colliding sketch cells without knowing the seed.
+//! Hashing is keyed (seed from configuration) so that flows cannot choose
+//! colliding sketch cells without knowing the seed. The sketch takes one
+//! keyed 64-bit hash per packet ([`sketch_hash`]: the two ID halves XORed
+//! with two secret words and multiplied 64 × 64 → 128, the halves folded,
+//! then mixed by a second multiply-fold) and splits it into four 16-bit
+//! row indices. That is not a PRF, but an attacker only ever sees whether
+//! a flow is blacklisted, never a cell position, and the exact suspect
+//! stage means a collision can at worst make a conforming flow a
+//! (released) suspect, never blacklist it.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -75,6 +82,38 @@ pub fn key_hash(seed: u64, k: &ResvKey) -> u64 {
     h.write_u64(u64::from_le_bytes(k.id[..8].try_into().unwrap_or_default()));
     h.write_u64(u64::from_le_bytes(k.id[8..].try_into().unwrap_or_default()));
     h.finish()
+}
+
+/// The two secret words of [`sketch_hash`], derived from the seed once.
+#[inline]
+fn sketch_keys(seed: u64) -> [u64; 2] {
+    // Chained: two separate derivations whose constants differed in the
+    // low bits gave seeds 1 and 2 each other's words, swapped.
+    let mut h = KeyedHasher { state: seed };
+    h.write_u64(0x736b_6574_6368_0001);
+    let a = h.finish();
+    h.write_u64(a);
+    [a, h.finish()]
+}
+
+/// The count-min sketch's per-packet hash of `k` under keys `keys` (see
+/// the module docs): a 64 × 64 → 128 multiply of the key-masked ID
+/// halves, high and low words folded, then one more multiply-fold by a
+/// constant to spread the bits. The steady flag flips a key word so a
+/// steady ID and the ephemeral ID with the same bytes differ.
+#[inline]
+pub fn sketch_hash(keys: &[u64; 2], k: &ResvKey) -> u64 {
+    let (lo, hi) = k.id.split_at(8);
+    let lo = u64::from_le_bytes(lo.try_into().unwrap_or_default());
+    let hi = u64::from_le_bytes(hi.try_into().unwrap_or_default());
+    // The constant is odd, so the steady flag always changes the word.
+    let steady = u64::from(k.steady).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let m = u128::from(lo ^ keys[0]) * u128::from(hi ^ keys[1] ^ steady);
+    // A second (unkeyed) multiply-fold: after one, the low word's low bits
+    // depend only on the inputs' low bits, which left sequential IDs lumpy
+    // over a row (measured by the spread test below).
+    let m = u128::from((m as u64) ^ ((m >> 64) as u64)) * 0x9E37_79B9_7F4A_7C15;
+    (m as u64) ^ ((m >> 64) as u64)
 }
 
 /// A token bucket in exact integer arithmetic (unit: bit·ns/10^9 = 1 bit, scaled).
@@ -308,7 +347,17 @@ struct Suspect {
 pub struct CoreMonitor {
     cfg: CoreConfig,
     sketch: Vec<u64>,
+    /// [`sketch_hash`] keys.
+    keys: [u64; 2],
+    /// Per row: (start of the row, shift of its 16 hash bits). Rows beyond
+    /// `cfg.rows` repeat row 0, so the four-row loop needs no row test (a
+    /// repeated cell changes neither the minimum nor the update).
+    rows: [(usize, u32); 4],
     window_start: u64,
+    /// `(100 + margin) · (now − window start + burst)` for `allow_ns`: the
+    /// per-burst factor of the overuse test (see `allowance`).
+    allow: u128,
+    allow_ns: u64,
     suspects: HashMap<ResvKey, Suspect, KeyedState>,
     blacklist: HashMap<ResvKey, Tick, KeyedState>,
     blacklisted_total: u64,
@@ -323,9 +372,20 @@ impl CoreMonitor {
         if cfg.window_ns == 0 {
             return Err(Error::Config("core monitor: window_ns must be positive"));
         }
+        let rows = core::array::from_fn(|r| {
+            if r < cfg.rows {
+                (r * cfg.width, 16 * r as u32)
+            } else {
+                (0, 0)
+            }
+        });
         Ok(CoreMonitor {
             sketch: vec![0; cfg.rows * cfg.width],
+            keys: sketch_keys(cfg.seed),
+            rows,
             window_start: 0,
+            allow: 0,
+            allow_ns: u64::MAX,
             suspects: HashMap::with_capacity_and_hasher(
                 cfg.max_suspects.min(1 << 20),
                 KeyedState(cfg.seed ^ 1),
@@ -383,6 +443,17 @@ impl CoreMonitor {
         {
             self.reset_window(now_ns);
         }
+        self.allow = self.allowance(now_ns);
+        self.allow_ns = now_ns;
+    }
+
+    /// `(100 + margin) · (now − window start + burst)`: a packet's flow is
+    /// over its allowance when `bytes · 8 · 10^9 · 100 > bps · allowance`.
+    #[inline]
+    fn allowance(&self, now_ns: u64) -> u128 {
+        let window = now_ns - self.window_start;
+        (100 + u128::from(self.cfg.margin_pct))
+            * u128::from(window.saturating_add(self.cfg.burst_ns))
     }
 
     /// The once-per-window part of [`roll_window`](Self::roll_window), out
@@ -437,34 +508,26 @@ impl CoreMonitor {
             let _ = self.blacklist(*key, exp, now);
             return CoreVerdict::Blacklisted;
         }
-        let h = key_hash(self.cfg.seed, key);
-        let (w, rows) = (self.cfg.width, self.cfg.rows);
-        let mut est = u64::MAX;
+        let h = sketch_hash(&self.keys, key);
+        let mask = self.cfg.width - 1;
         let mut idx = [0usize; 4];
-        // A fixed four-row loop (unrolled) with the configured rows masked
-        // in: an iterator over `rows` cost ≈ 30 instructions per packet of
-        // loop control (measured).
-        for (r, i) in idx.iter_mut().enumerate() {
-            if r < rows {
-                *i = r * w + ((h >> (16 * r)) as usize & (w - 1));
-                est = est.min(self.sketch[*i]);
-            }
+        let mut est = u64::MAX;
+        // A fixed four-row loop (unrolled, no row test: see `rows`).
+        for (i, &(off, shift)) in idx.iter_mut().zip(&self.rows) {
+            *i = off + ((h >> shift) as usize & mask);
+            est = est.min(self.sketch[*i]);
         }
         let new = est.saturating_add(bytes as u64);
         // Conservative update: raise only the cells below the new estimate.
-        for (r, &i) in idx.iter().enumerate() {
-            if r < rows && self.sketch[i] < new {
-                self.sketch[i] = new;
-            }
+        for &i in &idx {
+            self.sketch[i] = self.sketch[i].max(new);
         }
-        let window = now_ns - self.window_start;
         // Over the allowance so far this window plus a burst, at the rate plus
-        // margin? (`new·8·10^9·100 > bps·(100 + margin)·(window + burst)`, all
-        // in u128 without a division on the per-packet path.)
+        // margin? (`new·8·10^9·100 > bps·(100 + margin)·(window + burst)`, in
+        // u128 without a division; the factor is per burst.)
+        let allow = if now_ns == self.allow_ns { self.allow } else { self.allowance(now_ns) };
         let lhs = u128::from(new) * 800_000_000_000;
-        let rhs = u128::from(class.bps())
-            * u128::from(100 + self.cfg.margin_pct)
-            * u128::from(window.saturating_add(self.cfg.burst_ns));
+        let rhs = u128::from(class.bps()) * allow;
         if lhs > rhs && self.suspects.len() < self.cfg.max_suspects {
             let rate = u128::from(class.bps()) * u128::from(100 + self.cfg.margin_pct) / 100;
             let rate = rate.min(u128::from(u64::MAX)) as u64;
@@ -511,6 +574,50 @@ mod tests {
         assert_eq!(m.check(&k3, c, Tick(5), 1000, 0, Tick(0)), EdgeVerdict::TableFull);
         // After the others expire, there is room.
         assert_eq!(m.check(&k3, c, Tick(9), 1000, 0, Tick(6)), EdgeVerdict::Conform);
+    }
+
+    #[test]
+    fn sketch_hash_is_keyed_and_spreads_rows() {
+        let (k1, k2) = (sketch_keys(1), sketch_keys(2));
+        let e: ResvKey = EphemeralId([7; 16]).into();
+        let s = ResvKey { id: [7; 16], steady: true };
+        assert_ne!(sketch_hash(&k1, &e), sketch_hash(&k1, &s));
+        assert_ne!(sketch_hash(&k1, &e), sketch_hash(&k2, &e));
+        // Sequential IDs (as an attacker might pick them): each 16-bit row
+        // index, masked to 64 cells, fills its row about evenly.
+        let mut hist = [[0u32; 64]; 4];
+        for n in 0..64 * 256u64 {
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&n.to_le_bytes());
+            let h = sketch_hash(&k1, &EphemeralId(id).into());
+            for (r, row) in hist.iter_mut().enumerate() {
+                row[(h >> (16 * r)) as usize & 63] += 1;
+            }
+        }
+        for row in &hist {
+            assert!(row.iter().all(|&c| (160..=352).contains(&c)), "{row:?}");
+        }
+    }
+
+    #[test]
+    fn fewer_rows_keep_an_upper_bound() {
+        // Rows beyond `rows` repeat row 0: with one row the estimate is that
+        // row's cell, so one flow's bytes add up exactly.
+        for rows in 1..=4 {
+            let cfg = CoreConfig { rows, width: 16, ..Default::default() };
+            let mut m = CoreMonitor::new(cfg).unwrap();
+            let k: ResvKey = EphemeralId([3; 16]).into();
+            let c = BwClass::new(60).unwrap();
+            for _ in 0..10 {
+                m.observe(&k, c, Tick(5), 100, 1_000, Tick(0));
+            }
+            assert_eq!(m.sketch.len(), rows * 16);
+            let h = sketch_hash(&m.keys, &k);
+            for r in 0..rows {
+                assert_eq!(m.sketch[r * 16 + ((h >> (16 * r)) as usize & 15)], 1000);
+            }
+            assert_eq!(m.sketch.iter().filter(|&&v| v != 0).count(), rows);
+        }
     }
 
     #[test]
