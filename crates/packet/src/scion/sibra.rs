@@ -1171,13 +1171,43 @@ pub fn sibra_fields(pkt: &[u8]) -> Result<Option<SibraFields>> {
     }))
 }
 
-/// A [`SibraFields`] remembered by [`sibra_fields_memo`] with the bytes it
-/// follows from: the SCION `HdrLen` and address-type bytes and the SIBRA
-/// path's first five bytes (flags, CurrHop, P0..P2). A packet with the same
-/// bytes (e.g. the rest of a burst of one kind through the same hop) has
-/// the same layout, which passed every structural check before.
+/// The layouts [`sibra_fields_memo`] remembers: the last two distinct ones,
+/// so that a transit hop carrying both steady and ephemeral traffic (two
+/// layouts, interleaved within bursts) keeps hitting the memo. Each is a
+/// [`SibraFields`] with the bytes it follows from: the SCION `HdrLen` and
+/// address-type bytes and the SIBRA path's first five bytes (flags,
+/// CurrHop, P0..P2). A packet with the same bytes has the same layout,
+/// which passed every structural check before.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SibraShape {
+    /// The remembered layouts.
+    slots: [ShapeSlot; 2],
+    /// The slot the next new layout replaces (the one learned earlier).
+    victim: u8,
+}
+
+impl SibraShape {
+    /// The remembered fields if `pkt` has one of the remembered shapes and
+    /// passes the per-packet checks.
+    #[inline(always)]
+    fn read(&self, pkt: &[u8]) -> Option<SibraFields> {
+        let [a, b] = &self.slots;
+        a.read(pkt).or_else(|| b.read(pkt))
+    }
+
+    /// Remembers `f`, the fields of `pkt`, in place of the older layout.
+    fn learn(&mut self, pkt: &[u8], f: &SibraFields) {
+        let v = usize::from(self.victim & 1);
+        if let Some(slot) = self.slots.get_mut(v) {
+            slot.learn(pkt, f);
+        }
+        self.victim = (v as u8) ^ 1;
+    }
+}
+
+/// One remembered layout of a [`SibraShape`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ShapeSlot {
     /// Whether anything is remembered (a fresh shape remembers nothing).
     known: bool,
     /// Byte 5 (HdrLen) of the common header.
@@ -1189,7 +1219,7 @@ pub struct SibraShape {
     fields: SibraFields,
 }
 
-impl SibraShape {
+impl ShapeSlot {
     /// The remembered fields if `pkt` has this shape and passes the
     /// per-packet checks (SCION version 0, path type SIBRA, payload inside
     /// the buffer); exactly when [`sibra_fields`] returns the same fields.
@@ -1218,13 +1248,8 @@ impl SibraShape {
     fn learn(&mut self, pkt: &[u8], f: &SibraFields) {
         let head = pkt.get(usize::from(f.path)..).and_then(|b| b.first_chunk::<5>());
         if let (Some(c), Some(head)) = (pkt.first_chunk::<SCION_COMMON_LEN>(), head) {
-            *self = SibraShape {
-                known: true,
-                hdr_len: c[5],
-                addr_types: c[9],
-                head: *head,
-                fields: *f,
-            };
+            *self =
+                ShapeSlot { known: true, hdr_len: c[5], addr_types: c[9], head: *head, fields: *f };
         }
     }
 }
