@@ -227,6 +227,8 @@ fn register_source<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             ));
             st.route(addr, len, idx);
         }
+        // Compile the FIB now, at configuration time, not in the first burst.
+        st.commit_routes();
         Ok(Box::new(crate::live::Live(st)))
     });
 }
