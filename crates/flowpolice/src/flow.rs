@@ -79,18 +79,31 @@ const _: () = assert!(core::mem::size_of::<FlowEntry>() == 48);
 const _: () = assert!(core::mem::align_of::<FlowEntry>() == 16);
 
 /// A per-period packet count in one byte (a minifloat: exact below 8, then
-/// three mantissa bits per power of two; never above the count, at most
-/// 12.5 % below it). Only compared once per period, at the period end.
+/// three mantissa bits per power of two; never below the count, at most
+/// 12.5 % above it). Only compared once per period, at the period end.
+///
+/// Rounded up (a **decision**): the code is the volume a misbehaving flow
+/// must back off from, so rounding down would keep a flow that halved its
+/// rate exactly (β = 0.5) locked out whenever its count is not exactly
+/// representable (74 packets coded as 72 asks for 36, not 37). Rounding up
+/// gives a flow at most 12.5 % of slack instead.
 pub const fn volume_code(n: u32) -> u8 {
     if n < 8 {
-        n as u8
+        return n as u8;
+    }
+    let e = 31 - n.leading_zeros(); // ≥ 3
+    let shift = e - 3;
+    // The top four bits, rounded up: 8..=16.
+    let m = (n as u64 + (1 << shift) - 1) >> shift;
+    if m == 16 {
+        // Carried into the next power of two (mantissa 8, exponent e + 1).
+        ((e - 1) << 3) as u8
     } else {
-        let e = 31 - n.leading_zeros(); // ≥ 3
-        (((e - 2) << 3) | ((n >> (e - 3)) & 7)) as u8
+        (((e - 2) << 3) | (m as u32 & 7)) as u8
     }
 }
 
-/// The count a [`volume_code`] stands for (rounded down).
+/// The count a [`volume_code`] stands for.
 pub const fn volume_of(code: u8) -> u64 {
     if code < 8 {
         code as u64
@@ -458,12 +471,16 @@ mod tests {
     }
 
     #[test]
-    fn volume_codes_round_down_by_at_most_an_eighth() {
-        for n in (0..5000u32).chain([u32::MAX, u32::MAX / 3, 1 << 31]) {
+    fn volume_codes_round_up_by_at_most_an_eighth() {
+        for n in (0..5000u32).chain([u32::MAX, u32::MAX / 3, 1 << 31, (1 << 31) + 1]) {
             let v = volume_of(volume_code(n));
-            assert!(v <= u64::from(n) && v * 8 >= u64::from(n) * 7, "{n} -> {v}");
+            assert!(v >= u64::from(n) && v * 8 <= u64::from(n) * 9, "{n} -> {v}");
         }
-        assert_eq!(volume_of(volume_code(200)), 192);
+        assert_eq!(volume_of(volume_code(200)), 208);
+        assert_eq!(volume_of(volume_code(74)), 80);
+        assert_eq!(volume_of(volume_code(15)), 15);
+        assert_eq!(volume_of(volume_code(31)), 32);
+        assert_eq!(volume_code(u32::MAX), 240);
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Memory hints for data-plane hot paths, behind safe functions.
+//! Memory hints and byte scans for data-plane hot paths, behind safe functions.
 //!
-//! The protocol crates are `#![forbid(unsafe_code)]`, but two measured
+//! The protocol crates are `#![forbid(unsafe_code)]`, but three measured
 //! optimisations need a call that Rust only offers as `unsafe`:
 //!
 //! * [`prefetch`]: `_mm_prefetch` is a `#[target_feature(enable = "sse")]`
@@ -20,6 +20,10 @@
 #![deny(unsafe_code)]
 
 extern crate alloc;
+
+pub mod scan;
+
+pub use scan::{byte_masks, ByteMasks};
 
 use alloc::vec::Vec;
 
