@@ -510,12 +510,13 @@ mod tests {
         }
 
         /// The direct encoding equals capture + encode on any frame and header position.
+        /// Frames of at least 63 bytes hold the 9 fixed bytes at any offset
+        /// drawn (≤ 54), so no case is rejected.
         #[test]
-        fn encode_hot_matches_capture(frame in proptest::collection::vec(any::<u8>(), 20..120),
+        fn encode_hot_matches_capture(frame in proptest::collection::vec(any::<u8>(), 63..120),
                                       l3 in 0usize..8, rel in 20usize..48, n in 0u8..=40, v6: bool,
                                       channel: u32, arrival: u32) {
             let off = l3 + rel;
-            prop_assume!(off + 9 <= frame.len());
             let h9: [u8; 9] = frame[off..off + 9].try_into().unwrap();
             let w = u64::from_be_bytes(h9[..8].try_into().unwrap());
             let n = n.min((frame.len() - off - 9) as u8);
