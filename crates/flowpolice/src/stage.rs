@@ -110,6 +110,11 @@ pub struct Config {
     /// tag line of the burst is requested before the first is read: there
     /// each is a DRAM miss).
     pub hint_lag: Option<usize>,
+    /// `Some(true)`: a request's insertion prefetches the whole three-line
+    /// home chunk; `Some(false)`: its first two lines. `None` (default):
+    /// whole for tables of at most [`crate::table::AUTO_WHOLE_CHUNK_MAX_SLOTS`]
+    /// slots ([`crate::FlowTable::set_prefetch_whole_chunk`]).
+    pub insert_whole_chunk: Option<bool>,
     /// Optional ingress policer for the request channel, applied *before* the
     /// puzzle hash so floods cannot exhaust the CPU (egress caps still apply).
     pub request_cap: Option<ChannelCap>,
@@ -144,6 +149,7 @@ impl Config {
             check_flow_binding: true,
             slot_hints: None,
             hint_lag: None,
+            insert_whole_chunk: None,
             request_cap: None,
             legacy_cap: None,
         }
@@ -336,13 +342,16 @@ impl core::fmt::Debug for FlowPolice {
 impl FlowPolice {
     /// Builds the stage (allocates the whole flow table now).
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
-        let router = Router::new(
+        let mut router = Router::new(
             cfg.params,
             &cfg.capability_key,
             cfg.slots,
             cfg.probe_window,
             cfg.table_hash_key,
         )?;
+        if let Some(whole) = cfg.insert_whole_chunk {
+            router.table_mut().set_prefetch_whole_chunk(whole);
+        }
         let bucket = |c: ChannelCap| TokenBucket::new(c.bytes_per_sec, c.burst_bytes, 0);
         Ok(FlowPolice {
             router,

@@ -65,6 +65,16 @@ pub const DEFAULT_LOAD_PERCENT: u32 = 80;
 /// packets at 10M flows (interleaved runs), so 32 stays the default.
 pub const DEFAULT_PROBE_WINDOW: usize = 32;
 
+/// Largest table (slots) for which an insertion prefetches its whole home
+/// chunk by default ([`FlowTable::set_prefetch_whole_chunk`]): 8 Mi slots,
+/// 8 MiB of tags, a quarter of this machine's 32 MiB L3. Up to there much of
+/// the table stays cached and the third line is cheap; above it the line
+/// is a DRAM miss the insertion usually does not need. Requests at 1M
+/// flows, criterion, four alternated pairs: 47.9–52.8 ns with the whole
+/// chunk against 52.6–56.9 ns with two lines; at 10M flows the whole chunk
+/// was no faster (BENCHMARKS.md, FlowPolice session 7).
+pub const AUTO_WHOLE_CHUNK_MAX_SLOTS: usize = 8 << 20;
+
 /// Table configuration errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
@@ -100,6 +110,8 @@ pub struct FlowTable {
     k1: u64,
     len: usize,
     probed: u64,
+    /// Insertions prefetch all three lines of the home chunk, not two.
+    whole_chunk: bool,
 }
 
 impl core::fmt::Debug for FlowTable {
@@ -246,7 +258,21 @@ impl FlowTable {
             k1: (hash_key[1] ^ 0xd6e8_feb8_6659_fd93) | 1,
             len: 0,
             probed: 0,
+            whole_chunk: n_chunks * CHUNK_SLOTS <= AUTO_WHOLE_CHUNK_MAX_SLOTS,
         })
+    }
+
+    /// Whether an insertion ([`prefetch_insert`](Self::prefetch_insert))
+    /// prefetches the whole three-line home chunk (`true`) or only its first
+    /// two lines. Default: whole for tables of at most
+    /// [`AUTO_WHOLE_CHUNK_MAX_SLOTS`] slots. Only speed changes, never a result.
+    pub fn set_prefetch_whole_chunk(&mut self, whole: bool) {
+        self.whole_chunk = whole;
+    }
+
+    /// See [`set_prefetch_whole_chunk`](Self::set_prefetch_whole_chunk).
+    pub fn prefetches_whole_chunk(&self) -> bool {
+        self.whole_chunk
     }
 
     /// Slots for `flows` flows at `load_percent` % load (rounded up; at least 1).
@@ -520,19 +546,21 @@ impl FlowTable {
     }
 
     /// Starts loading what an insertion reads: the window's tags and the
-    /// first two lines of the home chunk (the idle checks of its first
-    /// three slots, where a new flow almost always lands). The third line is
-    /// left out (measured: no slower without it; with [`Router::request_updates`]'s
-    /// lag a burst keeps about 16 lines in flight, within the core's miss
-    /// buffers).
-    ///
-    /// [`Router::request_updates`]: crate::Router::request_updates
+    /// home chunk, where a new flow almost always lands. The first two lines
+    /// hold the idle checks of its first three slots; the third line (the
+    /// rest of slot 2 and slot 3) only when
+    /// [`prefetches_whole_chunk`](Self::prefetches_whole_chunk), i.e. by
+    /// default for tables small enough to be largely cached, where it is
+    /// cheap and saves the scans and writes that reach it a dependent miss.
     #[inline(always)]
     pub fn prefetch_insert(&self, hash: u64) {
         let h = self.home(hash);
         if let Some(c) = self.chunks.get(h / CHUNK_SLOTS) {
             memhint::prefetch(&c.0[0]);
             memhint::prefetch(&c.0[1].w_v);
+            if self.whole_chunk {
+                memhint::prefetch(&c.0[3]);
+            }
         }
         if let Some(t) = self.tags.get(h) {
             memhint::prefetch(t);
@@ -691,6 +719,25 @@ impl FlowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_chunk_insert_prefetch_is_on_for_small_tables_and_settable() {
+        let mut t = FlowTable::new(1024, 32, [1, 2]).unwrap();
+        assert!(t.prefetches_whole_chunk());
+        t.set_prefetch_whole_chunk(false);
+        assert!(!t.prefetches_whole_chunk());
+        // Only the prefetch changes: insertions land in the same slots.
+        let p = Params::default();
+        let mut u = FlowTable::new(1024, 32, [1, 2]).unwrap();
+        for f in 0..700u64 {
+            let (h, g) = (t.hash(f), u.hash(f));
+            t.prefetch_insert(h);
+            u.prefetch_insert(g);
+            let a = t.find_or_insert_entry(f, h, 0, &p).map(|(s, _)| s);
+            let b = u.find_or_insert_entry(f, g, 0, &p).map(|(s, _)| s);
+            assert_eq!(a, b);
+        }
+    }
 
     #[test]
     fn insert_find_and_refuse_when_window_full() {

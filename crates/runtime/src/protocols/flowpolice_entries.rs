@@ -203,6 +203,10 @@ pub struct FlowPoliceParams {
     /// `1..=32`. Default: 8 for tables of up to 8 Mi slots, 32 above
     /// (`flowpolice::stage::Config::hint_lag`).
     pub hint_lag: Option<usize>,
+    /// `true`: a request's insertion prefetches the whole three-line home
+    /// chunk; `false`: its first two lines. Default: whole for tables of up
+    /// to 8 Mi slots (`flowpolice::stage::Config::insert_whole_chunk`).
+    pub insert_whole_chunk: Option<bool>,
     /// Ingress policer of the request channel (before the puzzle hash).
     pub request_cap: Option<CapParams>,
     /// Ingress policer of legacy traffic.
@@ -261,6 +265,7 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
             cfg.check_flow_binding = b;
         }
         cfg.slot_hints = c.slot_hints;
+        cfg.insert_whole_chunk = c.insert_whole_chunk;
         if let Some(lag) = c.hint_lag {
             if !(1..=pipeline::BURST).contains(&lag) {
                 return Err(ConfigError::at(
@@ -462,6 +467,17 @@ mod tests {
         assert_eq!(key("hint_lag = 0"), "hint_lag");
         assert_eq!(key("hint_lag = 33"), "hint_lag");
         assert_eq!(build("hint_lag = 32\nslot_hints = false").unwrap(), "flowpolice");
+        // The insertion prefetch key reaches the table (default: whole chunk
+        // for this small table).
+        let whole = |extra: &str| {
+            let t: toml::Table = toml::from_str(&format!("{STAGE}\n{extra}")).unwrap();
+            let mut s = r.build_stage("flowpolice", &ctx, &t).unwrap();
+            let fp = s.as_any_mut().and_then(|a| a.downcast_mut::<flowpolice::FlowPolice>());
+            fp.unwrap().router().table().prefetches_whole_chunk()
+        };
+        assert!(whole(""));
+        assert!(!whole("insert_whole_chunk = false"));
+        assert_eq!(key("insert_whole_chunk = 1"), "insert_whole_chunk");
         let t: toml::Table = toml::from_str(&STAGE.replace("epochs = 4", "epochs = 0")).unwrap();
         assert_eq!(r.build_stage("flowpolice", &ctx, &t).err().unwrap().key, "seeds.epochs");
     }
