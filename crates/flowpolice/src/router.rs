@@ -11,8 +11,23 @@ use crate::params::{Params, ParamsError};
 use crate::table::{FlowTable, Slot, TableError};
 
 /// Requests between prefetching an insertion's lines and performing it in
-/// [`Router::request_updates`].
+/// [`Router::request_updates`], for tables of at most
+/// [`AUTO_LONG_REQUEST_LAG_MIN_SLOTS`] slots.
 pub const REQUEST_PREFETCH_LAG: usize = 4;
+
+/// The same lag for larger tables. Past about 1.5 GiB of entries a miss
+/// also walks the page tables (this VM's TLB reach with 2 MiB pages), so the
+/// prefetch has to start further ahead. `profile` example in its steady state, 3
+/// alternated runs each (BENCHMARKS.md, FlowPolice session 7): 100M flows
+/// 70.8–75.4 ns with lag 16 against 105.5–114.9 ns with lag 4; 40M flows
+/// 71.7–117.2 against 91.7–135.1 ns. At 1M and 10M flows lag 16 was slower
+/// (57.0–69.8 against 45.6–58.5 ns, 66.0–71.3 against 55.2–64.5 ns).
+pub const REQUEST_PREFETCH_LAG_LARGE: usize = 16;
+
+/// Tables of more than this many slots (32 Mi: 1.5 GiB of entries) use
+/// [`REQUEST_PREFETCH_LAG_LARGE`] by default. At 25 Mi slots (20M flows) the
+/// two lags measured the same.
+pub const AUTO_LONG_REQUEST_LAG_MIN_SLOTS: usize = 32 << 20;
 
 /// Why the router refuses a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -81,6 +96,8 @@ pub struct Router {
     params: Params,
     key: CapabilityKey,
     table: FlowTable,
+    /// [`Router::request_updates`]' prefetch distance in requests.
+    request_lag: usize,
 }
 
 impl core::fmt::Debug for Router {
@@ -101,11 +118,27 @@ impl Router {
         hash_key: [u64; 2],
     ) -> Result<Self, ConfigError> {
         params.validate()?;
-        Ok(Router {
-            params,
-            key: CapabilityKey::new(key),
-            table: FlowTable::new(slots, probe_window, hash_key)?,
-        })
+        let table = FlowTable::new(slots, probe_window, hash_key)?;
+        let request_lag = if table.slots() > AUTO_LONG_REQUEST_LAG_MIN_SLOTS {
+            REQUEST_PREFETCH_LAG_LARGE
+        } else {
+            REQUEST_PREFETCH_LAG
+        };
+        Ok(Router { params, key: CapabilityKey::new(key), table, request_lag })
+    }
+
+    /// Sets how many requests ahead [`request_updates`](Self::request_updates)
+    /// prefetches an insertion's lines (at least 1). Default:
+    /// [`REQUEST_PREFETCH_LAG`], or [`REQUEST_PREFETCH_LAG_LARGE`] for tables
+    /// of more than [`AUTO_LONG_REQUEST_LAG_MIN_SLOTS`] slots. Only speed
+    /// changes, never a result.
+    pub fn set_request_prefetch_lag(&mut self, lag: usize) {
+        self.request_lag = lag.max(1);
+    }
+
+    /// See [`set_request_prefetch_lag`](Self::set_request_prefetch_lag).
+    pub fn request_prefetch_lag(&self) -> usize {
+        self.request_lag
     }
 
     /// The parameters.
@@ -179,11 +212,13 @@ impl Router {
     /// [`request_update`](Self::request_update) for a burst of requests
     /// (`(flow_id, hash)` pairs, puzzles verified by the caller), results in
     /// `out` (same length, or the shorter of the two). Each insertion's
-    /// lines are prefetched [`REQUEST_PREFETCH_LAG`] requests ahead: a
-    /// burst's lines requested all at once overflow the core's miss buffers
-    /// (measured: ≈ 105–125 ns per request at 1M flows all at once, ≈ 66–95 ns
-    /// with a lag of 4; BENCHMARKS.md). Same results, in the same order, as
-    /// calling [`request_update`](Self::request_update) for each.
+    /// lines are prefetched [`request_prefetch_lag`](Self::request_prefetch_lag)
+    /// requests ahead: a burst's lines requested all at once overflow the
+    /// core's miss buffers (measured: ≈ 105–125 ns per request at 1M flows
+    /// all at once, ≈ 66–95 ns with a lag of 4; BENCHMARKS.md), while huge
+    /// tables need a longer lead ([`REQUEST_PREFETCH_LAG_LARGE`]). Same
+    /// results, in the same order, as calling
+    /// [`request_update`](Self::request_update) for each.
     pub fn request_updates(
         &mut self,
         requests: &[(u64, u64)],
@@ -191,11 +226,12 @@ impl Router {
         out: &mut [Result<(u16, u32, Slot), Reject>],
     ) {
         let n = requests.len().min(out.len());
-        for &(_, hash) in &requests[..n.min(REQUEST_PREFETCH_LAG)] {
+        let lag = self.request_lag;
+        for &(_, hash) in &requests[..n.min(lag)] {
             self.table.prefetch_insert(hash);
         }
         for (j, o) in out[..n].iter_mut().enumerate() {
-            if let Some(&(_, hash)) = requests[..n].get(j + REQUEST_PREFETCH_LAG) {
+            if let Some(&(_, hash)) = requests[..n].get(j + lag) {
                 self.table.prefetch_insert(hash);
             }
             let (flow_id, hash) = requests[j];
@@ -370,22 +406,29 @@ mod tests {
 
     #[test]
     fn burst_of_requests_equals_one_by_one() {
-        let mut a = router();
-        let mut b = router();
-        // Repeats (found), new flows (created) and, later, reclaimed ones.
-        let flows: Vec<u64> = (0..40u64).map(|i| i % 29).collect();
-        for now in [10_000u64, 20_000] {
-            let reqs: Vec<(u64, u64)> = flows.iter().map(|&f| (f, a.table().hash(f))).collect();
-            let mut out = vec![Err(Reject::TableFull); reqs.len()];
-            a.request_updates(&reqs, now, &mut out);
-            for (&(f, h), got) in reqs.iter().zip(&out) {
-                assert_eq!(*got, b.request_update(f, h, now));
+        assert_eq!(router().request_prefetch_lag(), REQUEST_PREFETCH_LAG);
+        // Any prefetch distance, shorter or longer than the burst.
+        for lag in [0, 1, REQUEST_PREFETCH_LAG, REQUEST_PREFETCH_LAG_LARGE, 64] {
+            let mut a = router();
+            a.set_request_prefetch_lag(lag);
+            assert_eq!(a.request_prefetch_lag(), lag.max(1));
+            let mut b = router();
+            // Repeats (found), new flows (created) and, later, reclaimed ones.
+            let flows: Vec<u64> = (0..40u64).map(|i| i % 29).collect();
+            for now in [10_000u64, 20_000] {
+                let reqs: Vec<(u64, u64)> = flows.iter().map(|&f| (f, a.table().hash(f))).collect();
+                let mut out = vec![Err(Reject::TableFull); reqs.len()];
+                a.request_updates(&reqs, now, &mut out);
+                for (&(f, h), got) in reqs.iter().zip(&out) {
+                    assert_eq!(*got, b.request_update(f, h, now));
+                }
+            }
+            assert_eq!(a.table().len(), 29);
+            for f in 0..29 {
+                assert_eq!(a.flow(f), b.flow(f));
             }
         }
-        assert_eq!(a.table().len(), 29);
-        for f in 0..29 {
-            assert_eq!(a.flow(f), b.flow(f));
-        }
+        let mut a = router();
         // A shorter `out` handles only its length.
         let mut out = vec![Err(Reject::TableFull); 2];
         a.request_updates(&[(500, a.table().hash(500)); 5], 20_000, &mut out);
