@@ -15,9 +15,9 @@ use crate::table::{FlowTable, Slot, TableError};
 /// [`AUTO_LONG_REQUEST_LAG_MIN_SLOTS`] slots.
 pub const REQUEST_PREFETCH_LAG: usize = 4;
 
-/// The same lag for larger tables. Past about 1.5 GiB of entries a miss
-/// also walks the page tables (this VM's TLB reach with 2 MiB pages), so the
-/// prefetch has to start further ahead. `profile` example in its steady state, 3
+/// The same lag for larger tables. There a miss takes longer (far past the
+/// L3; at 100M flows, 6 GiB, past this VM's TLB reach with 2 MiB pages), so
+/// the prefetch has to start further ahead. `profile` example in its steady state, 3
 /// alternated runs each (BENCHMARKS.md, FlowPolice session 7): 100M flows
 /// 70.8–75.4 ns with lag 16 against 105.5–114.9 ns with lag 4; 40M flows
 /// 71.7–117.2 against 91.7–135.1 ns. At 1M and 10M flows lag 16 was slower
