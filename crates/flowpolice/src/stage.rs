@@ -248,8 +248,9 @@ pub const HINT_LAG: usize = 8;
 /// [`HINT_LAG`]: 8 Mi tag bytes, a quarter of this machine's 32 MiB L3, so
 /// that the tags stay cached next to the entry traffic and a short lag
 /// suffices. Larger tables default to a lag of [`BURST`] (each tag line is a
-/// DRAM miss of its own).
-pub const AUTO_HINT_MAX_SLOTS: usize = 8 << 20;
+/// DRAM miss of its own). The same bound as the table's whole-chunk
+/// insertion prefetch: one definition of "a largely cached table".
+pub const AUTO_HINT_MAX_SLOTS: usize = crate::table::AUTO_WHOLE_CHUNK_MAX_SLOTS;
 
 const EMPTY_SCRATCH: Scratch = Scratch {
     fid: [0; BURST],
