@@ -5,14 +5,7 @@
 
 use std::path::PathBuf;
 
-const PROTOS: &[&str] = &[
-    "router.proto",
-    "zlane.proto",
-    "sibra.proto",
-    "flowpolice.proto",
-    "fair.proto",
-    "drkey.proto",
-];
+const PROTOS: &[&str] = &["router.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files: Vec<String> = PROTOS.iter().map(|p| format!("proto/{p}")).collect();

@@ -9,9 +9,10 @@ mod common;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use adapters::pb;
+use adapters::ProtocolClients;
 use common::{config, ctl, scratch_dir, start_in, total_drops, unix_now, Env, TOKEN};
 use control::client::Client;
-use control::pb;
 use fair::crypto::{slot, MarkBinding, Signer};
 use fair::policy::TrustStore;
 use fair::policy::{setup_complete, setup_initiate, setup_relay, AsEntry, Grant, PolicyPacket};
@@ -72,7 +73,7 @@ fn data_key(epoch: u64) -> mac::Aes {
 fn policy(dst: u32, t0: u64) -> PolicyPacket {
     let t = trust();
     let req = setup_initiate(&Signer::from_seed(seed(SRC)), SRC, dst, vec![ME], t0);
-    let ring = control::protest::control_key_ring(&mac::Key::from(CTRL_KEY), 86_400, t0);
+    let ring = adapters::fair::protest::control_key_ring(&mac::Key::from(CTRL_KEY), 86_400, t0);
     let b1 = setup_relay(&req.encode(), ME, &ring, None, t0).unwrap();
     let g = Grant { cir: 10_000, cbs: 20_000, expiration: t0 + 7200, l_min: 100 };
     setup_complete(&b1, dst, &Signer::from_seed(seed(dst)), &t, g, t0).unwrap()
@@ -190,14 +191,16 @@ fn start_with(name: &str, keys_until: u64) -> Env {
             )
         })
         .collect();
-    let fair: control::protest::FairProtestConfig = toml::from_str(&format!(
+    let fair: toml::Table = toml::from_str(&format!(
         "asn = {ME}\nsigning_key_file = \"{}\"\ncontrol_key = \"{}\"\n\
          per_complainant_burst = 6\nper_complainant_per_hour = 1\nverdicts_kept = 8\n{trust_toml}",
         key_file.display(),
         hex(&CTRL_KEY)
     ))
     .unwrap();
-    start_in(dir, cfg, |c| c.fair = Some(fair))
+    start_in(dir, cfg, |c| {
+        c.protocols.insert("fair".into(), fair);
+    })
 }
 
 async fn submit(c: &Client, p: &ProtestRequest) -> Result<pb::ProtestReceipt, tonic::Status> {

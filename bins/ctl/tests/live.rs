@@ -6,9 +6,10 @@ mod common;
 
 use std::time::Duration;
 
+use adapters::pb;
+use adapters::ProtocolClients;
 use common::{ctl, ctl_with_token, scratch_dir, start_in, total_drops, Env, TOKEN};
 use control::client::Client;
-use control::pb;
 use tonic::Code;
 
 /// 128-byte frames: 1024 bit each.

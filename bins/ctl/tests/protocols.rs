@@ -7,9 +7,10 @@ mod common;
 
 use std::time::Duration;
 
+use adapters::pb;
+use adapters::ProtocolClients;
 use common::{ctl, start, unix_now, TOKEN};
 use control::client::Client;
-use control::pb;
 use tonic::Code;
 
 fn named(c: &pb::Counters, scope_prefix: &str, name: &str) -> u64 {

@@ -123,7 +123,7 @@ fn check(path: &std::path::Path) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    match runtime::check(&cfg) {
+    match runtime::check::<adapters::All>(&cfg) {
         Ok(r) => {
             println!(
                 "{}: ok ({:?} backend, {} worker(s); pipeline: {}; egress: {})",
@@ -175,7 +175,7 @@ fn gen_frames(
     o: &GenOverrides,
 ) -> Result<Vec<(u16, Vec<u8>)>, config::ConfigError> {
     let Some(sc) = cfg.io.synthetic.as_mut() else {
-        return runtime::synthetic::capture_frames(&cfg, groups, unix_s);
+        return runtime::synthetic::capture_frames(&cfg, &templates(), groups, unix_s);
     };
     let selected = |name: &str| groups.is_empty() || groups.iter().any(|g| g == name);
     for t in sc.traffic.iter_mut().filter(|t| selected(&t.name)) {
@@ -187,7 +187,7 @@ fn gen_frames(
         }
     }
     let Some(want) = o.frame_len else {
-        return runtime::synthetic::capture_frames(&cfg, groups, unix_s);
+        return runtime::synthetic::capture_frames(&cfg, &templates(), groups, unix_s);
     };
     // Each template's `size` counts different bytes (before or after the
     // protocol headers it inserts): build once, measure, correct, rebuild.
@@ -197,7 +197,7 @@ fn gen_frames(
         let one = std::slice::from_ref(name);
         let mut tries = 0;
         loop {
-            let frames = runtime::synthetic::capture_frames(&cfg, one, unix_s)?;
+            let frames = runtime::synthetic::capture_frames(&cfg, &templates(), one, unix_s)?;
             let lens: std::collections::BTreeSet<usize> =
                 frames.iter().map(|(_, f)| f.len()).collect();
             let got = lens.first().copied().unwrap_or(want);
@@ -218,7 +218,7 @@ fn gen_frames(
             t.params.insert("size".into(), toml::Value::Integer(next));
         }
     }
-    runtime::synthetic::capture_frames(&cfg, groups, unix_s)
+    runtime::synthetic::capture_frames(&cfg, &templates(), groups, unix_s)
 }
 
 fn gen(
@@ -293,7 +293,7 @@ fn run(
             return ExitCode::FAILURE;
         }
     };
-    let router = match runtime::start(cfg.clone()) {
+    let router = match runtime::start::<adapters::All>(cfg.clone()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -308,7 +308,7 @@ fn run(
         None => control::Plane::new(router, cfg),
     };
     let server = match &control_cfg {
-        Some(c) => match control::serve(plane.clone(), c) {
+        Some(c) => match control::serve::<adapters::All>(plane.clone(), c) {
             Ok(s) => {
                 eprintln!("control API on {}", c.listen);
                 Some(s)
@@ -375,9 +375,18 @@ fn control_config(
         .as_ref()
         .map(|t| {
             control::ControlConfig::from_toml(t)
+                .and_then(|c| {
+                    <adapters::All as control::Services>::check(&c)?;
+                    Ok(c)
+                })
                 .map_err(|e| format!("{}: key `control`: {e}", cfg.source.display()))
         })
         .transpose()
+}
+
+/// The packet templates of this build (synthetic traffic, `router gen`).
+fn templates() -> runtime::Templates {
+    runtime::Templates::with::<adapters::All>()
 }
 
 fn rate(n: u64, d: Duration) -> String {

@@ -123,7 +123,7 @@ pub fn replay_through(
     cfg: &RouterConfig,
     frames: &[(u64, Vec<u8>)],
 ) -> Result<BTreeMap<Option<u16>, Tally>, runtime::ConfigError> {
-    let reg = Registry::<Vec<u8>>::builtin();
+    let reg = Registry::<Vec<u8>>::with::<adapters::All>();
     let ctx =
         BuildContext { worker: 0, workers: 1, ports: cfg.ports.iter().map(|p| p.id).collect() };
     let mut pipe = Pipeline::new();

@@ -178,7 +178,7 @@ impl Generator {
             heap.push(Reverse((first, states.len())));
             states.push(s);
         }
-        let templates = Templates::builtin();
+        let templates = Templates::with::<adapters::All>();
         Ok(Generator {
             states,
             heap,

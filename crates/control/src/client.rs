@@ -1,5 +1,6 @@
-//! A client of every control service, with the bearer token attached to
-//! each call (used by `ctl` and by tests).
+//! A client of the control API, with the bearer token attached to each call
+//! (used by `ctl`, the protocol adapters' subcommands and tests), and how
+//! `ctl` prints replies.
 
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
@@ -41,7 +42,7 @@ pub enum ConnectError {
     Transport(String, tonic::transport::Error),
 }
 
-/// Clients of every control service over one channel.
+/// One channel to the router's control API, with its token.
 #[derive(Clone, Debug)]
 pub struct Client {
     channel: Channel,
@@ -76,7 +77,9 @@ impl Client {
         Client::connect(addr, Some(&t)).await
     }
 
-    fn authed(&self) -> Authed {
+    /// The channel with the token attached, for a protocol's generated
+    /// client (e.g. `SibraControlClient::new(client.authed())`).
+    pub fn authed(&self) -> Authed {
         InterceptedService::new(self.channel.clone(), self.bearer.clone())
     }
 
@@ -84,29 +87,147 @@ impl Client {
     pub fn router(&self) -> pb::router_control_client::RouterControlClient<Authed> {
         pb::router_control_client::RouterControlClient::new(self.authed())
     }
+}
 
-    /// `ZlaneControl`.
-    pub fn zlane(&self) -> pb::zlane_control_client::ZlaneControlClient<Authed> {
-        pb::zlane_control_client::ZlaneControlClient::new(self.authed())
+/// How `ctl` shows a reply on a terminal (the default is the debug form);
+/// `--json` prints the message's serde form instead.
+pub trait Show: serde::Serialize + std::fmt::Debug {
+    /// The reply for a person.
+    fn human(&self) -> String {
+        format!("{self:#?}")
     }
+}
 
-    /// `SibraControl`.
-    pub fn sibra(&self) -> pb::sibra_control_client::SibraControlClient<Authed> {
-        pb::sibra_control_client::SibraControlClient::new(self.authed())
+impl Show for pb::ApplyReply {
+    fn human(&self) -> String {
+        format!(
+            "applied on {} workers (generation {}): {}",
+            self.workers, self.generation, self.detail
+        )
     }
+}
 
-    /// `FlowPoliceControl`.
-    pub fn flowpolice(&self) -> pb::flow_police_control_client::FlowPoliceControlClient<Authed> {
-        pb::flow_police_control_client::FlowPoliceControlClient::new(self.authed())
+impl Show for pb::RouterStatus {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "router {} backend {} workers {} generation {}{}\npipeline:\n",
+            self.router_name,
+            self.backend,
+            self.workers,
+            self.generation,
+            if self.all_done { " (stopped)" } else { "" }
+        );
+        for st in &self.stages {
+            s.push_str(&format!(
+                "  [{}] {} {}\n",
+                st.index,
+                st.kind,
+                st.params_toml.replace('\n', " ").trim()
+            ));
+        }
+        s.push_str("ports:\n");
+        for p in &self.ports {
+            s.push_str(&format!(
+                "  {} {} egress {} {}\n",
+                p.id,
+                p.name,
+                p.egress_kind,
+                p.egress_params_toml.replace('\n', " ").trim()
+            ));
+        }
+        s
     }
+}
 
-    /// `FairControl`.
-    pub fn fair(&self) -> pb::fair_control_client::FairControlClient<Authed> {
-        pb::fair_control_client::FairControlClient::new(self.authed())
+fn drops(d: &[pb::DropCount]) -> String {
+    d.iter().map(|d| format!(" {}={}", d.reason, d.packets)).collect()
+}
+
+impl Show for pb::Counters {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "rx {} tx {} to-control {} bursts {} elapsed {:.3} s{}\n",
+            self.rx,
+            self.tx,
+            self.to_control,
+            self.bursts,
+            self.elapsed_ns as f64 / 1e9,
+            if self.all_done { " (stopped)" } else { "" }
+        );
+        for (i, st) in self.stages.iter().enumerate() {
+            s.push_str(&format!(
+                "stage [{i}] {:<16} packets {} to-control {}{}\n",
+                st.name,
+                st.packets,
+                st.to_control,
+                drops(&st.drops)
+            ));
+        }
+        for p in &self.ports {
+            s.push_str(&format!(
+                "port {:<3} rx {} tx {} tx-bytes {} queued {}{}\n",
+                p.id,
+                p.rx,
+                p.tx,
+                p.tx_bytes,
+                p.queued,
+                drops(&p.drops)
+            ));
+        }
+        for g in &self.groups {
+            s.push_str(&format!(
+                "group {:<16} offered {} delivered {}\n",
+                g.name, g.offered, g.delivered
+            ));
+        }
+        let mut scope = "";
+        for n in &self.named {
+            if n.scope != scope {
+                scope = &n.scope;
+                s.push_str(&format!("{scope}:"));
+            }
+            s.push_str(&format!(" {}={}", n.name, n.value));
+            if self.named.iter().rfind(|m| m.scope == n.scope).is_some_and(|m| std::ptr::eq(m, n)) {
+                s.push('\n');
+            }
+        }
+        s
     }
+}
 
-    /// `DrkeyControl`.
-    pub fn drkey(&self) -> pb::drkey_control_client::DrkeyControlClient<Authed> {
-        pb::drkey_control_client::DrkeyControlClient::new(self.authed())
+/// Prints a reply (human or JSON) or the error; returns `ctl`'s exit status:
+/// 0 on success, 2 if the router refused the request.
+pub fn print<T: Show>(
+    json: bool,
+    r: Result<tonic::Response<T>, tonic::Status>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match r {
+        Ok(r) => {
+            let m = r.into_inner();
+            if json {
+                match serde_json::to_string_pretty(&m) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => {
+                        eprintln!("error: encoding JSON: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                println!("{}", m.human().trim_end());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(s) => {
+            if json {
+                let v = serde_json::json!({
+                    "error": { "code": format!("{:?}", s.code()), "message": s.message() }
+                });
+                eprintln!("{v}");
+            } else {
+                eprintln!("error: {:?}: {}", s.code(), s.message());
+            }
+            ExitCode::from(2)
+        }
     }
 }

@@ -9,11 +9,12 @@
 //! reflection = true
 //! apply_timeout_ms = 2000
 //! concurrency_limit = 32
-//! [control.fair]                      # optional: FAIR protest verifier
-//! asn = 101                           # (see `crate::protest` for every key)
+//! [control.fair]                      # a protocol's own table (here: FAIR's
+//! asn = 101                           # protest verifier), read by its adapter
 //! signing_key_file = "/etc/router/fair.ed25519"
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,10 +47,10 @@ pub struct ControlConfig {
     /// Concurrent requests per connection (bounds what a flood can queue).
     #[serde(default = "default_concurrency")]
     pub concurrency_limit: usize,
-    /// `[control.fair]`: this AS's FAIR protest verifier (see [`crate::protest`]);
-    /// without it `SubmitProtest` answers `FAILED_PRECONDITION`.
-    #[serde(default)]
-    pub fair: Option<crate::protest::FairProtestConfig>,
+    /// `[control.<protocol>]` tables (e.g. `[control.fair]`), each read by
+    /// that protocol's control service ([`crate::Services`]).
+    #[serde(skip)]
+    pub protocols: BTreeMap<String, toml::Table>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -86,7 +87,7 @@ impl Default for ControlConfig {
             reflection: true,
             apply_timeout_ms: default_apply_timeout(),
             concurrency_limit: default_concurrency(),
-            fair: None,
+            protocols: BTreeMap::new(),
         }
     }
 }
@@ -103,10 +104,20 @@ pub struct ControlConfigError {
 
 impl ControlConfig {
     /// Deserializes and validates the `[control]` table.
+    /// Sub-tables (`[control.<protocol>]`) go to [`ControlConfig::protocols`].
     pub fn from_toml(t: &toml::Table) -> Result<Self, ControlConfigError> {
-        let c: ControlConfig = t.clone().try_into().map_err(|e: toml::de::Error| {
+        let (tables, keys): (toml::Table, toml::Table) =
+            t.clone().into_iter().partition(|(_, v)| v.is_table());
+        let mut c: ControlConfig = keys.try_into().map_err(|e: toml::de::Error| {
             ControlConfigError { key: String::new(), reason: e.message().to_string() }
         })?;
+        c.protocols = tables
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                toml::Value::Table(t) => Some((k, t)),
+                _ => None,
+            })
+            .collect();
         c.validate()?;
         Ok(c)
     }
@@ -134,9 +145,6 @@ impl ControlConfig {
         }
         if self.concurrency_limit == 0 {
             return Err(err("concurrency_limit", "must be at least 1"));
-        }
-        if let Some(f) = &self.fair {
-            f.load()?;
         }
         Ok(())
     }

@@ -26,6 +26,9 @@ pub enum CtlError {
     /// A rate limit refused the request (e.g. too many FAIR protests).
     #[error("{0}")]
     ResourceExhausted(String),
+    /// The router's state is not what the control plane expected (a bug).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl CtlError {
@@ -50,6 +53,7 @@ impl CtlError {
             CtlError::Unavailable(_) => Code::Unavailable,
             CtlError::DeadlineExceeded(_) => Code::DeadlineExceeded,
             CtlError::ResourceExhausted(_) => Code::ResourceExhausted,
+            CtlError::Internal(_) => Code::Internal,
         }
     }
 }

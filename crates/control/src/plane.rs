@@ -1,15 +1,36 @@
 //! The control plane's handle on a running router: counters, the current
-//! configuration, and live reconfiguration through the workers' command
-//! queues (see the crate docs for the rules).
+//! configuration, and live changes through the workers' command queues.
+//!
+//! Nothing here names a buffer type or a protocol: a change reaches the
+//! workers as a closure over [`Elements`] (stages and egress disciplines as
+//! [`pipeline::Element`]s), so one plane drives the synthetic, pcap and DPDK
+//! backends alike.
+//!
+//! * **Parameter changes** ([`Plane::edit_stages`], [`Plane::edit_egress`],
+//!   [`Plane::apply`]): the edited parameter table is parsed and validated on
+//!   the control thread by the same parser the router used at start (the
+//!   runtime's [`Catalog`]), so an invalid value comes back as
+//!   `INVALID_ARGUMENT` with its key before any worker is touched. The typed
+//!   configuration then goes to every worker, which applies it in place
+//!   ([`pipeline::Element::reconfigure`]): tables, token-bucket levels,
+//!   queued packets and counters survive. A change that changes nothing is a
+//!   no-op (no generation is counted).
+//! * **Protocol operations** ([`Plane::on_workers`], [`Plane::mutate`] and
+//!   the [`read_all`]/[`change_all`] helpers): a closure reaches a stage's
+//!   concrete type through [`pipeline::Element::as_any_mut`] to read or
+//!   change a protocol's tables (admit a reservation, install a key).
 
+use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pipeline::{Egress, Frame, Pipeline, Stage};
+use crossbeam_channel::Sender;
+use pipeline::{Now, Refused};
 use runtime::config::{ConfigError, RouterConfig};
-use runtime::{BuildContext, Command, Registry, Router, Snapshot};
+use runtime::{BuildContext, Catalog, Command, Elements, Router, Snapshot};
 
 use crate::error::CtlError;
+use crate::pb;
 
 /// What a successful change did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +41,12 @@ pub struct Applied {
     pub generation: u64,
     /// A human-readable summary.
     pub detail: String,
+}
+
+impl From<Applied> for pb::ApplyReply {
+    fn from(a: Applied) -> Self {
+        pb::ApplyReply { workers: a.workers, generation: a.generation, detail: a.detail }
+    }
 }
 
 /// One change: new parameter tables for some stages and egress disciplines.
@@ -36,10 +63,12 @@ struct State {
     generation: u64,
 }
 
-/// Fresh instances for one worker: (pipeline index, stage), (port slot, egress).
-type Built = (Vec<(usize, Box<dyn Stage<Frame>>)>, Vec<(usize, Box<dyn Egress<Frame>>)>);
+/// A parsed configuration, shared by the workers that apply it.
+type Shared = Arc<dyn Any + Send + Sync>;
 
-type Replaced = (Vec<Box<dyn Stage<Frame>>>, Vec<Box<dyn Egress<Frame>>>);
+/// What a per-worker operation sees: the worker's elements and the time of
+/// its latest burst.
+pub type WorkerOp<T> = Arc<dyn Fn(&mut dyn Elements, Now) -> T + Send + Sync>;
 
 /// The router as the control plane sees it.
 ///
@@ -49,8 +78,8 @@ type Replaced = (Vec<Box<dyn Stage<Frame>>>, Vec<Box<dyn Egress<Frame>>>);
 /// [`Plane::into_router`] once the servers are shut down.
 pub struct Plane {
     router: Mutex<Router>,
-    queues: Option<Vec<crossbeam_channel::Sender<Command<Frame>>>>,
-    registry: Registry<Frame>,
+    queues: Vec<Sender<Command>>,
+    catalog: Arc<dyn Catalog>,
     state: Mutex<State>,
     apply_timeout: Duration,
 }
@@ -58,23 +87,18 @@ pub struct Plane {
 impl Plane {
     /// Wraps a started router and the configuration it was started with.
     pub fn new(router: Router, cfg: RouterConfig) -> Arc<Plane> {
-        let queues = router.commands::<Frame>().map(<[_]>::to_vec);
-        Arc::new(Plane {
-            router: Mutex::new(router),
-            queues,
-            registry: Registry::builtin(),
-            state: Mutex::new(State { cfg, generation: 0 }),
-            apply_timeout: Duration::from_secs(2),
-        })
+        Self::with_timeout(router, cfg, Duration::from_secs(2))
     }
 
     /// Same, with the time a change may take to reach every worker.
     pub fn with_timeout(router: Router, cfg: RouterConfig, apply_timeout: Duration) -> Arc<Plane> {
-        let mut p = Plane::new(router, cfg);
-        if let Some(p) = Arc::get_mut(&mut p) {
-            p.apply_timeout = apply_timeout;
-        }
-        p
+        Arc::new(Plane {
+            queues: router.commands().to_vec(),
+            catalog: router.catalog(),
+            router: Mutex::new(router),
+            state: Mutex::new(State { cfg, generation: 0 }),
+            apply_timeout,
+        })
     }
 
     fn router(&self) -> MutexGuard<'_, Router> {
@@ -196,150 +220,121 @@ impl Plane {
         self.apply_locked(&mut st, change, detail)
     }
 
+    fn ensure_running(&self) -> Result<(), CtlError> {
+        if self.is_finished() {
+            return Err(CtlError::FailedPrecondition("the router has stopped".into()));
+        }
+        Ok(())
+    }
+
     fn apply_locked(
         &self,
         st: &mut State,
         change: Change,
         detail: &str,
     ) -> Result<Applied, CtlError> {
-        let Some(queues) = self.queues.as_deref() else {
-            return Err(CtlError::FailedPrecondition(
-                "live reconfiguration needs a software backend (synthetic or pcap) in this build"
-                    .into(),
-            ));
+        self.ensure_running()?;
+        // Parse and validate everything first: any error leaves every worker untouched.
+        let ctx = BuildContext {
+            worker: 0,
+            workers: self.queues.len(),
+            ports: st.cfg.ports.iter().map(|p| p.id).collect(),
         };
-        if self.is_finished() {
-            return Err(CtlError::FailedPrecondition("the router has stopped".into()));
-        }
-        let workers = queues.len();
-        let ports: Vec<u16> = st.cfg.ports.iter().map(|p| p.id).collect();
-        // Build every instance first: any error leaves all workers untouched.
-        let mut built: Vec<Built> = Vec::with_capacity(workers);
-        for w in 0..workers {
-            let ctx = BuildContext { worker: w, workers, ports: ports.clone() };
-            let mut stages = Vec::with_capacity(change.stages.len());
-            for (i, params) in &change.stages {
-                let s = st.cfg.pipeline.get(*i).ok_or_else(|| {
-                    CtlError::NotFound(format!(
-                        "pipeline has {} stages, no index {i}",
-                        st.cfg.pipeline.len()
-                    ))
-                })?;
-                let stage = self
-                    .registry
-                    .build_stage(&s.kind, &ctx, params)
-                    .map_err(|e| config_error(e.under(&format!("pipeline[{i}]"))))?;
-                stages.push((*i, stage));
+        let mut stages: Vec<(usize, Shared)> = Vec::new();
+        for (i, params) in &change.stages {
+            let s = st.cfg.pipeline.get(*i).ok_or_else(|| {
+                CtlError::NotFound(format!(
+                    "pipeline has {} stages, no index {i}",
+                    st.cfg.pipeline.len()
+                ))
+            })?;
+            if s.params == *params {
+                continue;
             }
-            let mut egress = Vec::with_capacity(change.egress.len());
-            for (slot, params) in &change.egress {
-                let port = &st.cfg.ports[*slot];
-                let e = self
-                    .registry
-                    .build_egress(&port.egress.kind, &ctx, params)
-                    .map_err(|e| config_error(e.under(&format!("ports[{slot}].egress"))))?;
-                egress.push((*slot, e));
-            }
-            built.push((stages, egress));
+            let cfg = self
+                .catalog
+                .parse_stage(&s.kind, &ctx, params)
+                .map_err(|e| config_error(e.under(&format!("pipeline[{i}]"))))?;
+            stages.push((*i, Arc::from(cfg)));
         }
-
-        let (ack_tx, ack_rx) = crossbeam_channel::bounded::<Replaced>(workers);
-        let deadline = Instant::now() + self.apply_timeout;
-        for (w, (q, (stages, egress))) in queues.iter().zip(built).enumerate() {
-            let ack = ack_tx.clone();
-            let cmd = Command::Apply(Box::new(
-                move |p: &mut Pipeline<Frame>, e: &mut [Box<dyn Egress<Frame>>]| {
-                    let mut old_s = Vec::with_capacity(stages.len());
-                    for (i, new) in stages {
-                        if let Some(slot) = p.stages_mut().nth(i) {
-                            old_s.push(std::mem::replace(slot, new));
-                        }
-                    }
-                    let mut old_e = Vec::with_capacity(egress.len());
-                    for (i, new) in egress {
-                        if let Some(slot) = e.get_mut(i) {
-                            old_e.push(std::mem::replace(slot, new));
-                        }
-                    }
-                    // The old instances are dropped by the control thread.
-                    let _ = ack.try_send((old_s, old_e));
-                },
-            ));
-            let left = deadline.saturating_duration_since(Instant::now());
-            if q.send_timeout(cmd, left).is_err() {
-                // Workers before `w` already have the change queued; record it
-                // so that the stored configuration matches what they will run.
-                if w > 0 {
-                    commit(st, &change);
-                }
-                return Err(CtlError::Unavailable(format!(
-                    "worker {w} did not accept the change (command queue full or router stopping); \
-                     {w} of {workers} workers have it queued"
-                )));
+        let mut egress: Vec<(usize, Shared)> = Vec::new();
+        for (slot, params) in &change.egress {
+            let port = st.cfg.ports.get(*slot).ok_or_else(|| {
+                CtlError::NotFound(format!("no port at index {slot} of [[ports]]"))
+            })?;
+            if port.egress.params == *params {
+                continue;
             }
+            let cfg = self
+                .catalog
+                .parse_egress(&port.egress.kind, &ctx, params)
+                .map_err(|e| config_error(e.under(&format!("ports[{slot}].egress"))))?;
+            egress.push((*slot, Arc::from(cfg)));
         }
-        drop(ack_tx);
+        if stages.is_empty() && egress.is_empty() {
+            return Ok(Applied {
+                workers: self.queues.len() as u32,
+                generation: st.generation,
+                detail: format!("{detail}: unchanged (the parameters are already in effect)"),
+            });
+        }
+        let op: WorkerOp<Result<u64, (String, Refused)>> = Arc::new(move |e, now| {
+            let mut lost = 0;
+            for (i, cfg) in &stages {
+                let r = e.reconfigure_stage(*i, &**cfg, now);
+                lost += r.map_err(|r| (format!("pipeline[{i}]"), r))?.lost();
+            }
+            for (slot, cfg) in &egress {
+                let r = e.reconfigure_egress(*slot, &**cfg, now);
+                lost += r.map_err(|r| (format!("ports[{slot}].egress"), r))?.lost();
+            }
+            Ok(lost)
+        });
+        let results = self.on_workers_locked(op)?;
+        let applied = results.iter().filter(|r| r.is_ok()).count();
+        let refused = results.iter().find_map(|r| r.as_ref().err().cloned());
+        if let Some((at, why)) = refused {
+            if applied == 0 {
+                return Err(refused_error(&at, why));
+            }
+            // Workers run the same code on the same state kinds, so this
+            // means one worker's state could not take what the others did.
+            commit(st, &change);
+            return Err(CtlError::Internal(format!(
+                "{applied} of {} workers applied the change, the others refused: {why}",
+                results.len()
+            )));
+        }
         commit(st, &change);
-        let mut confirmed = 0u32;
-        let mut discarded = 0usize;
-        while (confirmed as usize) < workers {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match ack_rx.recv_timeout(left) {
-                Ok((_old_stages, old_egress)) => {
-                    discarded += old_egress.iter().map(|e| e.queued()).sum::<usize>();
-                    confirmed += 1;
-                }
-                Err(_) => {
-                    return Err(CtlError::DeadlineExceeded(format!(
-                        "{confirmed} of {workers} workers confirmed the change within {} ms; \
-                         the others apply it after their current burst",
-                        self.apply_timeout.as_millis()
-                    )))
-                }
-            }
-        }
+        let lost: u64 = results.iter().filter_map(|r| r.as_ref().ok()).sum();
         let mut detail = detail.to_string();
-        if discarded > 0 {
+        if lost > 0 {
             detail.push_str(&format!(
-                " ({discarded} packets queued in the replaced egress discarded)"
+                " ({lost} queued packets dropped: a queue shrank below its length; counted \
+                 as `reconfigured` drops)"
             ));
         }
-        Ok(Applied { workers: confirmed, generation: st.generation, detail })
+        Ok(Applied { workers: applied as u32, generation: st.generation, detail })
     }
-}
 
-/// What a per-worker operation sees: the worker index, its pipeline, its
-/// egress disciplines and its clock.
-pub type WorkerOp<T> = Arc<
-    dyn Fn(usize, &mut Pipeline<Frame>, &mut [Box<dyn Egress<Frame>>], pipeline::Now) -> T
-        + Send
-        + Sync,
->;
-
-impl Plane {
     /// Runs `op` on every worker between two bursts and returns the results
     /// in worker order. The stages keep their state: this is how protocol
-    /// tables are read and changed in place. A mutating caller should hold
-    /// [`Plane::serialize`] so that changes reach the workers in one order.
+    /// tables are read and changed in place. A mutating caller should use
+    /// [`Plane::mutate`], which serializes it with every other change.
     pub fn on_workers<T: Send + 'static>(&self, op: WorkerOp<T>) -> Result<Vec<T>, CtlError> {
-        let Some(queues) = self.queues.as_deref() else {
-            return Err(CtlError::FailedPrecondition(
-                "live control needs a software backend (synthetic or pcap) in this build".into(),
-            ));
-        };
-        if self.is_finished() {
-            return Err(CtlError::FailedPrecondition("the router has stopped".into()));
-        }
-        let workers = queues.len();
+        self.ensure_running()?;
+        self.on_workers_locked(op)
+    }
+
+    fn on_workers_locked<T: Send + 'static>(&self, op: WorkerOp<T>) -> Result<Vec<T>, CtlError> {
+        let workers = self.queues.len();
         let (tx, rx) = crossbeam_channel::bounded::<(usize, T)>(workers);
         let deadline = Instant::now() + self.apply_timeout;
-        for (w, q) in queues.iter().enumerate() {
+        for (w, q) in self.queues.iter().enumerate() {
             let (tx, op) = (tx.clone(), op.clone());
-            let cmd = Command::ApplyNow(Box::new(
-                move |p: &mut Pipeline<Frame>, e: &mut [Box<dyn Egress<Frame>>], now| {
-                    let _ = tx.try_send((w, op(w, p, e, now)));
-                },
-            ));
+            let cmd = Command::Apply(Box::new(move |e: &mut dyn Elements, now| {
+                let _ = tx.try_send((w, op(e, now)));
+            }));
             let left = deadline.saturating_duration_since(Instant::now());
             if q.send_timeout(cmd, left).is_err() {
                 return Err(CtlError::Unavailable(format!(
@@ -367,7 +362,7 @@ impl Plane {
     }
 
     /// Records an in-place change in the stored parameters of stage `index`
-    /// (what status replies show), without rebuilding anything.
+    /// (what status replies show), without touching the workers.
     pub fn record_params(&self, index: usize, edit: impl FnOnce(&mut toml::Table)) {
         let mut st = self.lock();
         if let Some(s) = st.cfg.pipeline.get_mut(index) {
@@ -377,7 +372,7 @@ impl Plane {
 
     /// Runs a mutating `op` on every worker (see [`on_workers`](Self::on_workers)),
     /// serialized with every other change; counts one configuration
-    /// generation if every worker answered `Ok`. Returns the per-worker
+    /// generation if any worker answered `Ok`. Returns the per-worker
     /// results and the generation.
     pub fn mutate<T: Send + 'static>(
         &self,
@@ -421,4 +416,58 @@ fn config_error(e: ConfigError) -> CtlError {
     }
     m.push_str(&e.reason);
     CtlError::InvalidArgument(m)
+}
+
+fn refused_error(at: &str, why: Refused) -> CtlError {
+    match why {
+        Refused::Invalid(e) => config_error(ConfigError::at(e.key, e.reason).under(at)),
+        other => CtlError::FailedPrecondition(format!("{at}: {other}")),
+    }
+}
+
+/// An operation on every stage of `idx` whose concrete type is `S`, on one
+/// worker; `FAILED_PRECONDITION` if a stage cannot be reached live.
+pub fn reach<S: Any, T: Send + 'static>(
+    idx: Vec<usize>,
+    f: impl Fn(&mut S, Now) -> Result<T, CtlError> + Send + Sync + 'static,
+) -> WorkerOp<Result<Vec<T>, CtlError>> {
+    Arc::new(move |e: &mut dyn Elements, now| {
+        let mut out = Vec::with_capacity(idx.len());
+        for &i in &idx {
+            let st = e
+                .stage(i)
+                .ok_or_else(|| CtlError::Internal(format!("the worker has no stage {i}")))?;
+            let name = st.name().to_string();
+            let s = st.as_any_mut().and_then(|a| a.downcast_mut::<S>()).ok_or_else(|| {
+                CtlError::FailedPrecondition(format!(
+                    "pipeline[{i}] ({name}) exposes no live control hook in this build"
+                ))
+            })?;
+            out.push(f(s, now)?);
+        }
+        Ok(out)
+    })
+}
+
+/// Reads from every worker: per worker, per stage of `kinds` (of concrete type `S`).
+pub fn read_all<S: Any, T: Send + 'static>(
+    plane: &Plane,
+    kinds: &[&str],
+    f: impl Fn(&mut S, Now) -> Result<T, CtlError> + Send + Sync + 'static,
+) -> Result<Vec<Vec<T>>, CtlError> {
+    let idx = plane.stages_of(kinds)?;
+    plane.on_workers(reach(idx, f))?.into_iter().collect()
+}
+
+/// Changes every worker's stages of `kinds` (of concrete type `S`) in place;
+/// counts one generation.
+pub fn change_all<S: Any>(
+    plane: &Plane,
+    kinds: &[&str],
+    detail: String,
+    f: impl Fn(&mut S, Now) -> Result<(), CtlError> + Send + Sync + 'static,
+) -> Result<pb::ApplyReply, CtlError> {
+    let idx = plane.stages_of(kinds)?;
+    let (done, generation) = plane.mutate(reach(idx, f))?;
+    Ok(pb::ApplyReply { workers: done.len() as u32, generation, detail })
 }

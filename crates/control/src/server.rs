@@ -14,7 +14,7 @@ use crate::auth::Auth;
 use crate::config::ControlConfig;
 use crate::pb;
 use crate::plane::Plane;
-use crate::services::{DrkeySvc, FairSvc, FlowPoliceSvc, RouterSvc, SibraSvc, ZlaneSvc};
+use crate::service::{RouterSvc, Services};
 
 /// Why the control servers did not start.
 #[derive(Debug, thiserror::Error)]
@@ -76,16 +76,18 @@ fn bind(key: &'static str, addr: SocketAddr) -> Result<std::net::TcpListener, Se
     Ok(l)
 }
 
-/// Starts the gRPC server (and the metrics endpoint) for `plane` as `cfg` says.
+/// Starts the gRPC server (and the metrics endpoint) for `plane` as `cfg`
+/// says, with `RouterControl` and the protocol services of `S`.
 ///
 /// Binds before returning, so address errors surface here and the returned
 /// handle knows the real ports; serving happens on a thread named `control`.
-pub fn serve(plane: Arc<Plane>, cfg: &ControlConfig) -> Result<ServerHandle, ServeError> {
+pub fn serve<S: Services>(
+    plane: Arc<Plane>,
+    cfg: &ControlConfig,
+) -> Result<ServerHandle, ServeError> {
     cfg.validate()?;
-    let desk = match &cfg.fair {
-        Some(f) => Some(Arc::new(std::sync::Mutex::new(crate::protest::Desk::new(f.load()?)))),
-        None => None,
-    };
+    S::check(cfg)?;
+    let services = S::services(&plane, cfg)?;
     let auth = match &cfg.token_file {
         Some(f) => Auth::from_file(f)?,
         None => Auth::disabled(),
@@ -95,12 +97,17 @@ pub fn serve(plane: Arc<Plane>, cfg: &ControlConfig) -> Result<ServerHandle, Ser
     let metrics = cfg.metrics_listen.map(|a| bind("metrics_listen", a)).transpose()?;
     let metrics_addr = metrics.as_ref().and_then(|m| m.local_addr().ok());
     let reflection = if cfg.reflection {
-        Some(
-            tonic_reflection::server::Builder::configure()
-                .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-                .build_v1()
-                .map_err(|e| ServeError::Start(format!("reflection: {e}")))?,
-        )
+        let mut b = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET);
+        let mut seen = vec![pb::FILE_DESCRIPTOR_SET.as_ptr()];
+        for s in &services {
+            // Services of one adapter share one descriptor set.
+            if !seen.contains(&s.descriptor_set().as_ptr()) {
+                seen.push(s.descriptor_set().as_ptr());
+                b = b.register_encoded_file_descriptor_set(s.descriptor_set());
+            }
+        }
+        Some(b.build_v1().map_err(|e| ServeError::Start(format!("reflection: {e}")))?)
     } else {
         None
     };
@@ -121,45 +128,22 @@ pub fn serve(plane: Arc<Plane>, cfg: &ControlConfig) -> Result<ServerHandle, Ser
                 health
                     .set_serving::<pb::router_control_server::RouterControlServer<RouterSvc>>()
                     .await;
-                let a = auth;
+                let mut routes = tonic::service::RoutesBuilder::default();
+                routes.add_service(health_svc);
+                routes.add_service(InterceptedService::new(
+                    pb::router_control_server::RouterControlServer::new(RouterSvc(plane.clone())),
+                    auth.clone(),
+                ));
+                for s in services {
+                    health.set_service_status(s.name(), tonic_health::ServingStatus::Serving).await;
+                    s.add_to(&mut routes, auth.clone());
+                }
+                if let Some(r) = reflection {
+                    routes.add_service(InterceptedService::new(r, auth.clone()));
+                }
                 let router = Server::builder()
                     .concurrency_limit_per_connection(limit)
-                    .add_service(health_svc)
-                    .add_service(InterceptedService::new(
-                        pb::router_control_server::RouterControlServer::new(RouterSvc(
-                            plane.clone(),
-                        )),
-                        a.clone(),
-                    ))
-                    .add_service(InterceptedService::new(
-                        pb::zlane_control_server::ZlaneControlServer::new(ZlaneSvc(plane.clone())),
-                        a.clone(),
-                    ))
-                    .add_service(InterceptedService::new(
-                        pb::sibra_control_server::SibraControlServer::new(SibraSvc(plane.clone())),
-                        a.clone(),
-                    ))
-                    .add_service(InterceptedService::new(
-                        pb::flow_police_control_server::FlowPoliceControlServer::new(
-                            FlowPoliceSvc(plane.clone()),
-                        ),
-                        a.clone(),
-                    ))
-                    .add_service(InterceptedService::new(
-                        pb::fair_control_server::FairControlServer::new(FairSvc(
-                            plane.clone(),
-                            desk.clone(),
-                        ))
-                        .max_decoding_message_size(crate::protest::MAX_PROTEST_BYTES * 2 + 1024),
-                        a.clone(),
-                    ))
-                    .add_service(InterceptedService::new(
-                        pb::drkey_control_server::DrkeyControlServer::new(DrkeySvc(plane.clone())),
-                        a.clone(),
-                    ))
-                    .add_optional_service(
-                        reflection.map(|r| InterceptedService::new(r, a.clone())),
-                    );
+                    .add_routes(routes.routes());
                 if let Some(m) = metrics {
                     match tokio::net::TcpListener::from_std(m) {
                         Ok(m) => {

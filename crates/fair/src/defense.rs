@@ -21,7 +21,7 @@
 
 use std::net::IpAddr;
 
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Element, Now, PacketBuf, Stage};
 
 use crate::bucket::TokenBucket;
 use crate::common::{l3_of, locate_meta, Codes, Framing};
@@ -298,11 +298,13 @@ impl FairDefense {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for FairDefense {
+impl Element for FairDefense {
     fn name(&self) -> &str {
         "fair-defense"
     }
+}
 
+impl<B: PacketBuf> Stage<B> for FairDefense {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         if self.table.is_empty() {
             return;

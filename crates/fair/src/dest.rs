@@ -26,7 +26,7 @@
 use std::net::IpAddr;
 
 use mac::{Aes, Block, Key};
-use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
+use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
 use crate::bucket::{take, TokenBucket};
 use crate::common::{hot_lean, hot_scratch, l3_of, locate_hot, Codes, Framing, Hot};
@@ -294,11 +294,30 @@ struct Todo {
     h: Hot,
 }
 
-impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
+impl<S: RecordSink> Element for FairDestination<S> {
     fn name(&self) -> &str {
         "fair-destination"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("accepted", s.accepted);
+        out("stale", s.stale);
+        out("icv_fail", s.icv_fail);
+        out("malformed", s.malformed);
+        out("captured", s.captured);
+        out("violations", s.violations);
+        out("unknown_channel", s.unknown_channel);
+        let dups: u64 = self
+            .channels()
+            .iter()
+            .filter_map(|c| c.monitor.dup_filter().map(|d| d.duplicates))
+            .sum();
+        out("duplicates", dups);
+    }
+}
+
+impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
         let n16 = crate::time::now16(now_s);

@@ -26,7 +26,7 @@
 
 use std::net::IpAddr;
 
-use pipeline::{Batch, DropReason, Meta, Now, PacketBuf, Stage, Verdict, BURST};
+use pipeline::{Batch, DropReason, Element, Meta, Now, PacketBuf, Stage, Verdict, BURST};
 
 use crate::common::{l3_of, locate_meta, Codes, Framing};
 use crate::dest::FairDestination;
@@ -253,11 +253,13 @@ fn run_subset<B: PacketBuf>(
     }
 }
 
-impl<B: PacketBuf + Send, S: RecordSink> Stage<B> for FairNode<B, S> {
+impl<B: PacketBuf + Send, S: RecordSink> Element for FairNode<B, S> {
     fn name(&self) -> &str {
         "fair-node"
     }
+}
 
+impl<B: PacketBuf + Send, S: RecordSink> Stage<B> for FairNode<B, S> {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let mut masks = [0u32; 3];
         let mut sb_mask = 0u32;

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Element, Now, PacketBuf, Stage};
 
 use crate::common::{locate_meta, Codes, Framing};
 use crate::lpm::{key_v4, key_v6, PrefixTable};
@@ -187,11 +187,25 @@ impl SuspiciousBit {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for SuspiciousBit {
+impl Element for SuspiciousBit {
     fn name(&self) -> &str {
         "fair-sb"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("sb_set", s.sb_set);
+        out("suspicious", s.suspicious);
+        out("ports_flagged", s.ports_flagged);
+        out("ports_cleared", s.ports_cleared);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for SuspiciousBit {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         self.now_s = now.unix_secs();
         for i in batch.live() {

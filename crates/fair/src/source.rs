@@ -44,7 +44,9 @@ use std::net::IpAddr;
 
 use mac::{Aes, Block, Key};
 use packet::fair::Carrier;
-use pipeline::{Batch, DropReason, Indices, Meta, Now, PacketBuf, Stage, BURST, L3, NO_OFFSET};
+use pipeline::{
+    Batch, DropReason, Element, Indices, Meta, Now, PacketBuf, Stage, BURST, L3, NO_OFFSET,
+};
 
 use crate::bucket::{take, TokenBucket};
 use crate::common::{l3_of, locate_meta, set_meta, Codes, Framing};
@@ -989,11 +991,17 @@ impl FairSource {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for FairSource {
+impl Element for FairSource {
     fn name(&self) -> &str {
         "fair-source"
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FairSource {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         self.commit_routes();
         #[cfg(test)]

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use mac::Block;
-use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
+use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
 use crate::common::{locate_hot, Codes, Framing};
 use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding};
@@ -235,11 +235,17 @@ fn mark_hi_paper(lf: u16, w: u64) -> u64 {
     u64::from_be_bytes(mark_block_paper_w(lf, w, 0)[..8].try_into().unwrap_or([0; 8]))
 }
 
-impl<B: PacketBuf> Stage<B> for FairTransit {
+impl Element for FairTransit {
     fn name(&self) -> &str {
         "fair-transit"
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FairTransit {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
         let n16 = now16(now_s);

@@ -33,7 +33,7 @@ use packet::ipv4::{protocol, Ipv4};
 use packet::ipv6::Ipv6;
 use packet::ipv6_ext::ExtConfig;
 use pipeline::{
-    Batch, DropReason, Indices, PacketBuf, Proto, Stage, TokenBucket, BURST, L3, NO_OFFSET,
+    Batch, DropReason, Element, Indices, PacketBuf, Proto, Stage, TokenBucket, BURST, L3, NO_OFFSET,
 };
 
 use crate::capability::mac_block;
@@ -820,15 +820,29 @@ impl FlowPolice {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for FlowPolice {
+impl Element for FlowPolice {
     fn name(&self) -> &str {
         "flowpolice"
+    }
+
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let c = self.counters();
+        out("requests", c.requests);
+        out("flows_created", c.flows_created);
+        out("flows_reclaimed", c.flows_reclaimed);
+        out("table_full", c.table_full);
+        out("privileged", c.privileged);
+        out("best_effort", c.best_effort);
+        out("legacy", c.legacy);
+        out("table_entries", self.router().table().len() as u64);
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
         Some(self)
     }
+}
 
+impl<B: PacketBuf> Stage<B> for FlowPolice {
     fn process(&mut self, batch: &mut Batch<B>, now: pipeline::Now) {
         let now_ms = now.mono_ns / 1_000_000;
         let mut t = Tally::default();

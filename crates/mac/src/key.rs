@@ -66,3 +66,39 @@ mod tests {
         }
     }
 }
+
+/// A key in a configuration file: 32 hex digits (16 bytes). Keys are never
+/// serialized back (status replies and logs must not carry them).
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("32 hex digits (16 bytes)")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key, E> {
+                Key::from_hex(s.trim()).ok_or_else(|| E::custom("needs 32 hex digits (16 bytes)"))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    use super::Key;
+
+    #[test]
+    fn keys_deserialize_from_hex_only() {
+        #[derive(serde::Deserialize)]
+        struct C {
+            k: Key,
+        }
+        let c: C = serde_json::from_str(r#"{"k":"000102030405060708090a0b0c0d0e0f"}"#).unwrap();
+        assert_eq!(c.k.as_bytes()[15], 15);
+        let e = serde_json::from_str::<C>(r#"{"k":"0001"}"#).err().unwrap();
+        assert!(e.is_data() || e.is_syntax(), "{e}");
+    }
+}

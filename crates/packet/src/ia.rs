@@ -111,6 +111,32 @@ impl FromStr for Ia {
     }
 }
 
+/// An ISD-AS in a configuration file: its text form, e.g. `"1-ff00:0:110"`.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Ia {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Ia;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an ISD-AS such as \"1-ff00:0:110\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> core::result::Result<Ia, E> {
+                s.parse().map_err(|_| E::custom(format_args!("`{s}` is not an ISD-AS")))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An ISD-AS as its text form.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Ia {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

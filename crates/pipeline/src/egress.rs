@@ -8,14 +8,13 @@
 use std::collections::VecDeque;
 
 use crate::buf::PacketBuf;
+use crate::element::Element;
 use crate::time::Now;
 use crate::verdict::{Class, DropReason};
 
-/// A queueing discipline for one egress port.
-pub trait Egress<B: PacketBuf>: Send {
-    /// A short name for counters and logs.
-    fn name(&self) -> &str;
-
+/// A queueing discipline for one egress port. Its name, named counters and
+/// live control hooks come from [`Element`].
+pub trait Egress<B: PacketBuf>: Element {
     /// Queues a forwarded packet of `class`. A full queue gives the packet back
     /// with the reason, so the caller can count and recycle it.
     fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)>;
@@ -26,16 +25,11 @@ pub trait Egress<B: PacketBuf>: Send {
     /// Packets currently queued.
     fn queued(&self) -> usize;
 
-    /// The discipline as `Any`, for the control plane (see
-    /// [`Stage::as_any_mut`](crate::Stage::as_any_mut)); `None` by default.
-    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
-        None
-    }
-
-    /// Reports named counters (e.g. per queue) to `out` when the worker
-    /// publishes its counters; none by default.
-    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let _ = out;
+    /// Whether the discipline hands every packet straight back (an unshaped
+    /// FIFO): the worker then sends forwarded packets to TX directly and
+    /// skips the queue round trip. Asked again after every live change.
+    fn is_pass_through(&self) -> bool {
+        false
     }
 }
 
@@ -50,13 +44,31 @@ impl<B> Fifo<B> {
     pub fn new(capacity: usize) -> Self {
         Fifo { queue: VecDeque::with_capacity(capacity), capacity }
     }
+
+    /// The queue length limit in packets.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Changes the length limit in place; packets beyond a smaller limit
+    /// (the newest) are dropped. Returns how many.
+    pub fn set_capacity(&mut self, capacity: usize) -> u64 {
+        self.capacity = capacity;
+        let lost = self.queue.len().saturating_sub(capacity);
+        self.queue.truncate(capacity);
+        // Room for the new length now, not on the packet path.
+        self.queue.reserve(capacity - self.queue.len());
+        lost as u64
+    }
 }
 
-impl<B: PacketBuf + Send> Egress<B> for Fifo<B> {
+impl<B: Send> Element for Fifo<B> {
     fn name(&self) -> &str {
         "fifo"
     }
+}
 
+impl<B: PacketBuf + Send> Egress<B> for Fifo<B> {
     fn enqueue(&mut self, buf: B, _class: Class, _now: Now) -> Result<(), (B, DropReason)> {
         if self.queue.len() >= self.capacity {
             return Err((buf, DropReason::QueueFull));

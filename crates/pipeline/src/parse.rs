@@ -6,6 +6,8 @@
 //! over UDP. It fills [`Meta`](crate::Meta)'s offsets and a flow hash and drops
 //! anything malformed with the parser's typed error as the reason.
 
+use core::any::Any;
+
 use packet::ethernet::{ethertype, Ethernet};
 use packet::ipv4::{protocol, Ipv4};
 use packet::ipv6::Ipv6;
@@ -15,6 +17,7 @@ use packet::Result;
 
 use crate::batch::{Batch, Proto, L3, NO_OFFSET};
 use crate::buf::PacketBuf;
+use crate::element::{config_of, Element, Reconfigured, Refused};
 use crate::stage::Stage;
 use crate::time::Now;
 use crate::verdict::DropReason;
@@ -252,11 +255,26 @@ impl Parse {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for Parse {
+impl Element for Parse {
     fn name(&self) -> &str {
         "parse"
     }
 
+    fn reconfigure(
+        &mut self,
+        config: &dyn Any,
+        _now: Now,
+    ) -> core::result::Result<Reconfigured, Refused> {
+        let cfg = config_of::<ParseConfig>(config, "parse")?;
+        if *cfg == self.cfg {
+            return Ok(Reconfigured::Unchanged);
+        }
+        self.cfg = cfg.clone();
+        Ok(Reconfigured::APPLIED)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Parse {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         for i in batch.live() {
             let data = batch.data(i);

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 
 use crate::buf::PacketBuf;
 use crate::egress::Egress;
+use crate::element::Element;
 use crate::time::Now;
 use crate::verdict::{Class, DropReason};
 
@@ -95,6 +96,15 @@ impl TokenBucket {
     /// Bucket depth in bytes.
     pub fn burst(&self) -> u64 {
         self.burst
+    }
+
+    /// Changes rate and depth at `now_ns`, keeping the level: tokens earned
+    /// so far are credited at the old rate, then clamped to the new depth.
+    pub fn retune(&mut self, rate_bytes_per_sec: u64, burst_bytes: u64, now_ns: u64) {
+        self.refill(now_ns);
+        self.rate = rate_bytes_per_sec;
+        self.burst = burst_bytes;
+        self.tokens = self.tokens.min(u128::from(burst_bytes) * NS);
     }
 }
 
@@ -205,6 +215,90 @@ impl<B> StrictPriority<B> {
     pub fn queues(&self) -> usize {
         self.queues.len()
     }
+
+    /// An empty scheduler with the layout of `other` (caps, queues, class
+    /// map), whatever its buffer type; caps start full at `now_ns`. A layout
+    /// built as `StrictPriority<()>` is how a configuration describes one
+    /// without naming the data plane's buffer type.
+    pub fn with_layout_of<C>(other: &StrictPriority<C>, now_ns: u64) -> Self {
+        StrictPriority {
+            name: other.name,
+            queues: other
+                .queues
+                .iter()
+                .map(|q| Queue {
+                    q: VecDeque::with_capacity(q.capacity),
+                    capacity: q.capacity,
+                    cap: q.cap,
+                    stats: QueueStats::default(),
+                })
+                .collect(),
+            caps: other.caps.iter().map(|c| TokenBucket::new(c.rate, c.burst, now_ns)).collect(),
+            class_map: other.class_map,
+            queued: 0,
+        }
+    }
+
+    /// Whether `other` has the same layout (queues, caps, class map).
+    pub fn same_layout<C>(&self, other: &StrictPriority<C>) -> bool {
+        self.class_map == other.class_map
+            && self.queues.len() == other.queues.len()
+            && self
+                .queues
+                .iter()
+                .zip(&other.queues)
+                .all(|(a, b)| a.capacity == b.capacity && a.cap == b.cap)
+            && self.caps.len() == other.caps.len()
+            && self
+                .caps
+                .iter()
+                .zip(&other.caps)
+                .all(|(a, b)| a.rate == b.rate && a.burst == b.burst)
+    }
+
+    /// Takes the layout of `other` in place at `now_ns`: queue capacities,
+    /// cap rates and depths, queue-to-cap assignment and class map. Queued
+    /// packets stay queued and caps keep their level (clamped to the new
+    /// depth); a queue that shrinks below its length loses its newest
+    /// packets, counted as drops of that queue. Returns how many were lost.
+    ///
+    /// The number of queues and caps cannot change in place (a packet's
+    /// queue would lose its meaning): `Err` names what differs.
+    pub fn retune<C>(&mut self, other: &StrictPriority<C>, now_ns: u64) -> Result<u64, String> {
+        if other.queues.len() != self.queues.len() {
+            return Err(format!(
+                "the number of queues ({} running, {} asked)",
+                self.queues.len(),
+                other.queues.len()
+            ));
+        }
+        if other.caps.len() != self.caps.len() {
+            return Err(format!(
+                "the number of caps ({} running, {} asked)",
+                self.caps.len(),
+                other.caps.len()
+            ));
+        }
+        for (c, o) in self.caps.iter_mut().zip(&other.caps) {
+            c.retune(o.rate, o.burst, now_ns);
+        }
+        let mut lost = 0u64;
+        for (q, o) in self.queues.iter_mut().zip(&other.queues) {
+            q.capacity = o.capacity;
+            q.cap = o.cap;
+            if q.q.len() > o.capacity {
+                let n = q.q.len() - o.capacity;
+                q.q.truncate(o.capacity);
+                q.stats.dropped += n as u64;
+                lost += n as u64;
+            }
+            // Room for the new length now, not on the packet path.
+            q.q.reserve(o.capacity - q.q.len());
+        }
+        self.queued -= lost as usize;
+        self.class_map = other.class_map;
+        Ok(lost)
+    }
 }
 
 impl<B: PacketBuf> StrictPriority<B> {
@@ -223,11 +317,13 @@ impl<B: PacketBuf> StrictPriority<B> {
     }
 }
 
-impl<B: PacketBuf + Send> Egress<B> for StrictPriority<B> {
+impl<B: Send> Element for StrictPriority<B> {
     fn name(&self) -> &str {
         self.name
     }
+}
 
+impl<B: PacketBuf + Send> Egress<B> for StrictPriority<B> {
     fn enqueue(&mut self, buf: B, class: Class, _now: Now) -> Result<(), (B, DropReason)> {
         let Some(qi) = self.queue_of(class) else {
             return Err((buf, DropReason::QueueFull));

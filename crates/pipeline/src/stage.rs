@@ -3,6 +3,7 @@
 use crate::batch::{Batch, Indices};
 use crate::buf::PacketBuf;
 use crate::counters::StageCounters;
+use crate::element::Element;
 use crate::time::Now;
 use crate::verdict::Verdict;
 
@@ -11,27 +12,11 @@ use crate::verdict::Verdict;
 /// A stage handles a whole burst at once so that it can prefetch table
 /// entries and pipeline AES across packets. It must only touch live packets
 /// (`batch.live()`), and it must never panic on packet contents: bad packets
-/// are dropped with a reason.
-pub trait Stage<B: PacketBuf>: Send {
-    /// A short name for counters and logs (the stage kind, e.g. `"sibra-transit"`).
-    fn name(&self) -> &str;
-
+/// are dropped with a reason. Its name, named counters and live control
+/// hooks come from [`Element`], which does not depend on the buffer type.
+pub trait Stage<B: PacketBuf>: Element {
     /// Processes the live packets of `batch` at time `now`.
     fn process(&mut self, batch: &mut Batch<B>, now: Now);
-
-    /// The stage as `Any`, so that the control plane can reach its concrete
-    /// type between two bursts (read tables, install keys) without
-    /// rebuilding it. `None` (the default) keeps the stage opaque.
-    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
-        None
-    }
-
-    /// Reports the stage's own named counters (e.g. per traffic class) to
-    /// `out`; called when the worker publishes its counters, never per packet.
-    /// The default has none.
-    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let _ = out;
-    }
 }
 
 /// Stages run in order over each burst, with per-stage counters.
@@ -111,6 +96,11 @@ impl<B: PacketBuf> Pipeline<B> {
     pub fn stages_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn Stage<B>>> {
         self.stages.iter_mut()
     }
+
+    /// Stage `index`, mutable (for reconfiguration between bursts).
+    pub fn stage_mut(&mut self, index: usize) -> Option<&mut (dyn Stage<B> + 'static)> {
+        self.stages.get_mut(index).map(|s| &mut **s)
+    }
 }
 
 #[cfg(test)]
@@ -120,10 +110,12 @@ mod tests {
 
     /// Drops packets whose first byte is odd.
     struct DropOdd;
-    impl<B: PacketBuf> Stage<B> for DropOdd {
+    impl Element for DropOdd {
         fn name(&self) -> &str {
             "drop-odd"
         }
+    }
+    impl<B: PacketBuf> Stage<B> for DropOdd {
         fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
             for i in batch.live() {
                 if batch.data(i)[0] % 2 == 1 {
@@ -135,10 +127,12 @@ mod tests {
 
     /// Records which packets it saw; sends multiples of 4 to control.
     struct Recorder(Vec<u8>);
-    impl<B: PacketBuf> Stage<B> for Recorder {
+    impl Element for Recorder {
         fn name(&self) -> &str {
             "recorder"
         }
+    }
+    impl<B: PacketBuf> Stage<B> for Recorder {
         fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
             for i in batch.live() {
                 let v = batch.data(i)[0];

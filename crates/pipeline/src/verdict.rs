@@ -106,6 +106,8 @@ drop_reasons! {
     Policy => "policy",
     /// Hop limit / TTL exhausted.
     HopLimit => "hop_limit",
+    /// Queued in an egress queue that a live change shrank below its occupancy.
+    Reconfigured => "reconfigured",
 }
 
 impl fmt::Display for DropReason {

@@ -99,6 +99,12 @@ impl ConfigError {
     }
 }
 
+impl From<pipeline::Invalid> for ConfigError {
+    fn from(e: pipeline::Invalid) -> Self {
+        ConfigError::at(e.key, e.reason)
+    }
+}
+
 /// Deserializes a stage/egress/template parameter table into its typed config,
 /// reporting the key path inside the table on error.
 pub fn typed<C: DeserializeOwned>(params: &toml::Table) -> Result<C, ConfigError> {

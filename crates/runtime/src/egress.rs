@@ -10,67 +10,202 @@
 //! packets straight to TX at the end of each burst (its `capacity` is then
 //! unused), saving a queue round trip per packet.
 //!
-//! Shaping ([`Shaped`], wrapping any discipline) models the port's line rate
-//! (`rate_pps` and/or `rate_mbps`), so that the synthetic backend can show what
-//! happens when an attack exceeds the capacity of a link: without a rate, a
-//! port sends everything at once.
+//! Shaping ([`Shaper`]) models the port's line rate (`rate_pps` and/or
+//! `rate_mbps`), so that the synthetic backend can show what happens when an
+//! attack exceeds the capacity of a link: without a rate, a port sends
+//! everything at once.
+//!
+//! All three kinds are one element type, [`Discipline`], so that a live
+//! change retunes the running instance: queued packets stay queued (a queue
+//! shrunk below its length drops its newest packets, counted as
+//! `reconfigured`), token buckets and the shaper keep their level. The
+//! number of priority queues and caps cannot change live.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use pipeline::{Class, DropReason, Egress, Fifo, Now, PacketBuf, StrictPriority};
+use pipeline::{
+    config_of, Class, DropReason, Egress, Element, Fifo, Now, PacketBuf, Reconfigured, Refused,
+    StrictPriority,
+};
 
 use crate::config::{typed, ConfigError};
-use crate::registry::Registry;
-
-/// Wraps `inner` in a shaper if `shaper` is set.
-pub fn shaped<B: PacketBuf + Send + 'static>(
-    inner: Box<dyn Egress<B>>,
-    shaper: Option<Shaper>,
-) -> Box<dyn Egress<B>> {
-    match shaper {
-        None => inner,
-        Some(s) => Box::new(Shaped { inner, shaper: s }),
-    }
-}
+use crate::registry::{BuildContext, Registry};
 
 /// Registers the generic egress disciplines.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.egress("fifo", |_, p| {
-        let c: FifoConfig = typed(p)?;
-        if c.capacity == 0 {
-            return Err(ConfigError::at("capacity", "must be at least 1"));
+    r.egress_with("fifo", parse_fifo, build);
+    r.egress_with("priority", parse_priority, build);
+    r.egress_with("priority-caps", parse_priority_caps, build);
+}
+
+fn build<B: PacketBuf + Send + 'static>(
+    c: &DisciplineConfig,
+    _ctx: &BuildContext,
+) -> Result<Box<dyn Egress<B>>, ConfigError> {
+    Ok(Box::new(Discipline::new(c)))
+}
+
+fn parse_fifo(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+    let c: FifoConfig = typed(p)?;
+    if c.capacity == 0 {
+        return Err(ConfigError::at("capacity", "must be at least 1"));
+    }
+    Ok(DisciplineConfig {
+        queue: QueueSpec::Fifo { capacity: c.capacity },
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+    })
+}
+
+fn parse_priority(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+    let c: PriorityConfig = typed(p)?;
+    if c.capacity == 0 {
+        return Err(ConfigError::at("capacity", "must be at least 1"));
+    }
+    if c.order.is_empty() {
+        return Err(ConfigError::at("order", "lists no class"));
+    }
+    let mut s = StrictPriority::new("priority");
+    let mut seen = [false; 256];
+    for (i, class) in c.order.iter().enumerate() {
+        if std::mem::replace(&mut seen[usize::from(*class)], true) {
+            return Err(ConfigError::at(format!("order[{i}]"), "class listed twice"));
         }
-        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
-        Ok(shaped(Box::new(Fifo::new(c.capacity)), shaper))
-    });
-    r.egress("priority", |_, p| {
-        let c: PriorityConfig = typed(p)?;
-        if c.capacity == 0 {
-            return Err(ConfigError::at("capacity", "must be at least 1"));
-        }
-        if c.order.is_empty() {
-            return Err(ConfigError::at("order", "lists no class"));
-        }
-        let mut s = StrictPriority::new("priority");
-        let mut seen = [false; 256];
-        for (i, class) in c.order.iter().enumerate() {
-            if std::mem::replace(&mut seen[usize::from(*class)], true) {
-                return Err(ConfigError::at(format!("order[{i}]"), "class listed twice"));
+        s.add_queue(c.capacity, None, [Class(*class)]);
+    }
+    // Unlisted classes share the lowest queue.
+    s.add_queue(c.capacity, None, []);
+    Ok(DisciplineConfig {
+        queue: QueueSpec::Priority(Box::new(s)),
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+    })
+}
+
+fn parse_priority_caps(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+    let c: PriorityCapsConfig = typed(p)?;
+    Ok(DisciplineConfig {
+        queue: QueueSpec::Priority(Box::new(c.layout()?)),
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+    })
+}
+
+/// The parsed configuration of a generic discipline (any of the three kinds).
+pub struct DisciplineConfig {
+    queue: QueueSpec,
+    shaper: Option<ShaperSpec>,
+}
+
+enum QueueSpec {
+    Fifo {
+        capacity: usize,
+    },
+    /// The layout (queues, caps, class map), without buffers.
+    Priority(Box<StrictPriority<()>>),
+}
+
+enum Queue<B> {
+    Fifo(Fifo<B>),
+    Priority(Box<StrictPriority<B>>),
+}
+
+/// A generic egress discipline: a FIFO or a strict-priority scheduler with
+/// byte caps, optionally behind a line-rate [`Shaper`].
+pub struct Discipline<B> {
+    queue: Queue<B>,
+    shaper: Option<Shaper>,
+}
+
+impl<B> Discipline<B> {
+    /// A fresh instance (empty queues, full buckets).
+    pub fn new(c: &DisciplineConfig) -> Self {
+        let queue = match &c.queue {
+            QueueSpec::Fifo { capacity } => Queue::Fifo(Fifo::new(*capacity)),
+            QueueSpec::Priority(layout) => {
+                Queue::Priority(Box::new(StrictPriority::with_layout_of(layout, 0)))
             }
-            s.add_queue(c.capacity, None, [Class(*class)]);
+        };
+        Discipline { queue, shaper: c.shaper.map(Shaper::new) }
+    }
+}
+
+impl<B: PacketBuf + Send> Element for Discipline<B> {
+    fn name(&self) -> &str {
+        match &self.queue {
+            Queue::Fifo(_) => "fifo",
+            Queue::Priority(p) => Element::name(&**p),
         }
-        // Unlisted classes share the lowest queue.
-        s.add_queue(c.capacity, None, []);
-        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
-        Ok(shaped(Box::new(s), shaper))
-    });
-    r.egress("priority-caps", |_, p| {
-        let c: PriorityCapsConfig = typed(p)?;
-        let shaper = Shaper::new(c.rate_pps, c.rate_mbps, c.burst)?;
-        Ok(shaped(Box::new(c.build()?), shaper))
-    });
+    }
+
+    fn reconfigure(&mut self, config: &dyn Any, now: Now) -> Result<Reconfigured, Refused> {
+        let c = config_of::<DisciplineConfig>(config, self.name())?;
+        let same_queue = match (&self.queue, &c.queue) {
+            (Queue::Fifo(f), QueueSpec::Fifo { capacity }) => f.capacity() == *capacity,
+            (Queue::Priority(p), QueueSpec::Priority(layout)) => p.same_layout(layout),
+            _ => false,
+        };
+        if same_queue && self.shaper.as_ref().map(|s| s.spec) == c.shaper {
+            return Ok(Reconfigured::Unchanged);
+        }
+        let lost = match (&mut self.queue, &c.queue) {
+            (Queue::Fifo(f), QueueSpec::Fifo { capacity }) => f.set_capacity(*capacity),
+            (Queue::Priority(p), QueueSpec::Priority(layout)) => {
+                p.retune(layout, now.mono_ns).map_err(Refused::NeedsRestart)?
+            }
+            _ => return Err(Refused::NeedsRestart("kind".into())),
+        };
+        match (&mut self.shaper, c.shaper) {
+            (Some(s), Some(spec)) => s.retune(spec, now),
+            (s, spec) => *s = spec.map(Shaper::new),
+        }
+        Ok(Reconfigured::Applied { lost })
+    }
+}
+
+impl<B: PacketBuf + Send> Egress<B> for Discipline<B> {
+    #[inline]
+    fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)> {
+        match &mut self.queue {
+            Queue::Fifo(f) => f.enqueue(buf, class, now),
+            Queue::Priority(p) => p.enqueue(buf, class, now),
+        }
+    }
+
+    fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<B>) -> usize {
+        let Some(shaper) = &mut self.shaper else {
+            return match &mut self.queue {
+                Queue::Fifo(f) => f.dequeue(now, max, out),
+                Queue::Priority(p) => p.dequeue(now, max, out),
+            };
+        };
+        shaper.refill(now);
+        let mut n = 0;
+        // One packet at a time: the shaper decides after each.
+        while n < max && shaper.admits() {
+            let got = match &mut self.queue {
+                Queue::Fifo(f) => f.dequeue(now, 1, out),
+                Queue::Priority(p) => p.dequeue(now, 1, out),
+            };
+            if got == 0 {
+                break;
+            }
+            shaper.take(out.last().map_or(0, |b| b.len()));
+            n += 1;
+        }
+        n
+    }
+
+    fn queued(&self) -> usize {
+        match &self.queue {
+            Queue::Fifo(f) => f.queued(),
+            Queue::Priority(p) => p.queued(),
+        }
+    }
+
+    fn is_pass_through(&self) -> bool {
+        matches!(self.queue, Queue::Fifo(_)) && self.shaper.is_none()
+    }
 }
 
 fn default_capacity() -> usize {
@@ -162,8 +297,8 @@ pub struct QueueConfig {
 }
 
 impl PriorityCapsConfig {
-    /// Builds the scheduler (caps start full at time 0).
-    pub fn build<B>(&self) -> Result<StrictPriority<B>, ConfigError> {
+    /// The scheduler's layout (queues, caps, class map), checked.
+    pub fn layout(&self) -> Result<StrictPriority<()>, ConfigError> {
         let mut s = StrictPriority::new("priority-caps");
         let mut ids = BTreeMap::new();
         for (name, c) in &self.caps {
@@ -220,29 +355,22 @@ impl PriorityCapsConfig {
     }
 }
 
-/// A token bucket over packets and/or bytes: the port's line rate.
-///
-/// **Decision:** a packet may leave while the byte bucket is positive and
-/// leaves it in debt by up to one frame (the wrapped discipline does not
-/// expose its head's length); the long-run rate is exact.
-#[derive(Debug, Clone)]
-pub struct Shaper {
+/// A line rate: packets and/or bytes per second, with a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShaperSpec {
     pps: Option<f64>,
     bytes_per_s: Option<f64>,
     burst: f64,
-    pkt_tokens: f64,
-    byte_tokens: f64,
-    last_ns: Option<u64>,
 }
 
-impl Shaper {
-    /// A shaper at `pps` packets/s and/or `mbps` Mbit/s with a burst of
-    /// `burst` packets (of 1514 bytes); `None` if neither rate is set.
+impl ShaperSpec {
+    /// `pps` packets/s and/or `mbps` Mbit/s with a burst of `burst` packets
+    /// (of 1514 bytes); `None` if neither rate is set.
     pub fn new(
         pps: Option<f64>,
         mbps: Option<f64>,
         burst: u32,
-    ) -> Result<Option<Shaper>, ConfigError> {
+    ) -> Result<Option<ShaperSpec>, ConfigError> {
         for (key, v) in [("rate_pps", pps), ("rate_mbps", mbps)] {
             if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0) {
@@ -256,15 +384,40 @@ impl Shaper {
         if pps.is_none() && mbps.is_none() {
             return Ok(None);
         }
-        let burst = f64::from(burst);
-        Ok(Some(Shaper {
+        Ok(Some(ShaperSpec {
             pps,
             bytes_per_s: mbps.map(|m| m * 1e6 / 8.0),
-            burst,
-            pkt_tokens: burst,
-            byte_tokens: burst * 1514.0,
-            last_ns: None,
+            burst: f64::from(burst),
         }))
+    }
+}
+
+/// A token bucket over packets and/or bytes: the port's line rate.
+///
+/// **Decision:** a packet may leave while the byte bucket is positive and
+/// leaves it in debt by up to one frame (the wrapped discipline does not
+/// expose its head's length); the long-run rate is exact.
+#[derive(Debug, Clone)]
+pub struct Shaper {
+    spec: ShaperSpec,
+    pkt_tokens: f64,
+    byte_tokens: f64,
+    last_ns: Option<u64>,
+}
+
+impl Shaper {
+    /// A shaper at `spec`, its buckets full.
+    pub fn new(spec: ShaperSpec) -> Shaper {
+        Shaper { spec, pkt_tokens: spec.burst, byte_tokens: spec.burst * 1514.0, last_ns: None }
+    }
+
+    /// Changes the rates at `now`, keeping the level: tokens earned so far
+    /// count at the old rates, then are clamped to the new burst.
+    pub fn retune(&mut self, spec: ShaperSpec, now: Now) {
+        self.refill(now);
+        self.spec = spec;
+        self.pkt_tokens = self.pkt_tokens.min(spec.burst);
+        self.byte_tokens = self.byte_tokens.min(spec.burst * 1514.0);
     }
 
     fn refill(&mut self, now: Now) {
@@ -273,57 +426,23 @@ impl Shaper {
             None => 0.0,
         };
         self.last_ns = Some(now.mono_ns);
-        if let Some(pps) = self.pps {
-            self.pkt_tokens = (self.pkt_tokens + pps * dt).min(self.burst);
+        let s = &self.spec;
+        if let Some(pps) = s.pps {
+            self.pkt_tokens = (self.pkt_tokens + pps * dt).min(s.burst);
         }
-        if let Some(bps) = self.bytes_per_s {
-            self.byte_tokens = (self.byte_tokens + bps * dt).min(self.burst * 1514.0);
+        if let Some(bps) = s.bytes_per_s {
+            self.byte_tokens = (self.byte_tokens + bps * dt).min(s.burst * 1514.0);
         }
     }
 
     fn admits(&self) -> bool {
-        (self.pps.is_none() || self.pkt_tokens >= 1.0)
-            && (self.bytes_per_s.is_none() || self.byte_tokens > 0.0)
+        (self.spec.pps.is_none() || self.pkt_tokens >= 1.0)
+            && (self.spec.bytes_per_s.is_none() || self.byte_tokens > 0.0)
     }
 
     fn take(&mut self, len: usize) {
         self.pkt_tokens -= 1.0;
         self.byte_tokens -= len as f64;
-    }
-}
-
-/// Any egress discipline behind a line-rate [`Shaper`].
-pub struct Shaped<B> {
-    inner: Box<dyn Egress<B>>,
-    shaper: Shaper,
-}
-
-impl<B: PacketBuf + Send> Egress<B> for Shaped<B> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)> {
-        self.inner.enqueue(buf, class, now)
-    }
-
-    fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<B>) -> usize {
-        self.shaper.refill(now);
-        let mut n = 0;
-        // One packet at a time: the shaper decides after each.
-        while n < max && self.shaper.admits() {
-            if self.inner.dequeue(now, 1, out) == 0 {
-                break;
-            }
-            let len = out.last().map_or(0, |b| b.len());
-            self.shaper.take(len);
-            n += 1;
-        }
-        n
-    }
-
-    fn queued(&self) -> usize {
-        self.inner.queued()
     }
 }
 
@@ -335,7 +454,7 @@ mod tests {
     fn build(kind: &str, params: &str) -> Box<dyn Egress<Vec<u8>>> {
         let t: toml::Table = toml::from_str(params).unwrap();
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
-        Registry::<Vec<u8>>::builtin().build_egress(kind, &ctx, &t).unwrap()
+        Registry::<Vec<u8>>::with::<()>().build_egress(kind, &ctx, &t).unwrap()
     }
 
     #[test]
@@ -381,7 +500,7 @@ mod tests {
         assert_eq!(e.dequeue(t0.plus_ns(500_000_000), 16, &mut out), 0);
         assert_eq!(e.dequeue(t0.plus_ns(1_000_000_000), 16, &mut out), 1);
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<()>();
         let err = |s: &str| {
             let t: toml::Table = toml::from_str(s).unwrap();
             r.build_egress("priority-caps", &ctx, &t).err().unwrap().key
@@ -414,10 +533,54 @@ mod tests {
     #[test]
     fn bad_params() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<()>();
         let t: toml::Table = toml::from_str("order = [1, 1]").unwrap();
         assert_eq!(r.build_egress("priority", &ctx, &t).err().unwrap().key, "order[1]");
         let t: toml::Table = toml::from_str("rate_pps = -1").unwrap();
         assert_eq!(r.build_egress("fifo", &ctx, &t).err().unwrap().key, "rate_pps");
+    }
+
+    fn parsed(kind: &str, params: &str) -> crate::registry::Parsed {
+        use crate::registry::Catalog;
+        let t: toml::Table = toml::from_str(params).unwrap();
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
+        Registry::<Vec<u8>>::with::<()>().parse_egress(kind, &ctx, &t).unwrap()
+    }
+
+    #[test]
+    fn live_changes_keep_queued_packets_and_count_what_a_shrink_drops() {
+        let mut e = build("priority", "order = [2]\ncapacity = 8\nrate_pps = 1000\nburst = 1");
+        let t0 = Now::default();
+        for i in 0..6 {
+            e.enqueue(vec![i], Class(0), t0).unwrap();
+        }
+        // Same parameters: nothing changes.
+        let same = parsed("priority", "order = [2]\ncapacity = 8\nrate_pps = 1000\nburst = 1");
+        assert_eq!(e.reconfigure(&*same, t0).unwrap(), Reconfigured::Unchanged);
+        assert_eq!(e.queued(), 6);
+        // A faster rate keeps the queue; a shorter queue drops its newest packets.
+        let faster = parsed("priority", "order = [2]\ncapacity = 4\nrate_pps = 1e6\nburst = 8");
+        assert_eq!(e.reconfigure(&*faster, t0).unwrap(), Reconfigured::Applied { lost: 2 });
+        let mut out = Vec::new();
+        assert_eq!(
+            e.dequeue(t0.plus_ns(3_000), 8, &mut out),
+            4,
+            "the level kept (1 token, not a full burst of 8) + 3 us at 1e6 pps"
+        );
+        assert_eq!(out, vec![vec![0], vec![1], vec![2], vec![3]]);
+        // Another number of queues, or another kind, needs a restart.
+        let three = parsed("priority", "order = [2, 3]");
+        assert!(matches!(e.reconfigure(&*three, t0), Err(Refused::NeedsRestart(_))));
+        let fifo = parsed("fifo", "capacity = 4");
+        assert!(matches!(e.reconfigure(&*fifo, t0), Err(Refused::NeedsRestart(_))));
+    }
+
+    #[test]
+    fn a_fifo_is_a_pass_through_until_it_gets_a_rate() {
+        let mut e = build("fifo", "capacity = 4");
+        assert!(e.is_pass_through());
+        let shaped = parsed("fifo", "capacity = 4\nrate_pps = 100");
+        e.reconfigure(&*shaped, Now::default()).unwrap();
+        assert!(!e.is_pass_through());
     }
 }

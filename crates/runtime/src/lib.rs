@@ -3,10 +3,13 @@
 //!
 //! * [`config`]: the configuration file, validated as a whole ([`check`])
 //!   before any worker starts; errors name file, key path and reason.
-//! * [`registry`]: stage and egress kinds → constructors from TOML tables;
-//!   protocol stages plug in through [`protocols`].
+//! * [`registry`]: stage and egress kinds → typed configuration parsers and
+//!   constructors; protocols plug theirs in through [`Protocols`] (the
+//!   runtime itself knows only generic kinds).
 //! * [`worker`]: one worker per core (pinned), rx burst → pipeline → egress
-//!   → tx burst, a command queue polled between bursts, one clock read per burst.
+//!   → tx burst, a command queue polled between bursts, one clock read per
+//!   burst; commands see stages and egress disciplines as buffer-independent
+//!   [`pipeline::Element`]s, so control works on every backend.
 //! * Backends ([`io::WorkerIo`]): [`synthetic`] (the default: an in-process
 //!   traffic generator, no NIC, no root), [`pcap`] (capture replay), and
 //!   `dpdk` (cargo feature `dpdk`, zero-copy over mbufs).
@@ -31,7 +34,8 @@
 //!     [run]
 //!     duration_ms = 10
 //! "#, "inline.toml".as_ref()).unwrap();
-//! let summary = runtime::start(cfg).unwrap().wait().unwrap();
+//! // `()`: no protocol, only the runtime's generic kinds.
+//! let summary = runtime::start::<()>(cfg).unwrap().wait().unwrap();
 //! assert_eq!(summary.groups[0].offered, 1000);
 //! assert_eq!(summary.ports[1].counters.tx, 1000);
 //! ```
@@ -41,9 +45,7 @@ pub mod config;
 pub mod dpdk;
 pub mod egress;
 pub mod io;
-pub mod live;
 pub mod pcap;
-pub mod protocols;
 pub mod registry;
 pub mod rss;
 pub mod stages;
@@ -52,7 +54,6 @@ pub mod synthetic;
 pub mod templates;
 pub mod worker;
 
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -61,9 +62,28 @@ use crossbeam_channel::Sender;
 use pipeline::{Frame, PacketBuf, Pipeline};
 
 pub use config::{BackendKind, ConfigError, RouterConfig};
-pub use registry::{BuildContext, Registry};
+pub use registry::{BuildContext, Catalog, Registry};
 pub use stats::Snapshot;
-pub use worker::{Command, Limits};
+pub use templates::Templates;
+pub use worker::{Command, Elements, Limits};
+
+/// The protocols a router build plugs into the runtime: their stage and
+/// egress kinds and their packet templates. The runtime knows only the
+/// stage contract; a build names its protocols once, e.g.
+/// `runtime::start::<adapters::All>(cfg)`. `()` is the build without any.
+pub trait Protocols: 'static {
+    /// Registers the protocols' stage and egress kinds.
+    fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>);
+
+    /// Registers the protocols' packet templates (synthetic backend).
+    fn templates(t: &mut Templates) {
+        let _ = t;
+    }
+}
+
+impl Protocols for () {
+    fn register<B: PacketBuf + Send + 'static>(_: &mut Registry<B>) {}
+}
 
 use io::WorkerIo;
 use stats::WorkerStats;
@@ -135,11 +155,11 @@ fn build_pipeline<B: PacketBuf + Send + 'static>(
 
 /// Validates a configuration as a whole: builds every stage and egress from
 /// its parameters and checks the backend section, without starting anything.
-pub fn check(cfg: &RouterConfig) -> Result<CheckReport, ConfigError> {
-    let reg = Registry::<Frame>::builtin();
+pub fn check<P: Protocols>(cfg: &RouterConfig) -> Result<CheckReport, ConfigError> {
+    let reg = Registry::<Frame>::with::<P>();
     let (p, _) = build_pipeline(cfg, &reg, 0)?;
     let backend = match cfg.io.backend {
-        BackendKind::Synthetic => synthetic::check(cfg),
+        BackendKind::Synthetic => synthetic::check(cfg, &Templates::with::<P>()),
         BackendKind::Pcap => pcap::check(cfg),
         BackendKind::Dpdk => check_dpdk(cfg),
     };
@@ -173,44 +193,46 @@ pub struct Router {
     group_names: Vec<String>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<(), RuntimeError>>>,
-    commands: Box<dyn Any + Send>,
+    commands: Vec<Sender<Command>>,
+    catalog: Arc<dyn Catalog>,
     teardown: Option<Box<dyn FnOnce() + Send>>,
 }
 
-/// Validates `cfg` and starts its workers.
-pub fn start(cfg: RouterConfig) -> Result<Router, RuntimeError> {
-    check(&cfg)?;
+/// Validates `cfg` and starts its workers, with the kinds of `P`.
+pub fn start<P: Protocols>(cfg: RouterConfig) -> Result<Router, RuntimeError> {
+    check::<P>(&cfg)?;
     match cfg.io.backend {
         BackendKind::Synthetic => {
-            let ios = synthetic::SyntheticIo::open(&cfg)?;
-            spawn(&cfg, ios, None)
+            let ios = synthetic::SyntheticIo::open(&cfg, &Templates::with::<P>())?;
+            spawn::<P, _>(&cfg, ios, None)
         }
         BackendKind::Pcap => {
             let ios = pcap::PcapIo::open(&cfg)?;
-            spawn(&cfg, ios, None)
+            spawn::<P, _>(&cfg, ios, None)
         }
-        BackendKind::Dpdk => start_dpdk(&cfg),
+        BackendKind::Dpdk => start_dpdk::<P>(&cfg),
     }
 }
 
 #[cfg(feature = "dpdk")]
-fn start_dpdk(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
+fn start_dpdk<P: Protocols>(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
     let (ios, teardown) = dpdk::open(cfg)?;
-    spawn(cfg, ios, Some(teardown))
+    spawn::<P, _>(cfg, ios, Some(teardown))
 }
 
 #[cfg(not(feature = "dpdk"))]
-fn start_dpdk(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
+#[allow(clippy::extra_unused_type_parameters)] // the signature of the `dpdk` build
+fn start_dpdk<P: Protocols>(cfg: &RouterConfig) -> Result<Router, RuntimeError> {
     Err(check_dpdk(cfg).unwrap_err().into())
 }
 
-/// Starts one worker thread per backend queue set.
-pub fn spawn<I: WorkerIo + 'static>(
+/// Starts one worker thread per backend queue set, with the kinds of `P`.
+pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
     cfg: &RouterConfig,
     ios: Vec<I>,
     teardown: Option<Box<dyn FnOnce() + Send>>,
 ) -> Result<Router, RuntimeError> {
-    let reg = Registry::<I::Buf>::builtin();
+    let reg = Registry::<I::Buf>::with::<P>();
     let stop = Arc::new(AtomicBool::new(false));
     let group_names = synthetic::group_names(cfg);
     let port_ids: Vec<u16> = cfg.ports.iter().map(|p| p.id).collect();
@@ -228,7 +250,7 @@ pub fn spawn<I: WorkerIo + 'static>(
         .map(|(p, _)| p.counters().map(|(n, _)| n.to_string()).collect())
         .unwrap_or_default();
     let mut stats = Vec::with_capacity(workers);
-    let mut senders: Vec<Sender<Command<I::Buf>>> = Vec::with_capacity(workers);
+    let mut senders: Vec<Sender<Command>> = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
     for (w, (io, (pipeline, egress))) in ios.into_iter().zip(built).enumerate() {
         let st = Arc::new(WorkerStats::new(stage_names.len(), port_ids.len(), group_names.len()));
@@ -246,15 +268,6 @@ pub fn spawn<I: WorkerIo + 'static>(
             limits,
             publish_every: cfg.workers.publish_every,
             core,
-            direct: cfg
-                .ports
-                .iter()
-                .map(|p| {
-                    p.egress.kind == "fifo"
-                        && !p.egress.params.contains_key("rate_pps")
-                        && !p.egress.params.contains_key("rate_mbps")
-                })
-                .collect(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("worker-{w}"))
@@ -271,7 +284,8 @@ pub fn spawn<I: WorkerIo + 'static>(
         group_names,
         stop,
         threads,
-        commands: Box::new(senders),
+        commands: senders,
+        catalog: Arc::new(reg),
         teardown,
     })
 }
@@ -297,10 +311,15 @@ impl Router {
         self.threads.iter().all(|t| t.is_finished())
     }
 
-    /// The command queues of the workers, if their buffer type is `B`
-    /// (`pipeline::Frame` for the software backends, `dpdk::Mbuf` for DPDK).
-    pub fn commands<B: 'static>(&self) -> Option<&[Sender<Command<B>>]> {
-        self.commands.downcast_ref::<Vec<Sender<Command<B>>>>().map(Vec::as_slice)
+    /// The command queues of the workers, in worker order (every backend).
+    pub fn commands(&self) -> &[Sender<Command>] {
+        &self.commands
+    }
+
+    /// How the router's stage and egress kinds parse their parameters (to
+    /// validate a live change as the router would have at start).
+    pub fn catalog(&self) -> Arc<dyn Catalog> {
+        self.catalog.clone()
     }
 
     /// Waits for every worker to finish and returns the final counters.

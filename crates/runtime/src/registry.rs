@@ -1,24 +1,31 @@
-//! Stage and egress registries: kind name → constructor from a TOML table.
+//! Stage and egress kinds: a kind name → how to parse its parameters into a
+//! typed configuration, and how to build an instance from that configuration.
 //!
-//! Wiring a protocol stage into the router is one entry here (see
-//! [`Registry::builtin`]) plus the stage's config struct:
+//! A kind is registered with its typed configuration `C`:
 //!
 //! ```ignore
-//! r.stage("my-stage", |ctx, params| {
-//!     let cfg: MyStageConfig = typed(params)?;      // key-path errors for free
-//!     Ok(Box::new(MyStage::new(cfg, ctx.worker)))
-//! });
+//! r.stage::<MyStageConfig>("my-stage", |cfg, ctx| Ok(Box::new(MyStage::new(cfg, ctx.worker))));
 //! ```
 //!
-//! Constructors run once per worker (each worker owns its stage instances and
-//! their state shard) and once more during [`crate::Runtime::check`] to validate
-//! the parameters before any worker starts.
+//! `C` is deserialized from the stage's TOML table (unknown keys and wrong
+//! types come back with their key path) and checked with
+//! [`pipeline::Validate`]; [`Registry::stage_with`] takes a parser of one's
+//! own where a kind needs more (checks against the router's ports, keys in
+//! hex). Parsing does not depend on the buffer type, so the control plane
+//! parses a live change through the [`Catalog`] view of the same registry
+//! and hands the typed value to the running element
+//! ([`pipeline::Element::reconfigure`]); building does, and runs once per
+//! worker (each worker owns its instances and their state shard) and once
+//! more in [`crate::check`].
 
+use std::any::Any;
 use std::collections::BTreeMap;
 
-use pipeline::{Egress, PacketBuf, Stage};
+use serde::de::DeserializeOwned;
 
-use crate::config::ConfigError;
+use pipeline::{Egress, PacketBuf, Stage, Validate};
+
+use crate::config::{typed, ConfigError};
 
 /// What a constructor knows about where its instance will run.
 #[derive(Debug, Clone)]
@@ -47,22 +54,57 @@ impl BuildContext {
     }
 }
 
-/// Builds a stage from its parameter table.
-pub type StageCtor<B> = fn(&BuildContext, &toml::Table) -> Result<Box<dyn Stage<B>>, ConfigError>;
-/// Builds an egress discipline from its parameter table.
-pub type EgressCtor<B> = fn(&BuildContext, &toml::Table) -> Result<Box<dyn Egress<B>>, ConfigError>;
+/// A kind's parsed, validated configuration, of the kind's own type.
+pub type Parsed = Box<dyn Any + Send + Sync>;
 
-/// Named constructors for stages and egress disciplines, for buffer type `B`.
-pub struct Registry<B> {
-    stages: BTreeMap<&'static str, StageCtor<B>>,
-    egresses: BTreeMap<&'static str, EgressCtor<B>>,
+type ParseFn =
+    Box<dyn Fn(&BuildContext, &toml::Table) -> Result<Parsed, ConfigError> + Send + Sync>;
+type BuildFn<T> = Box<dyn Fn(&BuildContext, &dyn Any) -> Result<T, ConfigError> + Send + Sync>;
+
+struct Entry<T> {
+    parse: ParseFn,
+    build: BuildFn<T>,
 }
 
-impl<B: PacketBuf + Send + 'static> Default for Registry<B> {
-    fn default() -> Self {
-        Self::builtin()
+impl<T: 'static> Entry<T> {
+    fn new<C: Any + Send + Sync>(
+        parse: fn(&BuildContext, &toml::Table) -> Result<C, ConfigError>,
+        build: fn(&C, &BuildContext) -> Result<T, ConfigError>,
+    ) -> Self {
+        Entry {
+            parse: Box::new(move |ctx, t| Ok(Box::new(parse(ctx, t)?) as Parsed)),
+            build: Box::new(move |ctx, c| {
+                let c = c
+                    .downcast_ref::<C>()
+                    .ok_or_else(|| ConfigError::at("", "configuration of another kind"))?;
+                build(c, ctx)
+            }),
+        }
     }
 }
+
+/// Deserializes `C` from a parameter table and validates it.
+pub fn parse_validated<C: DeserializeOwned + Validate>(
+    _ctx: &BuildContext,
+    params: &toml::Table,
+) -> Result<C, ConfigError> {
+    let c: C = typed(params)?;
+    c.validate()?;
+    Ok(c)
+}
+
+/// Stage and egress kinds for buffer type `B`.
+pub struct Registry<B> {
+    stages: BTreeMap<&'static str, Entry<Box<dyn Stage<B>>>>,
+    egresses: BTreeMap<&'static str, Entry<Box<dyn Egress<B>>>>,
+}
+
+/// Builds a stage from its typed configuration.
+pub type StageBuild<C, B> = fn(&C, &BuildContext) -> Result<Box<dyn Stage<B>>, ConfigError>;
+/// Builds an egress discipline from its typed configuration.
+pub type EgressBuild<C, B> = fn(&C, &BuildContext) -> Result<Box<dyn Egress<B>>, ConfigError>;
+/// Parses a kind's parameter table into its typed configuration.
+pub type Parse<C> = fn(&BuildContext, &toml::Table) -> Result<C, ConfigError>;
 
 impl<B: PacketBuf + Send + 'static> Registry<B> {
     /// A registry with nothing in it.
@@ -70,68 +112,145 @@ impl<B: PacketBuf + Send + 'static> Registry<B> {
         Registry { stages: BTreeMap::new(), egresses: BTreeMap::new() }
     }
 
-    /// Every stage and egress kind this build of the router knows.
-    pub fn builtin() -> Self {
+    /// The generic kinds of the runtime (`parse`, forwarding, classification,
+    /// FIFO and priority egress) plus those of the protocols `P`.
+    pub fn with<P: crate::Protocols>() -> Self {
         let mut r = Self::empty();
         crate::stages::register(&mut r);
         crate::egress::register(&mut r);
-        crate::protocols::register(&mut r);
+        P::register(&mut r);
         r
     }
 
-    /// Registers (or replaces) a stage kind.
-    pub fn stage(&mut self, kind: &'static str, ctor: StageCtor<B>) -> &mut Self {
-        self.stages.insert(kind, ctor);
+    /// Registers (or replaces) a stage kind whose configuration `C` is
+    /// deserialized and validated ([`parse_validated`]).
+    pub fn stage<C>(&mut self, kind: &'static str, build: StageBuild<C, B>) -> &mut Self
+    where
+        C: DeserializeOwned + Validate + Send + Sync + 'static,
+    {
+        self.stage_with(kind, parse_validated::<C>, build)
+    }
+
+    /// Registers (or replaces) a stage kind with its own parser.
+    pub fn stage_with<C: Any + Send + Sync>(
+        &mut self,
+        kind: &'static str,
+        parse: Parse<C>,
+        build: StageBuild<C, B>,
+    ) -> &mut Self {
+        self.stages.insert(kind, Entry::new(parse, build));
         self
     }
 
-    /// Registers (or replaces) an egress kind.
-    pub fn egress(&mut self, kind: &'static str, ctor: EgressCtor<B>) -> &mut Self {
-        self.egresses.insert(kind, ctor);
+    /// Registers (or replaces) an egress kind whose configuration `C` is
+    /// deserialized and validated.
+    pub fn egress<C>(&mut self, kind: &'static str, build: EgressBuild<C, B>) -> &mut Self
+    where
+        C: DeserializeOwned + Validate + Send + Sync + 'static,
+    {
+        self.egress_with(kind, parse_validated::<C>, build)
+    }
+
+    /// Registers (or replaces) an egress kind with its own parser.
+    pub fn egress_with<C: Any + Send + Sync>(
+        &mut self,
+        kind: &'static str,
+        parse: Parse<C>,
+        build: EgressBuild<C, B>,
+    ) -> &mut Self {
+        self.egresses.insert(kind, Entry::new(parse, build));
         self
     }
 
-    /// The registered stage kinds, sorted.
-    pub fn stage_kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.stages.keys().copied()
-    }
-
-    /// The registered egress kinds, sorted.
-    pub fn egress_kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.egresses.keys().copied()
-    }
-
-    /// Builds a stage of `kind`; errors name the key inside `params`.
+    /// Builds a stage of `kind` from its parameters; errors name the key
+    /// inside `params`.
     pub fn build_stage(
         &self,
         kind: &str,
         ctx: &BuildContext,
         params: &toml::Table,
     ) -> Result<Box<dyn Stage<B>>, ConfigError> {
-        let ctor = self.stages.get(kind).ok_or_else(|| {
-            let known: Vec<_> = self.stage_kinds().collect();
-            ConfigError::at(
-                "kind",
-                format!("unknown stage kind `{kind}` (known: {})", known.join(", ")),
-            )
-        })?;
-        ctor(ctx, params)
+        let e = entry(&self.stages, "stage", kind)?;
+        (e.build)(ctx, &*(e.parse)(ctx, params)?)
     }
 
-    /// Builds an egress discipline of `kind`.
+    /// Builds an egress discipline of `kind` from its parameters.
     pub fn build_egress(
         &self,
         kind: &str,
         ctx: &BuildContext,
         params: &toml::Table,
     ) -> Result<Box<dyn Egress<B>>, ConfigError> {
-        let ctor = self.egresses.get(kind).ok_or_else(|| {
-            let known: Vec<_> = self.egress_kinds().collect();
-            ConfigError::at(
-                "kind",
-                format!("unknown egress kind `{kind}` (known: {})", known.join(", ")),
-            )
-        })?;
-        ctor(ctx, params)
+        let e = entry(&self.egresses, "egress", kind)?;
+        (e.build)(ctx, &*(e.parse)(ctx, params)?)
+    }
+}
+
+fn entry<'a, T>(
+    map: &'a BTreeMap<&'static str, Entry<T>>,
+    what: &str,
+    kind: &str,
+) -> Result<&'a Entry<T>, ConfigError> {
+    map.get(kind).ok_or_else(|| {
+        let known: Vec<&str> = map.keys().copied().collect();
+        ConfigError::at(
+            "kind",
+            format!("unknown {what} kind `{kind}` (known: {})", known.join(", ")),
+        )
+    })
+}
+
+/// The buffer-independent view of a [`Registry`]: which kinds exist and
+/// how their parameters parse. The control plane validates live changes
+/// through it, whatever backend the router runs on.
+pub trait Catalog: Send + Sync {
+    /// Parses and validates the parameters of a stage of `kind`.
+    fn parse_stage(
+        &self,
+        kind: &str,
+        ctx: &BuildContext,
+        params: &toml::Table,
+    ) -> Result<Parsed, ConfigError>;
+
+    /// Parses and validates the parameters of an egress discipline of `kind`.
+    fn parse_egress(
+        &self,
+        kind: &str,
+        ctx: &BuildContext,
+        params: &toml::Table,
+    ) -> Result<Parsed, ConfigError>;
+
+    /// The registered stage kinds, sorted.
+    fn stage_kinds(&self) -> Vec<&'static str>;
+
+    /// The registered egress kinds, sorted.
+    fn egress_kinds(&self) -> Vec<&'static str>;
+}
+
+impl<B: PacketBuf + Send + 'static> Catalog for Registry<B> {
+    fn parse_stage(
+        &self,
+        kind: &str,
+        ctx: &BuildContext,
+        params: &toml::Table,
+    ) -> Result<Parsed, ConfigError> {
+        (entry(&self.stages, "stage", kind)?.parse)(ctx, params)
+    }
+
+    fn parse_egress(
+        &self,
+        kind: &str,
+        ctx: &BuildContext,
+        params: &toml::Table,
+    ) -> Result<Parsed, ConfigError> {
+        (entry(&self.egresses, "egress", kind)?.parse)(ctx, params)
+    }
+
+    fn stage_kinds(&self) -> Vec<&'static str> {
+        self.stages.keys().copied().collect()
+    }
+
+    fn egress_kinds(&self) -> Vec<&'static str> {
+        self.egresses.keys().copied().collect()
     }
 }

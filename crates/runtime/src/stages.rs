@@ -2,29 +2,91 @@
 //!
 //! | kind | job |
 //! |---|---|
+//! | `parse` | fills `Meta` l3/l4/proto offsets; put it first |
 //! | `nop` | nothing (measures pipeline overhead) |
 //! | `port-forward` | sends everything from a port to a fixed port (testpmd's io forwarding) |
 //! | `ipv4-forward` | validates Ethernet/IPv4, decrements TTL, longest-prefix-match routing |
 //! | `classify` | sets the traffic class from the IPv4 source prefix |
 
+use serde::Deserialize;
 use std::net::Ipv4Addr;
 
-use serde::Deserialize;
+use std::any::Any;
 
-use pipeline::{Batch, Class, DropReason, Indices, Now, PacketBuf, Stage, Verdict};
+use pipeline::{
+    replace_whole, Batch, Class, DropReason, Element, Indices, Now, PacketBuf, Parse, ParseConfig,
+    Reconfigured, Refused, Stage, Verdict,
+};
 
 use crate::config::{typed, ConfigError};
 use crate::registry::{BuildContext, Registry};
 
 /// Registers the generic stages.
+///
+/// These stages keep no soft state: the parsed configuration is the stage
+/// itself (its compiled tables), so a live change replaces it whole.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage("nop", |_, p| {
-        let _: Empty = typed(p)?;
-        Ok(Box::new(Nop))
-    });
-    r.stage("port-forward", |ctx, p| Ok(Box::new(PortForward::new(ctx, typed(p)?)?)));
-    r.stage("ipv4-forward", |ctx, p| Ok(Box::new(Ipv4Forward::new(ctx, typed(p)?)?)));
-    r.stage("classify", |_, p| Ok(Box::new(Classify::new(typed(p)?)?)));
+    r.stage_with(
+        "parse",
+        |_, p| Ok(typed::<ParseParams>(p)?.into_config()),
+        |c, _| Ok(Box::new(Parse::new(c.clone()))),
+    );
+    r.stage_with(
+        "nop",
+        |_, p| {
+            let _: Empty = typed(p)?;
+            Ok(Nop)
+        },
+        |s, _| Ok(Box::new(s.clone())),
+    );
+    r.stage_with(
+        "port-forward",
+        |ctx, p| PortForward::new(ctx, typed(p)?),
+        |s, _| Ok(Box::new(s.clone())),
+    );
+    r.stage_with(
+        "ipv4-forward",
+        |ctx, p| Ipv4Forward::new(ctx, typed(p)?),
+        |s, _| Ok(Box::new(s.clone())),
+    );
+    r.stage_with("classify", |_, p| Classify::new(typed(p)?), |s, _| Ok(Box::new(s.clone())));
+}
+
+/// `parse` parameters (defaults as `pipeline::ParseConfig::default()`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParseParams {
+    /// UDP destination ports that carry SCION.
+    pub scion_ports: Option<Vec<u16>>,
+    /// IP protocol of the FAIR header (0 disables FAIR).
+    pub fair_protocol: Option<u8>,
+    /// IP protocol of the FlowPolice shim (0 disables it).
+    pub flowpolice_protocol: Option<u8>,
+    /// Verify the IPv4 header checksum.
+    pub verify_ipv4_checksum: Option<bool>,
+    /// Drop IP fragments.
+    pub drop_fragments: Option<bool>,
+    /// Drop frames that are not IPv4/IPv6.
+    pub drop_non_ip: Option<bool>,
+}
+
+impl ParseParams {
+    fn into_config(self) -> ParseConfig {
+        let d = ParseConfig::default();
+        let proto = |p: Option<u8>, d: Option<u8>| match p {
+            Some(0) => None,
+            Some(p) => Some(p),
+            None => d,
+        };
+        ParseConfig {
+            scion_ports: self.scion_ports.unwrap_or(d.scion_ports),
+            fair_protocol: proto(self.fair_protocol, d.fair_protocol),
+            flowpolice_protocol: proto(self.flowpolice_protocol, d.flowpolice_protocol),
+            verify_ipv4_checksum: self.verify_ipv4_checksum.unwrap_or(d.verify_ipv4_checksum),
+            drop_fragments: self.drop_fragments.unwrap_or(d.drop_fragments),
+            drop_non_ip: self.drop_non_ip.unwrap_or(d.drop_non_ip),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -32,12 +94,20 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
 struct Empty {}
 
 /// Does nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nop;
 
-impl<B: PacketBuf> Stage<B> for Nop {
+impl Element for Nop {
     fn name(&self) -> &str {
         "nop"
     }
+
+    fn reconfigure(&mut self, config: &dyn Any, _now: Now) -> Result<Reconfigured, Refused> {
+        replace_whole(self, config, "nop")
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Nop {
     fn process(&mut self, _batch: &mut Batch<B>, _now: Now) {}
 }
 
@@ -53,6 +123,7 @@ pub struct PortForwardConfig {
 }
 
 /// Forwards by ingress port, keeping the class.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortForward {
     table: Vec<Option<u16>>,
     default: Option<u16>,
@@ -83,10 +154,17 @@ impl PortForward {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for PortForward {
+impl Element for PortForward {
     fn name(&self) -> &str {
         "port-forward"
     }
+
+    fn reconfigure(&mut self, config: &dyn Any, _now: Now) -> Result<Reconfigured, Refused> {
+        replace_whole(self, config, "port-forward")
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for PortForward {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         // A burst comes from one RX queue, so it normally has one ingress
         // port: route the whole burst with one lookup.
@@ -200,6 +278,7 @@ fn yes() -> bool {
     true
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Route {
     /// The prefix's network address and mask (precomputed: matched per packet).
     addr: u32,
@@ -214,6 +293,7 @@ struct Route {
 /// are fine), `BadChecksum`, `HopLimit`, `NoRoute`, `WrongProtocol` (non-IPv4).
 /// The route list is scanned linearly, longest prefix first: meant for the
 /// handful of routes of a border router's example, not for a full table.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv4Forward {
     routes: Vec<Route>,
     verify_checksum: bool,
@@ -308,11 +388,17 @@ impl Ipv4Forward {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for Ipv4Forward {
+impl Element for Ipv4Forward {
     fn name(&self) -> &str {
         "ipv4-forward"
     }
 
+    fn reconfigure(&mut self, config: &dyn Any, _now: Now) -> Result<Reconfigured, Refused> {
+        replace_whole(self, config, "ipv4-forward")
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Ipv4Forward {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         for i in batch.live() {
             let dst = match self.check(batch.data(i)) {
@@ -371,6 +457,7 @@ pub struct ClassifyConfig {
 
 /// Sets the class of IPv4 packets from their source prefix (first match wins).
 /// Non-IPv4 packets get the default class; this stage never drops.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classify {
     rules: Vec<(Prefix, Class)>,
     default: Class,
@@ -387,11 +474,17 @@ impl Classify {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for Classify {
+impl Element for Classify {
     fn name(&self) -> &str {
         "classify"
     }
 
+    fn reconfigure(&mut self, config: &dyn Any, _now: Now) -> Result<Reconfigured, Refused> {
+        replace_whole(self, config, "classify")
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for Classify {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         for i in batch.live() {
             let d = batch.data(i);
@@ -409,6 +502,17 @@ impl<B: PacketBuf> Stage<B> for Classify {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn parse_params_map_onto_config() {
+        let t: toml::Table = toml::from_str("fair_protocol = 0\nscion_ports = [50000]").unwrap();
+        let c = typed::<ParseParams>(&t).unwrap().into_config();
+        assert_eq!(c.fair_protocol, None);
+        assert_eq!(c.scion_ports, vec![50000]);
+        assert_eq!(c.flowpolice_protocol, ParseConfig::default().flowpolice_protocol);
+        let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
+        assert!(Registry::<Vec<u8>>::with::<()>().build_stage("parse", &ctx, &t).is_ok());
+    }
+
     use pipeline::{Pipeline, Verdict};
 
     fn ctx() -> BuildContext {
@@ -421,11 +525,11 @@ mod tests {
         t.insert("dst".into(), toml::Value::String(Ipv4Addr::from(dst).to_string()));
         t.insert("ttl".into(), toml::Value::Integer(i64::from(ttl)));
         let ctx = crate::templates::TemplateCtx::new(1, [0; 4]);
-        crate::templates::Templates::builtin().build("ipv4-udp", &t, &ctx).unwrap().remove(0)
+        crate::templates::Templates::with::<()>().build("ipv4-udp", &t, &ctx).unwrap().remove(0)
     }
 
     fn registry() -> Registry<Vec<u8>> {
-        Registry::builtin()
+        Registry::with::<()>()
     }
 
     #[test]

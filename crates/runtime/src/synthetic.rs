@@ -146,14 +146,14 @@ impl Refresh {
 
     /// Starts the background builder of wall-paced runs; it stops when the
     /// worker drops the receiving end.
-    fn spawn(&mut self) {
+    fn spawn(&mut self, templates: &Templates) {
+        let templates = templates.clone();
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.fresh = Some(rx);
         let me =
             Refresh { fresh: None, params: self.params.clone(), kind: self.kind.clone(), ..*self };
         let period = std::time::Duration::from_nanos(self.period_ns);
         let _ = std::thread::Builder::new().name("synthetic-refresh".into()).spawn(move || {
-            let templates = Templates::builtin();
             loop {
                 std::thread::sleep(period);
                 let unix_s = std::time::SystemTime::now()
@@ -180,9 +180,9 @@ const PACKET: u128 = 1_000_000_000_000;
 fn build_groups(
     cfg: &RouterConfig,
     sc: &SyntheticConfig,
+    templates: &Templates,
 ) -> Result<Vec<Vec<GroupGen>>, ConfigError> {
     let workers = cfg.workers.count;
-    let templates = Templates::builtin();
     let mut per_worker: Vec<Vec<GroupGen>> = (0..workers).map(|_| Vec::new()).collect();
     for (g, t) in sc.traffic.iter().enumerate() {
         let key = format!("io.synthetic.traffic[{g}]");
@@ -262,6 +262,7 @@ fn build_groups(
 /// `net_pcap`. Rates are ignored; every group contributes its `flows` frames.
 pub fn capture_frames(
     cfg: &RouterConfig,
+    templates: &Templates,
     groups: &[String],
     unix_s: u64,
 ) -> Result<Vec<(u16, Vec<u8>)>, ConfigError> {
@@ -269,7 +270,6 @@ pub fn capture_frames(
     if let Some(g) = groups.iter().find(|g| !sc.traffic.iter().any(|t| &t.name == *g)) {
         return Err(ConfigError::at("io.synthetic.traffic", format!("no traffic group `{g}`")));
     }
-    let templates = Templates::builtin();
     let mut sets = Vec::new();
     for (g, t) in sc.traffic.iter().enumerate() {
         if !groups.is_empty() && !groups.contains(&t.name) {
@@ -295,9 +295,9 @@ pub fn capture_frames(
 }
 
 /// Validates the synthetic section (templates, ports, rates).
-pub fn check(cfg: &RouterConfig) -> Result<(), ConfigError> {
+pub fn check(cfg: &RouterConfig, templates: &Templates) -> Result<(), ConfigError> {
     match &cfg.io.synthetic {
-        Some(sc) => build_groups(cfg, sc).map(|_| ()),
+        Some(sc) => build_groups(cfg, sc, templates).map(|_| ()),
         None => Err(ConfigError::at("io.synthetic", "missing")),
     }
 }
@@ -333,13 +333,16 @@ pub struct SyntheticIo {
 
 impl SyntheticIo {
     /// Opens one generator per worker.
-    pub fn open(cfg: &RouterConfig) -> Result<Vec<SyntheticIo>, ConfigError> {
+    pub fn open(
+        cfg: &RouterConfig,
+        templates: &Templates,
+    ) -> Result<Vec<SyntheticIo>, ConfigError> {
         let sc =
             cfg.io.synthetic.as_ref().ok_or_else(|| ConfigError::at("io.synthetic", "missing"))?;
-        let mut per_worker = build_groups(cfg, sc)?;
+        let mut per_worker = build_groups(cfg, sc, templates)?;
         if sc.pacing == Pacing::Wall {
             for r in per_worker.iter_mut().flatten().filter_map(|g| g.refresh.as_mut()) {
-                r.spawn();
+                r.spawn(templates);
             }
         }
         let ngroups = sc.traffic.len();
@@ -356,7 +359,7 @@ impl SyntheticIo {
                 rx_ports.sort_unstable();
                 rx_ports.dedup();
                 SyntheticIo {
-                    templates: Templates::builtin(),
+                    templates: templates.clone(),
                     pacing: sc.pacing,
                     groups,
                     rx_ports,

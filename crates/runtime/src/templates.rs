@@ -58,25 +58,21 @@ pub fn group_of(frame: &[u8]) -> Option<u16> {
 pub type TemplateCtor = fn(&toml::Table, &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError>;
 
 /// Template kinds known to the synthetic backend.
+#[derive(Clone)]
 pub struct Templates {
     ctors: BTreeMap<&'static str, TemplateCtor>,
 }
 
-impl Default for Templates {
-    fn default() -> Self {
-        Self::builtin()
-    }
-}
-
 impl Templates {
-    /// The built-in templates plus every protocol template of this build.
-    pub fn builtin() -> Self {
+    /// The generic templates (`ipv4-udp`, `ipv6-udp`, `malformed`, `hex`)
+    /// plus those of the protocols `P`.
+    pub fn with<P: crate::Protocols>() -> Self {
         let mut t = Templates { ctors: BTreeMap::new() };
         t.add("ipv4-udp", ipv4_udp);
         t.add("ipv6-udp", ipv6_udp);
         t.add("malformed", malformed);
         t.add("hex", hex_frame);
-        crate::protocols::register_templates(&mut t);
+        P::templates(&mut t);
         t
     }
 
@@ -455,7 +451,7 @@ mod tests {
     #[test]
     fn ipv4_udp_exact_bytes_and_checksums() {
         let ctx = TemplateCtx::new(2, tag_for(3));
-        let f = Templates::builtin()
+        let f = Templates::with::<()>()
             .build(
                 "ipv4-udp",
                 &table("size = 60\nsrc = \"192.0.2.1\"\ndst = \"198.51.100.7\""),
@@ -479,7 +475,7 @@ mod tests {
     #[test]
     fn ipv6_udp_checksum_verifies() {
         let ctx = TemplateCtx::new(1, tag_for(1));
-        let f = Templates::builtin().build("ipv6-udp", &table("size = 100"), &ctx).unwrap();
+        let f = Templates::with::<()>().build("ipv6-udp", &table("size = 100"), &ctx).unwrap();
         let a = &f[0];
         let pseudo = sum16(&a[22..54]) + 17 + 46;
         assert_eq!(checksum(pseudo, &a[54..]), 0);
@@ -489,17 +485,17 @@ mod tests {
     #[test]
     fn malformed_and_errors() {
         let ctx = TemplateCtx::new(6, tag_for(0));
-        let f = Templates::builtin().build("malformed", &toml::Table::new(), &ctx).unwrap();
+        let f = Templates::with::<()>().build("malformed", &toml::Table::new(), &ctx).unwrap();
         assert_eq!(f[0].len(), 10);
         assert_eq!(f[1].len(), 26);
         assert_eq!(f[5][14], 0x75);
-        let e = Templates::builtin().build("ipv4-udp", &table("size = 20"), &ctx).unwrap_err();
+        let e = Templates::with::<()>().build("ipv4-udp", &table("size = 20"), &ctx).unwrap_err();
         assert_eq!(e.key, "size");
-        let e = Templates::builtin().build("ipv4-udp", &table("sizee = 20"), &ctx).unwrap_err();
+        let e = Templates::with::<()>().build("ipv4-udp", &table("sizee = 20"), &ctx).unwrap_err();
         assert!(e.reason.contains("unknown field"), "{e}");
-        let e = Templates::builtin().build("nope", &toml::Table::new(), &ctx).unwrap_err();
+        let e = Templates::with::<()>().build("nope", &toml::Table::new(), &ctx).unwrap_err();
         assert_eq!(e.key, "template");
-        let h = Templates::builtin().build("hex", &table("bytes = \"00 ff 10\""), &ctx).unwrap();
+        let h = Templates::with::<()>().build("hex", &table("bytes = \"00 ff 10\""), &ctx).unwrap();
         assert_eq!(h[0], [0, 0xff, 0x10]);
     }
 }

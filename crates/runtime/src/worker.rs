@@ -4,47 +4,89 @@
 //! loop {
 //!     apply queued commands            (configuration changes, between bursts)
 //!     now = io.now()                   (one clock read per burst)
-//!     for each RX port:
-//!         rx burst -> pipeline -> verdicts -> egress enqueue / free
-//!     for each port: egress dequeue -> tx burst
+//!     for each RX port: receive -> pipeline -> dispatch (TX vectors, egress queues, free list)
+//!     transmit: staged TX vectors, then what each egress discipline releases
 //!     publish counters every `publish_every` bursts
 //! }
 //! ```
 //!
 //! Verdicts are applied per burst, not per packet, where possible: a burst
-//! whose packets all go to one unshaped port (known from the batch's
+//! whose packets all go to one pass-through port (known from the batch's
 //! [`egress_port`](pipeline::Batch::egress_port) hint, or from one pass over
 //! the verdicts) goes to TX as a whole vector; otherwise one pass partitions
 //! it into per-port TX vectors and egress queues, and everything dropped is
 //! returned with one [`WorkerIo::free_bulk`] call. Counters are plain local
-//! integers, published every `publish_every` bursts.
+//! integers, published every `publish_every` bursts and when the worker
+//! stops, from one place ([`Loop::publish`]).
+//!
+//! Commands ([`Command`]) reach the worker's stages and egress disciplines
+//! through [`Elements`], which does not name the buffer type: the control
+//! plane drives every backend the same way.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use pipeline::{Batch, DropReason, Egress, Meta, PacketBuf, Pipeline, Verdict, BURST};
+use pipeline::{
+    Batch, DropReason, Egress, Element, Meta, Now, PacketBuf, Pipeline, Reconfigured, Refused,
+    Verdict, BURST,
+};
 
 use crate::io::WorkerIo;
 use crate::stats::{LocalCounters, PortCounters, WorkerStats};
 use crate::RuntimeError;
 
-/// A change applied by a worker between two bursts.
-pub type Apply<B> = Box<dyn FnOnce(&mut Pipeline<B>, &mut [Box<dyn Egress<B>>]) + Send>;
+/// What a command sees of a worker: its stages and egress disciplines as
+/// [`Element`]s, whatever buffer type the backend uses.
+pub trait Elements {
+    /// Index of the worker.
+    fn worker(&self) -> usize;
 
-/// A change applied between two bursts that also needs the worker's clock
-/// (e.g. to reconfigure a token bucket without crediting or losing tokens).
-pub type ApplyNow<B> =
-    Box<dyn FnOnce(&mut Pipeline<B>, &mut [Box<dyn Egress<B>>], pipeline::Now) + Send>;
+    /// Number of pipeline stages.
+    fn stages(&self) -> usize;
+
+    /// Stage `index` of the pipeline.
+    fn stage(&mut self, index: usize) -> Option<&mut dyn Element>;
+
+    /// The egress discipline of the port at `slot` (its index in `[[ports]]`).
+    fn egress(&mut self, slot: usize) -> Option<&mut dyn Element>;
+
+    /// Applies a typed configuration to stage `index` in place.
+    fn reconfigure_stage(
+        &mut self,
+        index: usize,
+        config: &dyn Any,
+        now: Now,
+    ) -> Result<Reconfigured, Refused> {
+        let s = self.stage(index).ok_or_else(|| no_element("stage", index))?;
+        s.reconfigure(config, now)
+    }
+
+    /// Applies a typed configuration to the egress discipline at `slot` in
+    /// place; packets it discards count as drops of that port
+    /// ([`DropReason::Reconfigured`]).
+    fn reconfigure_egress(
+        &mut self,
+        slot: usize,
+        config: &dyn Any,
+        now: Now,
+    ) -> Result<Reconfigured, Refused>;
+}
+
+fn no_element(what: &str, index: usize) -> Refused {
+    Refused::Invalid(pipeline::Invalid::at("", format!("this worker has no {what} {index}")))
+}
+
+/// A command body: runs on a worker between two bursts, with the time of
+/// its latest burst (no extra clock read, so a virtual clock does not move).
+pub type Apply = Box<dyn FnOnce(&mut dyn Elements, Now) + Send>;
 
 /// A message to one worker's command queue.
-pub enum Command<B> {
-    /// Run a closure on the worker's pipeline and egress disciplines
-    /// (e.g. replace a stage's table), between two bursts.
-    Apply(Apply<B>),
-    /// Same, with the time of the worker's latest burst (the time its
-    /// stages last saw; no extra clock read, so a virtual clock does not move).
-    ApplyNow(ApplyNow<B>),
+pub enum Command {
+    /// Run a closure on the worker's stages and egress disciplines (change
+    /// parameters in place, read or change a protocol's tables).
+    Apply(Apply),
     /// Publish counters now.
     Publish,
     /// Stop after the current burst.
@@ -75,7 +117,7 @@ pub struct Worker<I: WorkerIo> {
     /// Its published counters.
     pub stats: Arc<WorkerStats>,
     /// Its command queue.
-    pub commands: Receiver<Command<I::Buf>>,
+    pub commands: Receiver<Command>,
     /// Set by the router to stop every worker.
     pub stop: Arc<AtomicBool>,
     /// Self-imposed limits.
@@ -84,10 +126,6 @@ pub struct Worker<I: WorkerIo> {
     pub publish_every: u32,
     /// Core to pin to, if any.
     pub core: Option<usize>,
-    /// Per port: send forwarded packets straight to TX at the end of the
-    /// burst, bypassing the egress discipline (an unshaped `fifo` would only
-    /// pass them through; this saves a queue round trip per packet).
-    pub direct: Vec<bool>,
 }
 
 /// Transmits `v` on port `port`, counting packets, bytes and TX-ring drops.
@@ -97,7 +135,7 @@ fn transmit<I: WorkerIo>(
     port: u16,
     v: &mut Vec<I::Buf>,
     pc: &mut PortCounters,
-    now: pipeline::Now,
+    now: Now,
 ) -> usize {
     let n = v.len();
     let mut bytes: u64 = v.iter().map(|b| b.len() as u64).sum();
@@ -130,194 +168,78 @@ fn common_port(metas: &[Meta]) -> Option<u16> {
     same.then_some(port)
 }
 
+/// Port id → slot in `[[ports]]` order; `NO_SLOT` for unknown ports.
+const NO_SLOT: usize = usize::MAX;
+
+/// A worker's state while it runs.
+struct Loop<I: WorkerIo> {
+    index: usize,
+    io: I,
+    pipeline: Pipeline<I::Buf>,
+    egress: Vec<Box<dyn Egress<I::Buf>>>,
+    port_ids: Vec<u16>,
+    stats: Arc<WorkerStats>,
+    commands: Receiver<Command>,
+    stop: Arc<AtomicBool>,
+    limits: Limits,
+    /// Port id → slot.
+    slot: Vec<usize>,
+    /// RX ports with their slots.
+    rx_ports: Vec<(u16, usize)>,
+    /// Per slot: whether the egress discipline is a pass-through (forwarded
+    /// packets go straight to TX at the end of the burst).
+    direct: Vec<bool>,
+    /// Slots whose egress discipline queues.
+    shaped: Vec<usize>,
+    /// Per slot: packets bound for TX in this burst.
+    staged: Vec<Vec<I::Buf>>,
+    batch: Batch<I::Buf>,
+    /// What an egress discipline released, on its way to TX.
+    txv: Vec<I::Buf>,
+    /// Buffers of one burst to free in bulk (dropped, to control, unroutable).
+    dead: Vec<I::Buf>,
+    local: LocalCounters,
+    rx_total: u64,
+    start: Now,
+    /// The time of the latest burst: what commands see, so that they cost
+    /// no clock read (which would advance a virtual clock).
+    last_now: Now,
+    publish_every: u32,
+    /// Counts down to the next publication (no division per burst).
+    publish_in: u32,
+}
+
 impl<I: WorkerIo> Worker<I> {
     /// Runs until stopped, out of input, or at a limit.
     pub fn run(self) -> Result<(), RuntimeError> {
-        let Worker {
-            index: _,
-            mut io,
-            mut pipeline,
-            mut egress,
-            port_ids,
-            stats,
-            commands,
-            stop,
-            limits,
-            publish_every,
-            core,
-            direct,
-        } = self;
-        let mut staged: Vec<Vec<I::Buf>> =
-            port_ids.iter().map(|_| Vec::with_capacity(BURST)).collect();
-        if let Some(core) = core {
-            // Pinning is best effort: a container may forbid it; the worker still runs.
-            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
-        }
-        io.attach()?;
-        let max_port = port_ids.iter().copied().max().map_or(0, usize::from);
-        let mut slot = vec![usize::MAX; max_port + 1];
-        for (i, p) in port_ids.iter().enumerate() {
-            slot[usize::from(*p)] = i;
-        }
-        let mut local = LocalCounters {
-            ports: vec![PortCounters::default(); port_ids.len()],
-            ..Default::default()
-        };
-        let rx_ports: Vec<(u16, usize)> = io
-            .rx_ports()
-            .iter()
-            .filter_map(|p| {
-                slot.get(usize::from(*p)).filter(|s| **s != usize::MAX).map(|s| (*p, *s))
-            })
-            .collect();
-        let mut batch: Batch<I::Buf> = Batch::new();
-        let mut txv: Vec<I::Buf> = Vec::with_capacity(BURST);
-        // Buffers of one burst to free in bulk (dropped, to control, unroutable).
-        let mut dead: Vec<I::Buf> = Vec::with_capacity(BURST);
-        let mut rx_total = 0u64;
-        let start = io.now();
-        // The time of the latest burst: what `ApplyNow` commands see, so that
-        // they cost no clock read (which would advance a virtual clock).
-        let mut last_now = start;
-        let publish_every = publish_every.max(1);
-        // Counts down to the next publication (no division per burst).
-        let mut publish_in = publish_every;
-        // Ports whose egress discipline is used (the others bypass it).
-        let shaped: Vec<usize> = (0..egress.len()).filter(|&e| !direct[e]).collect();
-
+        let mut w = Loop::start(self)?;
         loop {
-            // Commands are rare: the empty check is one atomic load.
-            while let Ok(cmd) = commands.try_recv() {
-                match cmd {
-                    Command::Apply(f) => f(&mut pipeline, &mut egress),
-                    Command::ApplyNow(f) => f(&mut pipeline, &mut egress, last_now),
-                    Command::Publish => {
-                        io.io_counters(&mut local);
-                        stats.publish(&local, pipeline.counters().map(|(_, c)| c));
-                        stats.publish_named(&pipeline, &egress);
-                    }
-                    Command::Stop => stop.store(true, Ordering::Relaxed),
-                }
-            }
-            if stop.load(Ordering::Relaxed) {
+            w.apply_commands();
+            if w.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let now = io.now();
-            last_now = now;
-            local.elapsed_ns = now.mono_ns.saturating_sub(start.mono_ns);
+            let now = w.io.now();
+            w.last_now = now;
+            w.local.elapsed_ns = now.mono_ns.saturating_sub(w.start.mono_ns);
             // The burst that reaches the time limit is still processed, so a
             // generator that clamps its clock to the limit offers its full load.
-            let last = limits.duration_ns.is_some_and(|d| local.elapsed_ns >= d);
-            let rx_open = limits.packets.is_none_or(|p| rx_total < p);
-            let exhausted = io.exhausted();
-            let mut moved = 0usize;
-
+            let last = w.limits.duration_ns.is_some_and(|d| w.local.elapsed_ns >= d);
+            let rx_open = w.limits.packets.is_none_or(|p| w.rx_total < p);
+            let exhausted = w.io.exhausted();
+            let mut moved = 0;
             if rx_open && !exhausted {
-                for &(port, pslot) in &rx_ports {
-                    let n = io.rx_burst(port, &mut batch);
-                    if n == 0 {
-                        continue;
-                    }
-                    local.ports[pslot].rx += n as u64;
-                    rx_total += n as u64;
-                    moved += n;
-                    pipeline.run(&mut batch, now);
-                    // The batch may already know that every packet goes to one port.
-                    let hint = if batch.all_live() { batch.egress_port() } else { None };
-                    batch.drain_with(|bufs, metas| {
-                        // Fast path: the whole burst leaves on one unshaped
-                        // port; packets staged for it earlier go first.
-                        if let Some(port) = hint.or_else(|| common_port(metas)) {
-                            let s = slot.get(usize::from(port)).copied().unwrap_or(usize::MAX);
-                            if s != usize::MAX && direct[s] {
-                                let pc = &mut local.ports[s];
-                                if !staged[s].is_empty() {
-                                    transmit(&mut io, port, &mut staged[s], pc, now);
-                                }
-                                transmit(&mut io, port, bufs, pc, now);
-                                return;
-                            }
-                        }
-                        // Mixed verdicts: one pass partitions the burst into
-                        // per-port TX vectors, egress queues and a free list.
-                        let (mut last_port, mut last_slot) = (u16::MAX, usize::MAX);
-                        for (buf, meta) in bufs.drain(..).zip(metas) {
-                            match meta.verdict {
-                                Verdict::Forward { port, class } => {
-                                    if port != last_port {
-                                        last_port = port;
-                                        last_slot = slot
-                                            .get(usize::from(port))
-                                            .copied()
-                                            .unwrap_or(usize::MAX);
-                                    }
-                                    let s = last_slot;
-                                    if s == usize::MAX {
-                                        local.ports[pslot].drops.inc(DropReason::NoRoute);
-                                        dead.push(buf);
-                                    } else if direct[s] {
-                                        staged[s].push(buf);
-                                        if staged[s].len() == BURST {
-                                            transmit(
-                                                &mut io,
-                                                port_ids[s],
-                                                &mut staged[s],
-                                                &mut local.ports[s],
-                                                now,
-                                            );
-                                        }
-                                    } else if let Err((buf, reason)) =
-                                        egress[s].enqueue(buf, class, now)
-                                    {
-                                        local.ports[s].drops.inc(reason);
-                                        dead.push(buf);
-                                    }
-                                }
-                                Verdict::Drop(_) => dead.push(buf),
-                                Verdict::ToControl => {
-                                    // No control-plane consumer is attached to the
-                                    // runtime yet; the pipeline counted the packet.
-                                    local.to_control += 1;
-                                    dead.push(buf);
-                                }
-                            }
-                        }
-                        if !dead.is_empty() {
-                            io.free_bulk(&mut dead);
-                        }
-                    });
-                }
+                moved += w.receive(now);
             }
-
-            let mut queued = 0usize;
-            for (e, v) in staged.iter_mut().enumerate() {
-                if !v.is_empty() {
-                    moved += transmit(&mut io, port_ids[e], v, &mut local.ports[e], now);
-                }
-            }
-            for &e in &shaped {
-                let eg = &mut egress[e];
-                if eg.queued() > 0 {
-                    let n = eg.dequeue(now, BURST, &mut txv);
-                    if n > 0 {
-                        moved += transmit(&mut io, port_ids[e], &mut txv, &mut local.ports[e], now);
-                    }
-                }
-                let q = eg.queued();
-                local.ports[e].queued = q as u64;
-                queued += q;
-            }
-
-            local.bursts += 1;
+            let (sent, queued) = w.transmit(now);
+            moved += sent;
+            w.local.bursts += 1;
             if last {
                 break;
             }
-            publish_in -= 1;
-            if publish_in == 0 {
-                publish_in = publish_every;
-                io.io_counters(&mut local);
-                stats.publish(&local, pipeline.counters().map(|(_, c)| c));
-                stats.publish_named(&pipeline, &egress);
+            w.publish_in -= 1;
+            if w.publish_in == 0 {
+                w.publish_in = w.publish_every;
+                w.publish();
             }
             if moved == 0 {
                 // Out of input: a replay's clock stops with its input, so
@@ -326,15 +248,262 @@ impl<I: WorkerIo> Worker<I> {
                 if exhausted || (!rx_open && queued == 0) {
                     break;
                 }
-                io.idle();
+                w.io.idle();
             }
         }
-        io.io_counters(&mut local);
-        stats.publish(&local, pipeline.counters().map(|(_, c)| c));
-        stats.publish_named(&pipeline, &egress);
-        let res = io.finish();
-        stats.set_done();
+        w.publish();
+        let res = w.io.finish();
+        w.stats.set_done();
         res
+    }
+}
+
+impl<I: WorkerIo> Loop<I> {
+    /// Pins the thread, attaches the I/O and sets up the per-burst buffers.
+    fn start(w: Worker<I>) -> Result<Self, RuntimeError> {
+        let Worker {
+            index,
+            mut io,
+            pipeline,
+            egress,
+            port_ids,
+            stats,
+            commands,
+            stop,
+            limits,
+            publish_every,
+            core,
+        } = w;
+        if let Some(core) = core {
+            // Pinning is best effort: a container may forbid it; the worker still runs.
+            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        }
+        io.attach()?;
+        let max_port = port_ids.iter().copied().max().map_or(0, usize::from);
+        let mut slot = vec![NO_SLOT; max_port + 1];
+        for (i, p) in port_ids.iter().enumerate() {
+            slot[usize::from(*p)] = i;
+        }
+        let rx_ports = io
+            .rx_ports()
+            .iter()
+            .filter_map(|p| slot.get(usize::from(*p)).filter(|s| **s != NO_SLOT).map(|s| (*p, *s)))
+            .collect();
+        let start = io.now();
+        let publish_every = publish_every.max(1);
+        let mut w = Loop {
+            index,
+            io,
+            pipeline,
+            staged: port_ids.iter().map(|_| Vec::with_capacity(BURST)).collect(),
+            local: LocalCounters {
+                ports: vec![PortCounters::default(); port_ids.len()],
+                ..Default::default()
+            },
+            direct: Vec::new(),
+            shaped: Vec::new(),
+            egress,
+            port_ids,
+            stats,
+            commands,
+            stop,
+            limits,
+            slot,
+            rx_ports,
+            batch: Batch::new(),
+            txv: Vec::with_capacity(BURST),
+            dead: Vec::with_capacity(BURST),
+            rx_total: 0,
+            start,
+            last_now: start,
+            publish_every,
+            publish_in: publish_every,
+        };
+        w.classify_egress();
+        Ok(w)
+    }
+
+    /// Which ports bypass their egress discipline (asked again after every
+    /// command, since a live change may add or remove shaping).
+    fn classify_egress(&mut self) {
+        self.direct = self.egress.iter().map(|e| e.is_pass_through()).collect();
+        self.shaped = (0..self.egress.len()).filter(|&e| !self.direct[e]).collect();
+    }
+
+    /// Runs the queued commands. Commands are rare: the empty check is one
+    /// atomic load.
+    fn apply_commands(&mut self) {
+        let mut changed = false;
+        while let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                Command::Apply(f) => {
+                    let mut view = View {
+                        index: self.index,
+                        pipeline: &mut self.pipeline,
+                        egress: &mut self.egress,
+                        ports: &mut self.local.ports,
+                    };
+                    f(&mut view, self.last_now);
+                    changed = true;
+                }
+                Command::Publish => self.publish(),
+                Command::Stop => self.stop.store(true, Ordering::Relaxed),
+            }
+        }
+        if changed {
+            self.classify_egress();
+        }
+    }
+
+    /// Publishes every counter of the worker (the only place that does).
+    fn publish(&mut self) {
+        self.io.io_counters(&mut self.local);
+        self.stats.publish(&self.local, self.pipeline.counters().map(|(_, c)| c));
+        self.stats.publish_named(&self.pipeline, &self.egress);
+    }
+
+    /// Receives a burst from every RX port, runs the pipeline over it and
+    /// dispatches the verdicts; returns the packets received.
+    #[inline]
+    fn receive(&mut self, now: Now) -> usize {
+        let mut moved = 0;
+        for k in 0..self.rx_ports.len() {
+            let (port, pslot) = self.rx_ports[k];
+            let n = self.io.rx_burst(port, &mut self.batch);
+            if n == 0 {
+                continue;
+            }
+            self.local.ports[pslot].rx += n as u64;
+            self.rx_total += n as u64;
+            moved += n;
+            self.pipeline.run(&mut self.batch, now);
+            self.dispatch(pslot, now);
+        }
+        moved
+    }
+
+    /// Applies the verdicts of the batch: TX vectors, egress queues, and one
+    /// bulk free of everything else.
+    #[inline]
+    fn dispatch(&mut self, pslot: usize, now: Now) {
+        // The batch may already know that every packet goes to one port.
+        let hint = if self.batch.all_live() { self.batch.egress_port() } else { None };
+        let Loop { io, slot, direct, staged, egress, local, dead, port_ids, batch, .. } = self;
+        batch.drain_with(|bufs, metas| {
+            // Fast path: the whole burst leaves on one pass-through port;
+            // packets staged for it earlier go first.
+            if let Some(port) = hint.or_else(|| common_port(metas)) {
+                let s = slot.get(usize::from(port)).copied().unwrap_or(NO_SLOT);
+                if s != NO_SLOT && direct[s] {
+                    let pc = &mut local.ports[s];
+                    if !staged[s].is_empty() {
+                        transmit(io, port, &mut staged[s], pc, now);
+                    }
+                    transmit(io, port, bufs, pc, now);
+                    return;
+                }
+            }
+            // Mixed verdicts: one pass partitions the burst into per-port TX
+            // vectors, egress queues and a free list.
+            let (mut last_port, mut last_slot) = (u16::MAX, NO_SLOT);
+            for (buf, meta) in bufs.drain(..).zip(metas) {
+                match meta.verdict {
+                    Verdict::Forward { port, class } => {
+                        if port != last_port {
+                            last_port = port;
+                            last_slot = slot.get(usize::from(port)).copied().unwrap_or(NO_SLOT);
+                        }
+                        let s = last_slot;
+                        if s == NO_SLOT {
+                            local.ports[pslot].drops.inc(DropReason::NoRoute);
+                            dead.push(buf);
+                        } else if direct[s] {
+                            staged[s].push(buf);
+                            if staged[s].len() == BURST {
+                                transmit(io, port_ids[s], &mut staged[s], &mut local.ports[s], now);
+                            }
+                        } else if let Err((buf, reason)) = egress[s].enqueue(buf, class, now) {
+                            local.ports[s].drops.inc(reason);
+                            dead.push(buf);
+                        }
+                    }
+                    Verdict::Drop(_) => dead.push(buf),
+                    Verdict::ToControl => {
+                        // No control-plane consumer is attached to the runtime
+                        // yet; the pipeline counted the packet.
+                        local.to_control += 1;
+                        dead.push(buf);
+                    }
+                }
+            }
+            if !dead.is_empty() {
+                io.free_bulk(dead);
+            }
+        });
+    }
+
+    /// Sends the staged TX vectors, then what each queueing egress
+    /// discipline releases now; returns (packets sent, packets still queued).
+    #[inline]
+    fn transmit(&mut self, now: Now) -> (usize, usize) {
+        let mut moved = 0;
+        for (e, v) in self.staged.iter_mut().enumerate() {
+            if !v.is_empty() {
+                moved += transmit(&mut self.io, self.port_ids[e], v, &mut self.local.ports[e], now);
+            }
+        }
+        let mut queued = 0;
+        for &e in &self.shaped {
+            let eg = &mut self.egress[e];
+            if eg.queued() > 0 && eg.dequeue(now, BURST, &mut self.txv) > 0 {
+                let (port, pc) = (self.port_ids[e], &mut self.local.ports[e]);
+                moved += transmit(&mut self.io, port, &mut self.txv, pc, now);
+            }
+            let q = eg.queued();
+            self.local.ports[e].queued = q as u64;
+            queued += q;
+        }
+        (moved, queued)
+    }
+}
+
+/// [`Elements`] over a worker's pipeline and egress disciplines.
+struct View<'a, B: PacketBuf> {
+    index: usize,
+    pipeline: &'a mut Pipeline<B>,
+    egress: &'a mut [Box<dyn Egress<B>>],
+    ports: &'a mut [PortCounters],
+}
+
+impl<B: PacketBuf + 'static> Elements for View<'_, B> {
+    fn worker(&self) -> usize {
+        self.index
+    }
+
+    fn stages(&self) -> usize {
+        self.pipeline.len()
+    }
+
+    fn stage(&mut self, index: usize) -> Option<&mut dyn Element> {
+        self.pipeline.stage_mut(index).map(|s| s as &mut dyn Element)
+    }
+
+    fn egress(&mut self, slot: usize) -> Option<&mut dyn Element> {
+        self.egress.get_mut(slot).map(|e| &mut **e as &mut dyn Element)
+    }
+
+    fn reconfigure_egress(
+        &mut self,
+        slot: usize,
+        config: &dyn Any,
+        now: Now,
+    ) -> Result<Reconfigured, Refused> {
+        let e = self.egress.get_mut(slot).ok_or_else(|| no_element("egress", slot))?;
+        let r = e.reconfigure(config, now)?;
+        let pc = &mut self.ports[slot];
+        pc.drops.add(DropReason::Reconfigured, r.lost());
+        pc.queued = e.queued() as u64;
+        Ok(r)
     }
 }
 
@@ -345,6 +514,28 @@ mod tests {
     use super::*;
     use crate::stats::Snapshot;
     use pipeline::{Class, Fifo, Now, Stage};
+
+    /// A FIFO the worker bypasses (what an unshaped `fifo` port is).
+    struct PassThrough(Fifo<Vec<u8>>);
+    impl Element for PassThrough {
+        fn name(&self) -> &str {
+            "pass-through"
+        }
+    }
+    impl Egress<Vec<u8>> for PassThrough {
+        fn enqueue(&mut self, b: Vec<u8>, c: Class, now: Now) -> Result<(), (Vec<u8>, DropReason)> {
+            self.0.enqueue(b, c, now)
+        }
+        fn dequeue(&mut self, now: Now, max: usize, out: &mut Vec<Vec<u8>>) -> usize {
+            self.0.dequeue(now, max, out)
+        }
+        fn queued(&self) -> usize {
+            self.0.queued()
+        }
+        fn is_pass_through(&self) -> bool {
+            true
+        }
+    }
 
     /// What the mock backend saw.
     #[derive(Default)]
@@ -400,10 +591,12 @@ mod tests {
     /// out of the ingress port), any other value forward to that port (class
     /// 1 for port 3).
     struct ByFirstByte;
-    impl Stage<Vec<u8>> for ByFirstByte {
+    impl Element for ByFirstByte {
         fn name(&self) -> &str {
             "by-first-byte"
         }
+    }
+    impl Stage<Vec<u8>> for ByFirstByte {
         fn process(&mut self, batch: &mut Batch<Vec<u8>>, _now: Now) {
             for i in batch.live() {
                 match batch.data(i)[0] {
@@ -429,7 +622,13 @@ mod tests {
             pipeline: Pipeline::new().with(ByFirstByte),
             egress: port_ids
                 .iter()
-                .map(|_| Box::new(Fifo::new(64)) as Box<dyn Egress<Vec<u8>>>)
+                .map(|&p| {
+                    if p == 3 && shaped {
+                        Box::new(Fifo::new(64)) as Box<dyn Egress<Vec<u8>>>
+                    } else {
+                        Box::new(PassThrough(Fifo::new(64)))
+                    }
+                })
                 .collect(),
             port_ids: port_ids.clone(),
             stats: stats.clone(),
@@ -438,7 +637,6 @@ mod tests {
             limits: Limits::default(),
             publish_every: 1,
             core: None,
-            direct: vec![true, !shaped, true],
         };
         w.run().unwrap();
         let snap = Snapshot::collect(&[stats], &["by-first-byte".into()], &port_ids, &[]);

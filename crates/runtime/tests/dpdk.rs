@@ -23,7 +23,9 @@ fn frames() -> Vec<Vec<u8>> {
         let t: toml::Table =
             toml::from_str(&format!("dst = \"{dst}\"\nsport = {}", 100 + i)).unwrap();
         v.extend(
-            Templates::builtin().build("ipv4-udp", &t, &TemplateCtx::new(4, tag_for(0))).unwrap(),
+            Templates::with::<()>()
+                .build("ipv4-udp", &t, &TemplateCtx::new(4, tag_for(0)))
+                .unwrap(),
         );
     }
     // A malformed frame in the middle: dropped and counted, the worker goes on.
@@ -55,7 +57,7 @@ fn null_smoke_and_pcap_replay() {
          [[pipeline]]\nkind = \"port-forward\"\nport = 0\n[run]\nduration_ms = 300\n"
     );
     let cfg = config::parse(&text, Path::new("null.toml")).unwrap();
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<()>(cfg).unwrap().wait().unwrap();
     assert!(s.rx() > 10_000, "net_null delivered only {} packets", s.rx());
     assert!(s.tx() > 0);
 
@@ -67,7 +69,7 @@ fn null_smoke_and_pcap_replay() {
          [run]\nduration_ms = 500\n"
     );
     let cfg = config::parse(&text, Path::new("pcap.toml")).unwrap();
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<()>(cfg).unwrap().wait().unwrap();
     assert_eq!(s.rx(), sent.len() as u64);
     assert_eq!(s.drops().total(), 5, "4 unroutable + 1 bad checksum");
     let mut want = Vec::new();

@@ -70,7 +70,7 @@ fn af_packet_veth_hairpin() {
     }
     let t: toml::Table = toml::from_str("dst = \"10.2.0.9\"\nsize = 90").unwrap();
     let frames =
-        Templates::builtin().build("ipv4-udp", &t, &TemplateCtx::new(10, tag_for(1))).unwrap();
+        Templates::with::<()>().build("ipv4-udp", &t, &TemplateCtx::new(10, tag_for(1))).unwrap();
     let text = format!(
         "[io]\nbackend = \"dpdk\"\n[io.dpdk]\neal_args = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--vdev\", \"net_af_packet0,iface={}\"]\n\
          [workers]\npin = false\n[[ports]]\nid = 0\n[[pipeline]]\nkind = \"ipv4-forward\"\n\
@@ -78,7 +78,7 @@ fn af_packet_veth_hairpin() {
         env.veth
     );
     let cfg = config::parse(&text, Path::new("af_packet.toml")).unwrap();
-    let router = runtime::start(cfg).unwrap();
+    let router = runtime::start::<()>(cfg).unwrap();
     let mut args = vec![
         "netns".to_string(),
         "exec".into(),

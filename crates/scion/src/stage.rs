@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use mac::Block;
 use packet::scion::{epic::EpicPath, PathType, ScionHeader};
-use pipeline::{Batch, DropReason, Meta, Now, PacketBuf, Proto, Stage, BURST, L3};
+use pipeline::{Batch, DropReason, Element, Meta, Now, PacketBuf, Proto, Stage, BURST, L3};
 
 use crate::forward::{Forwarded, Forwarder};
 use crate::hopmac::HopMac;
@@ -109,11 +109,13 @@ impl ScionForward {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for ScionForward {
+impl Element for ScionForward {
     fn name(&self) -> &str {
         "scion-forward"
     }
+}
 
+impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let mut inputs: [Block; BURST] = [[0; 16]; BURST];
         let mut which: [(u8, Range<u16>); BURST] = core::array::from_fn(|_| (0, 0..0));

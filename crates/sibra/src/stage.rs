@@ -42,7 +42,7 @@ use core::ops::Range;
 
 use packet::scion::sibra::{sibra_fields_memo, SibraFields, SibraHop, SibraPath, SibraShape};
 use packet::scion::PathType;
-use pipeline::{Batch, Class, DropReason, Meta, Now, PacketBuf, Stage, BURST};
+use pipeline::{Batch, Class, DropReason, Element, Meta, Now, PacketBuf, Stage, BURST};
 pub use scion::InterfaceTable;
 
 use crate::admission::{Admission, Decision, EphemeralRequest, SteadyRequest};
@@ -667,11 +667,32 @@ impl SibraTransit {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for SibraTransit {
+impl SibraCounters {
+    /// Reports the counters an operator watches, by name.
+    fn report(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        out("forwarded", self.forwarded);
+        out("local", self.local);
+        out("blacklisted", self.blacklisted);
+        out("granted", self.granted);
+        out("denied", self.denied);
+    }
+}
+
+impl Element for SibraTransit {
     fn name(&self) -> &str {
         "sibra-transit"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.counters().report(out);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for SibraTransit {
     /// Per packet: the layout from the memo (structural checks once per
     /// layout), the SOF interfaces, the cheap checks, the MAC inputs; then
     /// the burst's MACs in one batch, monitoring and forwarding.
@@ -810,11 +831,13 @@ fn edge_info_reference(
     Ok(Some((key, class, info.exp_tick)))
 }
 
-impl<B: PacketBuf> Stage<B> for SibraEdge {
+impl Element for SibraEdge {
     fn name(&self) -> &str {
         "sibra-edge"
     }
+}
 
+impl<B: PacketBuf> Stage<B> for SibraEdge {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let tick = Tick::of(now);
         for i in batch.live() {
@@ -1018,11 +1041,24 @@ impl SibraControl {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for SibraControl {
+impl Element for SibraControl {
     fn name(&self) -> &str {
         "sibra-control"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.counters().report(out);
+        let (steady, ephemeral) = self.admission().len();
+        out("steady_reservations", steady as u64);
+        out("ephemeral_reservations", ephemeral as u64);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for SibraControl {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let tick = Tick::of(now);
         for i in batch.live() {

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use pipeline::{Batch, Class, DropReason, Egress, Now, PacketBuf, Stage, Verdict};
+use pipeline::{Batch, Class, DropReason, Egress, Element, Now, PacketBuf, Stage, Verdict};
 
 /// What a [`Drr`] queue is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,14 +63,16 @@ fn flow_key(data: &[u8]) -> u64 {
     }
 }
 
-impl<B: PacketBuf + Send> Egress<B> for Drr<B> {
+impl<B: PacketBuf + Send> Element for Drr<B> {
     fn name(&self) -> &str {
         match self.key {
             DrrKey::Class => "drr-class",
             DrrKey::ScionFlow => "drr-flow",
         }
     }
+}
 
+impl<B: PacketBuf + Send> Egress<B> for Drr<B> {
     fn enqueue(&mut self, buf: B, class: Class, _now: Now) -> Result<(), (B, DropReason)> {
         let k = match self.key {
             DrrKey::Class => u64::from(class.0),
@@ -135,11 +137,13 @@ impl<B: PacketBuf + Send> Egress<B> for Drr<B> {
 /// Sets every live packet's class to its ingress port (for per-port isolation).
 pub struct ClassByPort;
 
-impl<B: PacketBuf> Stage<B> for ClassByPort {
+impl Element for ClassByPort {
     fn name(&self) -> &str {
         "class-by-port"
     }
+}
 
+impl<B: PacketBuf> Stage<B> for ClassByPort {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         for i in batch.live() {
             let p = batch.meta(i).port;
@@ -152,11 +156,13 @@ impl<B: PacketBuf> Stage<B> for ClassByPort {
 /// router with a single route).
 pub struct ToPort(pub u16);
 
-impl<B: PacketBuf> Stage<B> for ToPort {
+impl Element for ToPort {
     fn name(&self) -> &str {
         "to-port"
     }
+}
 
+impl<B: PacketBuf> Stage<B> for ToPort {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         for i in batch.live() {
             if let Verdict::Forward { class, .. } = batch.meta(i).verdict {

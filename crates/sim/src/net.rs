@@ -251,10 +251,13 @@ impl Node {
 /// captured records) after the run. The lock is uncontended (one thread).
 pub struct Shared<S>(pub std::sync::Arc<std::sync::Mutex<S>>);
 
-impl<B: PacketBuf, S: pipeline::Stage<B>> pipeline::Stage<B> for Shared<S> {
+impl<S: Send> pipeline::Element for Shared<S> {
     fn name(&self) -> &str {
         "shared"
     }
+}
+
+impl<B: PacketBuf, S: pipeline::Stage<B>> pipeline::Stage<B> for Shared<S> {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).process(batch, now);
     }

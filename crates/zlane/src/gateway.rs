@@ -33,7 +33,7 @@ use packet::scion::epic::{EpicPath, FLAG_Q, HVF_LEN};
 use packet::scion::path::{HOP_LEN, INFO_LEN, MAX_HOPS, META_LEN};
 use packet::scion::{PathType, RawHostAddr, ScionHeader};
 use packet::Ia;
-use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, NO_OFFSET};
+use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Proto, Stage, NO_OFFSET};
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::config::ConfigError;
@@ -633,11 +633,17 @@ impl ZlaneGateway {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for ZlaneGateway {
+impl Element for ZlaneGateway {
     fn name(&self) -> &str {
         "zlane-gateway"
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for ZlaneGateway {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         self.waiting.clear();
         self.jobs.clear();

@@ -6,7 +6,7 @@ use mac::{Aes, Block};
 use packet::scion::epic::FLAG_Q;
 use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
-use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage, BURST};
+use pipeline::{Batch, Class, DropReason, Element, Now, PacketBuf, Stage, BURST};
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::class::{A, G, N, R, U};
@@ -599,11 +599,29 @@ impl ZlaneClassify {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for ZlaneClassify {
+/// Names of the classifier's per-class counters, R N G A U.
+const CLASS_COUNTER_NAMES: [&str; 5] = ["class_r", "class_n", "class_g", "class_a", "class_u"];
+
+impl Element for ZlaneClassify {
     fn name(&self) -> &str {
         "zlane-classify"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let c = self.classifier().counters();
+        for (n, v) in CLASS_COUNTER_NAMES.iter().zip(c.classes) {
+            out(n, v);
+        }
+        out("over_bucket", c.over_bucket);
+        out("previous_epoch", c.previous_epoch);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for ZlaneClassify {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         // Acceptable epochs (and a fixed SV's installation) once per burst.
         self.inner.classify_burst(batch, now);

@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use pipeline::{Class, DropReason, Egress, Now, PacketBuf};
+use pipeline::{Class, DropReason, Egress, Element, Now, PacketBuf};
 
 use crate::class::{queue_of, NAMES};
 use crate::config::{Bounds, ConfigError};
@@ -250,11 +250,31 @@ impl<B: PacketBuf> Scheduler<B> {
     }
 }
 
-impl<B: PacketBuf + Send> Egress<B> for Scheduler<B> {
+/// Names of the per-queue counters (sent, queue full, over rate, demoted), R N G A U.
+const QUEUE_COUNTER_NAMES: [[&str; 4]; 5] = [
+    ["queue_r_sent", "queue_r_queue_full", "queue_r_over_rate", "queue_r_demoted"],
+    ["queue_n_sent", "queue_n_queue_full", "queue_n_over_rate", "queue_n_demoted"],
+    ["queue_g_sent", "queue_g_queue_full", "queue_g_over_rate", "queue_g_demoted"],
+    ["queue_a_sent", "queue_a_queue_full", "queue_a_over_rate", "queue_a_demoted"],
+    ["queue_u_sent", "queue_u_queue_full", "queue_u_over_rate", "queue_u_demoted"],
+];
+
+impl<B: PacketBuf + Send> Element for Scheduler<B> {
     fn name(&self) -> &str {
         "zlane-sched"
     }
 
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        for (names, c) in QUEUE_COUNTER_NAMES.iter().zip(self.counters()) {
+            out(names[0], c.sent);
+            out(names[1], c.queue_full);
+            out(names[2], c.over_rate);
+            out(names[3], c.demoted);
+        }
+    }
+}
+
+impl<B: PacketBuf + Send> Egress<B> for Scheduler<B> {
     fn enqueue(&mut self, buf: B, class: Class, now: Now) -> Result<(), (B, DropReason)> {
         let mut q = queue_of(class);
         let t = now.mono_ns;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use control::pb;
+use adapters::pb;
 
 /// The bearer token every test router accepts.
 pub const TOKEN: &str = "ctl-test-token-0123456789abcdef";
@@ -58,7 +58,10 @@ pub fn start_in(
     customize: impl FnOnce(&mut control::ControlConfig),
 ) -> Env {
     let token_file = dir.join("token");
-    let plane = control::Plane::new(runtime::start(cfg.clone()).expect("router starts"), cfg);
+    let plane = control::Plane::new(
+        runtime::start::<adapters::All>(cfg.clone()).expect("router starts"),
+        cfg,
+    );
     let mut ccfg = control::ControlConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
@@ -66,7 +69,8 @@ pub fn start_in(
         ..Default::default()
     };
     customize(&mut ccfg);
-    let server = control::serve(plane.clone(), &ccfg).expect("control server starts");
+    let server =
+        control::serve::<adapters::All>(plane.clone(), &ccfg).expect("control server starts");
     Env {
         addr: server.grpc_addr.to_string(),
         metrics: server.metrics_addr,

@@ -62,7 +62,7 @@ use fair::record::Record;
 use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
 use fair::transit::{FairTransit, TransitConfig};
 use mac::Key;
-use pipeline::{Class, DropReason, Egress, Fifo, Frame, Now, Pipeline};
+use pipeline::{Class, DropReason, Egress, Element, Fifo, Frame, Now, Pipeline};
 use serde::Deserialize;
 
 use super::{positive, RunOpts, ScenarioError};
@@ -282,10 +282,13 @@ struct Duplicating {
     copies: usize,
 }
 
-impl Egress<Frame> for Duplicating {
+impl Element for Duplicating {
     fn name(&self) -> &str {
         "duplicating"
     }
+}
+
+impl Egress<Frame> for Duplicating {
     fn enqueue(&mut self, buf: Frame, class: Class, now: Now) -> Result<(), (Frame, DropReason)> {
         for _ in 1..self.copies {
             // A full queue drops a copy like any other packet.

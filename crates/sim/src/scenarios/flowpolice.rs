@@ -86,7 +86,7 @@ use ::flowpolice::host::ipv4_packet;
 use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
 use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
 use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
-use pipeline::{Batch, Frame, Now, PacketBuf, Pipeline, Stage};
+use pipeline::{Batch, Element, Frame, Now, PacketBuf, Pipeline, Stage};
 use serde::Deserialize;
 
 use super::fp_client::{CapClient, Mark, PuzzleLevels};
@@ -107,11 +107,13 @@ const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// from the router (an oracle; nothing else does).
 struct Shared(Arc<Mutex<FlowPolice>>);
 
-impl Stage<Frame> for Shared {
+impl Element for Shared {
     fn name(&self) -> &str {
         "flowpolice"
     }
+}
 
+impl Stage<Frame> for Shared {
     fn process(&mut self, batch: &mut Batch<Frame>, now: Now) {
         let mut fp = self.0.lock().unwrap_or_else(|e| e.into_inner());
         Stage::<Frame>::process(&mut *fp, batch, now);

@@ -64,8 +64,9 @@ use fair::protest::{
 };
 use serde::Deserialize;
 
-use crate::config::ControlConfigError;
-use crate::error::CtlError;
+use control::config::ControlConfigError;
+use control::error::CtlError;
+
 use crate::pb;
 
 /// Largest protest accepted (the gRPC message limit).

@@ -2,16 +2,24 @@
 
 use serde::Deserialize;
 
+use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
+use sibra::stage::{ControlMode, SibraControl};
+
 use pipeline::{Class, PacketBuf};
 use sibra::monitor::{CoreConfig, CoreMonitor};
 use sibra::stage::{RequestPolicy, RouterConfig, SibraTransit};
 use sibra::token::SofKeys;
 use sibra::{BwClass, EphemeralId, ResvIdx, ResvInfo, Tick, EPHEMERAL_HORIZON};
 
-use super::scion_entries::{finish, ia, payload_len, IfBinding, ScionTemplateParams};
-use super::{config_err, key16};
-use crate::config::{typed, ConfigError};
-use crate::registry::Registry;
+use crate::params::{config_err, key16};
+use crate::rebuilt::rebuilt;
+use crate::scion::{finish, ia, payload_len, IfBinding, ScionTemplateParams};
+use runtime::config::typed;
+use runtime::ConfigError;
+use runtime::{BuildContext, Registry};
+
+pub mod cli;
+mod service;
 
 /// What `sibra-transit` does with reservation requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -82,31 +90,14 @@ impl MonitorParams {
     }
 }
 
-/// Registers `sibra-transit`.
+/// Registers the `sibra` template.
+pub fn templates(t: &mut runtime::Templates) {
+    t.add("sibra", sibra_template);
+}
+
+/// Registers the adapter's stage kinds.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage("sibra-transit", |ctx, p| {
-        let c: SibraTransitParams = typed(p)?;
-        let keys = SofKeys::new(&mac::Key::from(key16("key", &c.key)?));
-        let mut ifaces = sibra::stage::InterfaceTable::new();
-        for (i, b) in c.interfaces.iter().enumerate() {
-            ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
-            if b.ifid == 0 {
-                return Err(ConfigError::at(format!("interfaces[{i}].ifid"), "0 is the inside"));
-            }
-            ifaces.bind(b.ifid, b.port);
-        }
-        ctx.check_port("local_port", c.local_port)?;
-        let class = Class(c.class.unwrap_or(sibra::stage::CLASS_R.0));
-        let monitor =
-            CoreMonitor::new(c.monitor.map_or_else(CoreConfig::default, |m| m.into_config()))
-                .map_err(|e| config_err("monitor", e))?;
-        let cfg = RouterConfig { ifaces, local_port: c.local_port, class };
-        let policy = match c.requests {
-            RequestsParam::Skip => RequestPolicy::Skip,
-            RequestsParam::ToControl => RequestPolicy::ToControl,
-        };
-        Ok(Box::new(crate::live::Live(SibraTransit::new(cfg, keys, monitor).with_requests(policy))))
-    });
+    r.stage_with("sibra-transit", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_transit));
     register_control(r);
 }
 
@@ -161,40 +152,7 @@ pub struct SibraControlParams {
 }
 
 fn register_control<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
-    use sibra::stage::{ControlMode, SibraControl};
-    r.stage("sibra-control", |ctx, p| {
-        let c: SibraControlParams = typed(p)?;
-        let keys = SofKeys::new(&mac::Key::from(key16("key", &c.key)?));
-        let split = c.split.map_or_else(Split::default, |s| Split {
-            ephemeral_pct: s.ephemeral,
-            best_effort_pct: s.best_effort,
-            steady_pct: s.steady,
-        });
-        let mut ifaces = sibra::stage::InterfaceTable::new();
-        let mut adm = AdmissionConfig::default();
-        for (i, b) in c.interfaces.iter().enumerate() {
-            ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
-            if b.ifid == 0 {
-                return Err(ConfigError::at(format!("interfaces[{i}].ifid"), "0 is the inside"));
-            }
-            ifaces.bind(b.ifid, b.port);
-            adm.interfaces.push(IfaceConfig { ifid: b.ifid, capacity_bps: b.capacity_bps, split });
-        }
-        ctx.check_port("local_port", c.local_port)?;
-        adm.max_steady = c.max_steady.unwrap_or(adm.max_steady);
-        adm.max_ephemeral = c.max_ephemeral.unwrap_or(adm.max_ephemeral);
-        // Admission state starts at the current tick (a runtime may read clocks).
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let admission =
-            Admission::new(adm, Tick::from_unix_secs(now)).map_err(|e| config_err("split", e))?;
-        let class = Class(c.class.unwrap_or(sibra::stage::CLASS_R.0));
-        let cfg = RouterConfig { ifaces, local_port: c.local_port, class };
-        let mode = if c.hand_off { ControlMode::HandOff } else { ControlMode::InPlace };
-        Ok(Box::new(crate::live::Live(SibraControl::new(cfg, keys, admission).with_mode(mode))))
-    });
+    r.stage_with("sibra-control", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_control));
 }
 
 fn d_class() -> u8 {
@@ -228,7 +186,7 @@ pub struct SibraTemplateParams {
 /// start time.
 pub fn sibra_template(
     params: &toml::Table,
-    ctx: &crate::templates::TemplateCtx,
+    ctx: &runtime::templates::TemplateCtx,
 ) -> Result<Vec<Vec<u8>>, ConfigError> {
     let p: SibraTemplateParams = typed(params)?;
     let s = &p.scion;
@@ -274,12 +232,78 @@ pub fn sibra_template(
     Ok(out)
 }
 
+/// Builds a `sibra-transit` stage from its parameters.
+fn make_transit(c: &SibraTransitParams, ctx: &BuildContext) -> Result<SibraTransit, ConfigError> {
+    let keys = SofKeys::new(&mac::Key::from(key16("key", &c.key)?));
+    let mut ifaces = sibra::stage::InterfaceTable::new();
+    for (i, b) in c.interfaces.iter().enumerate() {
+        ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
+        if b.ifid == 0 {
+            return Err(ConfigError::at(format!("interfaces[{i}].ifid"), "0 is the inside"));
+        }
+        ifaces.bind(b.ifid, b.port);
+    }
+    ctx.check_port("local_port", c.local_port)?;
+    let class = Class(c.class.unwrap_or(sibra::stage::CLASS_R.0));
+    let monitor = CoreMonitor::new(c.monitor.map_or_else(CoreConfig::default, |m| m.into_config()))
+        .map_err(|e| config_err("monitor", e))?;
+    let cfg = RouterConfig { ifaces, local_port: c.local_port, class };
+    let policy = match c.requests {
+        RequestsParam::Skip => RequestPolicy::Skip,
+        RequestsParam::ToControl => RequestPolicy::ToControl,
+    };
+    Ok(SibraTransit::new(cfg, keys, monitor).with_requests(policy))
+}
+
+/// Builds a `sibra-control` stage from its parameters.
+fn make_control(
+    c: &SibraControlParams,
+    ctx: &BuildContext,
+) -> Result<sibra::stage::SibraControl, ConfigError> {
+    let keys = SofKeys::new(&mac::Key::from(key16("key", &c.key)?));
+    let split = c.split.map_or_else(Split::default, |s| Split {
+        ephemeral_pct: s.ephemeral,
+        best_effort_pct: s.best_effort,
+        steady_pct: s.steady,
+    });
+    let mut ifaces = sibra::stage::InterfaceTable::new();
+    let mut adm = AdmissionConfig::default();
+    for (i, b) in c.interfaces.iter().enumerate() {
+        ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
+        if b.ifid == 0 {
+            return Err(ConfigError::at(format!("interfaces[{i}].ifid"), "0 is the inside"));
+        }
+        ifaces.bind(b.ifid, b.port);
+        adm.interfaces.push(IfaceConfig { ifid: b.ifid, capacity_bps: b.capacity_bps, split });
+    }
+    ctx.check_port("local_port", c.local_port)?;
+    adm.max_steady = c.max_steady.unwrap_or(adm.max_steady);
+    adm.max_ephemeral = c.max_ephemeral.unwrap_or(adm.max_ephemeral);
+    // Admission state starts at the current tick (a runtime may read clocks).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let admission =
+        Admission::new(adm, Tick::from_unix_secs(now)).map_err(|e| config_err("split", e))?;
+    let class = Class(c.class.unwrap_or(sibra::stage::CLASS_R.0));
+    let cfg = RouterConfig { ifaces, local_port: c.local_port, class };
+    let mode = if c.hand_off { ControlMode::HandOff } else { ControlMode::InPlace };
+    Ok(SibraControl::new(cfg, keys, admission).with_mode(mode))
+}
+
+/// `SibraControl` for `plane`.
+pub(crate) fn services(
+    plane: &std::sync::Arc<control::Plane>,
+) -> Vec<Box<dyn control::ControlService>> {
+    vec![Box::new(service::Service(plane.clone()))]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::BuildContext;
-    use crate::templates::{tag_for, TemplateCtx, Templates};
     use pipeline::{Batch, DropReason, Now, Verdict};
+    use runtime::registry::BuildContext;
+    use runtime::templates::{tag_for, TemplateCtx, Templates};
 
     const KEY: &str = "2b7e151628aed2a6abf7158809cf4f3c";
 
@@ -288,12 +312,14 @@ mod tests {
             "src_ia = \"1-ff00:0:111\"\nsof_key = \"{KEY}\"\nfwd_key = \"{KEY}\"\n{extra}"
         ))
         .unwrap();
-        Templates::builtin().build("sibra", &t, &TemplateCtx::new(4, tag_for(0))).unwrap()
+        Templates::with::<crate::All>()
+            .build("sibra", &t, &TemplateCtx::new(4, tag_for(0)))
+            .unwrap()
     }
 
     fn verdicts(frames: Vec<Vec<u8>>, params: &str) -> Vec<Verdict> {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let mut parse = r.build_stage("parse", &ctx, &toml::Table::new()).unwrap();
         let t: toml::Table = toml::from_str(params).unwrap();
         let mut st = r.build_stage("sibra-transit", &ctx, &t).unwrap();
@@ -301,7 +327,7 @@ mod tests {
         for f in frames {
             b.push(f, 0).unwrap();
         }
-        let now = Now::from_unix_ns(crate::synthetic::VIRTUAL_UNIX_START_NS);
+        let now = Now::from_unix_ns(runtime::synthetic::VIRTUAL_UNIX_START_NS);
         parse.process(&mut b, now);
         st.process(&mut b, now);
         (0..b.len()).map(|i| b.meta(i).verdict).collect()
@@ -325,7 +351,7 @@ mod tests {
     #[test]
     fn params_are_validated() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let bad = |extra: &str| {
             let t: toml::Table = toml::from_str(&format!("{STAGE}\n{extra}")).unwrap();
             r.build_stage("sibra-transit", &ctx, &t).err().unwrap().key
@@ -339,7 +365,8 @@ mod tests {
         let t: toml::Table =
             toml::from_str("src_ia = \"1-ff00:0:111\"\nsof_key = \"00\"\nfwd_key = \"00\"")
                 .unwrap();
-        let e = Templates::builtin().build("sibra", &t, &TemplateCtx::new(1, tag_for(0)));
+        let e =
+            Templates::with::<crate::All>().build("sibra", &t, &TemplateCtx::new(1, tag_for(0)));
         assert_eq!(e.unwrap_err().key, "sof_key");
     }
 }

@@ -15,9 +15,14 @@ use flowpolice::stage::{ChannelCap, Config, FlowPolice, LinkLayer};
 use flowpolice::{InitialWindow, OverWindow, Params};
 use pipeline::PacketBuf;
 
-use super::{config_err, key16};
-use crate::config::{typed, ConfigError};
-use crate::registry::Registry;
+use crate::params::{config_err, key16};
+use crate::rebuilt::rebuilt;
+use runtime::config::typed;
+use runtime::ConfigError;
+use runtime::{BuildContext, Registry};
+
+pub mod cli;
+mod service;
 
 /// The published puzzle seed chain (`flowpolice::puzzle::SeedChain`).
 #[derive(Debug, Clone, Deserialize)]
@@ -220,69 +225,14 @@ fn d_slots() -> usize {
     1 << 16
 }
 
-/// Registers `flowpolice`.
+/// Registers the `flowpolice` template.
+pub fn templates(t: &mut runtime::Templates) {
+    t.add("flowpolice", flowpolice_template);
+}
+
+/// Registers the adapter's stage kinds.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage("flowpolice", |_, p| {
-        let c: FlowPoliceParams = typed(p)?;
-        let tk = key16("table_key", &c.table_key)?;
-        let table_key = [
-            u64::from_be_bytes(tk[..8].try_into().unwrap_or_default()),
-            u64::from_be_bytes(tk[8..].try_into().unwrap_or_default()),
-        ];
-        let key = mac::Key::from(key16("capability_key", &c.capability_key)?);
-        let mut cfg = Config::new(key, table_key, c.slots, c.seeds.chain("seeds")?);
-        if let Some(w) = c.probe_window {
-            cfg.probe_window = w;
-        }
-        if let Some(pz) = c.puzzle {
-            let d = PuzzlePolicy::default();
-            let epoch_ms = pz.epoch_ms.unwrap_or(d.epoch_ms);
-            if epoch_ms == 0 {
-                return Err(ConfigError::at("puzzle.epoch_ms", "must be positive"));
-            }
-            let min_level = pz.min_level.unwrap_or(d.min_level);
-            if min_level > 64 {
-                return Err(ConfigError::at("puzzle.min_level", "must be in 0..=64"));
-            }
-            cfg.puzzle = PuzzlePolicy {
-                epoch_ms,
-                min_level,
-                accept_previous_epoch: pz.accept_previous_epoch.unwrap_or(d.accept_previous_epoch),
-            };
-        }
-        if let Some(a) = c.params {
-            cfg.params = a.into_params();
-        }
-        cfg.params.validate().map_err(|e| config_err("params", e))?;
-        if !c.protected_v4.is_empty() {
-            cfg.flow_keying = FlowKeying::new(
-                &c.protected_v4,
-                &[],
-                [table_key[0] ^ 0x5851_f42d_4c95_7f2d, table_key[1].rotate_left(29)],
-            );
-        }
-        if let Some(b) = c.check_flow_binding {
-            cfg.check_flow_binding = b;
-        }
-        cfg.slot_hints = c.slot_hints;
-        cfg.insert_whole_chunk = c.insert_whole_chunk;
-        if let Some(lag) = c.hint_lag {
-            if !(1..=pipeline::BURST).contains(&lag) {
-                return Err(ConfigError::at(
-                    "hint_lag",
-                    format!("must be in 1..={}", pipeline::BURST),
-                ));
-            }
-            cfg.hint_lag = Some(lag);
-        }
-        cfg.request_cap = c.request_cap.map(|x| x.into_cap("request_cap")).transpose()?;
-        cfg.legacy_cap = c.legacy_cap.map(|x| x.into_cap("legacy_cap")).transpose()?;
-        cfg.link = match c.link {
-            LinkParam::Ethernet => LinkLayer::Ethernet,
-            LinkParam::Ip => LinkLayer::Ip,
-        };
-        Ok(Box::new(crate::live::Live(FlowPolice::new(cfg).map_err(|e| config_err("slots", e))?)))
-    });
+    r.stage_with("flowpolice", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_flowpolice));
 }
 
 /// Which FlowPolice packets a `flowpolice` template builds.
@@ -368,10 +318,10 @@ fn ethernet(ip: &[u8]) -> Vec<u8> {
 /// Ethernet/IPv4 (protocol 254) via `host::ipv4_packet`.
 pub fn flowpolice_template(
     params: &toml::Table,
-    ctx: &crate::templates::TemplateCtx,
+    ctx: &runtime::templates::TemplateCtx,
 ) -> Result<Vec<Vec<u8>>, ConfigError> {
-    use crate::templates::TAG_LEN;
     use flowpolice::host::{ipv4_packet, Sender};
+    use runtime::templates::TAG_LEN;
     let p: FpTemplateParams = typed(params)?;
     let shim_len = match p.kind {
         FpKind::Request => packet::flowpolice::REQUEST_LEN,
@@ -442,9 +392,75 @@ pub fn flowpolice_template(
     Ok(out)
 }
 
+/// Builds a `flowpolice` stage from its parameters.
+fn make_flowpolice(c: &FlowPoliceParams, _ctx: &BuildContext) -> Result<FlowPolice, ConfigError> {
+    let tk = key16("table_key", &c.table_key)?;
+    let table_key = [
+        u64::from_be_bytes(tk[..8].try_into().unwrap_or_default()),
+        u64::from_be_bytes(tk[8..].try_into().unwrap_or_default()),
+    ];
+    let key = mac::Key::from(key16("capability_key", &c.capability_key)?);
+    let mut cfg = Config::new(key, table_key, c.slots, c.seeds.chain("seeds")?);
+    if let Some(w) = c.probe_window {
+        cfg.probe_window = w;
+    }
+    if let Some(pz) = c.puzzle {
+        let d = PuzzlePolicy::default();
+        let epoch_ms = pz.epoch_ms.unwrap_or(d.epoch_ms);
+        if epoch_ms == 0 {
+            return Err(ConfigError::at("puzzle.epoch_ms", "must be positive"));
+        }
+        let min_level = pz.min_level.unwrap_or(d.min_level);
+        if min_level > 64 {
+            return Err(ConfigError::at("puzzle.min_level", "must be in 0..=64"));
+        }
+        cfg.puzzle = PuzzlePolicy {
+            epoch_ms,
+            min_level,
+            accept_previous_epoch: pz.accept_previous_epoch.unwrap_or(d.accept_previous_epoch),
+        };
+    }
+    if let Some(a) = c.params {
+        cfg.params = a.into_params();
+    }
+    cfg.params.validate().map_err(|e| config_err("params", e))?;
+    if !c.protected_v4.is_empty() {
+        cfg.flow_keying = FlowKeying::new(
+            &c.protected_v4,
+            &[],
+            [table_key[0] ^ 0x5851_f42d_4c95_7f2d, table_key[1].rotate_left(29)],
+        );
+    }
+    if let Some(b) = c.check_flow_binding {
+        cfg.check_flow_binding = b;
+    }
+    cfg.slot_hints = c.slot_hints;
+    cfg.insert_whole_chunk = c.insert_whole_chunk;
+    if let Some(lag) = c.hint_lag {
+        if !(1..=pipeline::BURST).contains(&lag) {
+            return Err(ConfigError::at("hint_lag", format!("must be in 1..={}", pipeline::BURST)));
+        }
+        cfg.hint_lag = Some(lag);
+    }
+    cfg.request_cap = c.request_cap.map(|x| x.into_cap("request_cap")).transpose()?;
+    cfg.legacy_cap = c.legacy_cap.map(|x| x.into_cap("legacy_cap")).transpose()?;
+    cfg.link = match c.link {
+        LinkParam::Ethernet => LinkLayer::Ethernet,
+        LinkParam::Ip => LinkLayer::Ip,
+    };
+    FlowPolice::new(cfg).map_err(|e| config_err("slots", e))
+}
+
+/// `FlowPoliceControl` for `plane`.
+pub(crate) fn services(
+    plane: &std::sync::Arc<control::Plane>,
+) -> Vec<Box<dyn control::ControlService>> {
+    vec![Box::new(service::Service(plane.clone()))]
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::registry::{BuildContext, Registry};
+    use runtime::registry::{BuildContext, Registry};
 
     const STAGE: &str = "capability_key = \"c0ffee00c0ffee00c0ffee00c0ffee00\"\n\
         table_key = \"0123456789abcdef0123456789abcdef\"\nslots = 1024\n\
@@ -453,7 +469,7 @@ mod tests {
     #[test]
     fn params_are_validated_with_key_paths() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let build = |extra: &str| {
             let t: toml::Table = toml::from_str(&format!("{STAGE}\n{extra}")).unwrap();
             r.build_stage("flowpolice", &ctx, &t).map(|s| s.name().to_string())

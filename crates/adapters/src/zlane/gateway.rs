@@ -13,10 +13,12 @@ use serde::Deserialize;
 use pipeline::PacketBuf;
 use zlane::gateway::{GatewayConfig, HostPrefix, OverusePolicy};
 
-use super::scion_entries::ia;
-use super::{config_err, key16};
-use crate::config::{typed, ConfigError};
-use crate::registry::Registry;
+use crate::params::{config_err, key16};
+use crate::rebuilt::rebuilt;
+use crate::scion::ia;
+use runtime::config::typed;
+use runtime::ConfigError;
+use runtime::{BuildContext, Registry};
 
 /// Over-rate packets: `demote` (clear Q, default) or `drop`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -118,47 +120,52 @@ fn prefix(key: &str, s: &str) -> Result<HostPrefix, ConfigError> {
 
 /// Registers `zlane-gateway`.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage("zlane-gateway", |_, p| {
-        let c: ZlaneGatewayParams = typed(p)?;
-        let d = GatewayConfig::default();
-        let mut prefixes = Vec::with_capacity(c.prefixes.len());
-        for (i, x) in c.prefixes.iter().enumerate() {
-            prefixes.push((prefix(&format!("prefixes[{i}].prefix"), &x.prefix)?, x.bps));
+    r.stage_with("zlane-gateway", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_gateway));
+}
+
+/// Builds a `zlane-gateway` stage from its parameters.
+fn make_gateway(
+    c: &ZlaneGatewayParams,
+    _ctx: &BuildContext,
+) -> Result<zlane::ZlaneGateway, ConfigError> {
+    let d = GatewayConfig::default();
+    let mut prefixes = Vec::with_capacity(c.prefixes.len());
+    for (i, x) in c.prefixes.iter().enumerate() {
+        prefixes.push((prefix(&format!("prefixes[{i}].prefix"), &x.prefix)?, x.bps));
+    }
+    let cfg = GatewayConfig {
+        host_capacity: c.host_capacity.unwrap_or(d.host_capacity),
+        burst: c.burst.unwrap_or(d.burst),
+        default_rate_bps: c.default_rate_bps.unwrap_or(d.default_rate_bps),
+        prefixes,
+        hosts: c.hosts.iter().map(|h| (raw(h.host), h.bps)).collect(),
+        overuse: match c.overuse {
+            OveruseParam::Demote => OverusePolicy::Demote,
+            OveruseParam::Drop => OverusePolicy::Drop,
+        },
+        idle_evict_s: c.idle_evict_s.unwrap_or(d.idle_evict_s),
+    };
+    let mut gw = zlane::Gateway::new(cfg).map_err(|e| config_err("", e))?;
+    for (i, k) in c.as_keys.iter().enumerate() {
+        let key = mac::Key::from(key16(&format!("as_keys[{i}].key"), &k.key)?);
+        gw.set_as_key(ia(&format!("as_keys[{i}].ia"), &k.ia)?, &key);
+    }
+    for (i, h) in c.hops.iter().enumerate() {
+        let at = format!("hops[{i}].mac");
+        let v = hex::decode(h.mac.trim()).map_err(|e| config_err(&at, e))?;
+        let sigma: [u8; 6] =
+            v.try_into().map_err(|_| ConfigError::at(&at, "needs 12 hex digits"))?;
+        if !gw.register_hop(sigma, ia(&format!("hops[{i}].ia"), &h.ia)?) {
+            return Err(ConfigError::at(format!("hops[{i}].ia"), "no `as_keys` entry"));
         }
-        let cfg = GatewayConfig {
-            host_capacity: c.host_capacity.unwrap_or(d.host_capacity),
-            burst: c.burst.unwrap_or(d.burst),
-            default_rate_bps: c.default_rate_bps.unwrap_or(d.default_rate_bps),
-            prefixes,
-            hosts: c.hosts.iter().map(|h| (raw(h.host), h.bps)).collect(),
-            overuse: match c.overuse {
-                OveruseParam::Demote => OverusePolicy::Demote,
-                OveruseParam::Drop => OverusePolicy::Drop,
-            },
-            idle_evict_s: c.idle_evict_s.unwrap_or(d.idle_evict_s),
-        };
-        let mut gw = zlane::Gateway::new(cfg).map_err(|e| config_err("", e))?;
-        for (i, k) in c.as_keys.iter().enumerate() {
-            let key = mac::Key::from(key16(&format!("as_keys[{i}].key"), &k.key)?);
-            gw.set_as_key(ia(&format!("as_keys[{i}].ia"), &k.ia)?, &key);
-        }
-        for (i, h) in c.hops.iter().enumerate() {
-            let at = format!("hops[{i}].mac");
-            let v = hex::decode(h.mac.trim()).map_err(|e| config_err(&at, e))?;
-            let sigma: [u8; 6] =
-                v.try_into().map_err(|_| ConfigError::at(&at, "needs 12 hex digits"))?;
-            if !gw.register_hop(sigma, ia(&format!("hops[{i}].ia"), &h.ia)?) {
-                return Err(ConfigError::at(format!("hops[{i}].ia"), "no `as_keys` entry"));
-            }
-        }
-        Ok(Box::new(crate::live::Live(zlane::ZlaneGateway::new(gw))))
-    });
+    }
+    Ok(zlane::ZlaneGateway::new(gw))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocols::scion_entries::{build_flow, ScionTemplateParams};
+    use crate::scion::{build_flow, ScionTemplateParams};
 
     pub(crate) const FWD_KEY: &str = "000102030405060708090a0b0c0d0e0f";
     pub(crate) const SV: &str = "f0e0d0c0b0a090807060504030201000";
@@ -169,7 +176,7 @@ mod tests {
         let t: toml::Table =
             toml::from_str(&format!("fwd_key = \"{FWD_KEY}\"\nsrc_ia = \"1-ff00:0:111\"")).unwrap();
         let p: ScionTemplateParams = typed(&t).unwrap();
-        let unix_s = crate::synthetic::VIRTUAL_UNIX_START_NS / 1_000_000_000;
+        let unix_s = runtime::synthetic::VIRTUAL_UNIX_START_NS / 1_000_000_000;
         let b = build_flow(&p, unix_s, 0).unwrap();
         let macs = b.path.hops().iter().map(|h| hex::encode(h.mac)).collect();
         let sv = zlane::keys::SvKeys::new(&mac::Key::from(key16("sv", SV).unwrap()), 0, u64::MAX);
@@ -178,7 +185,7 @@ mod tests {
 
     fn config_stage() -> toml::Table {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/zlane-gateway.toml");
-        let cfg = crate::config::load_file(std::path::Path::new(path)).unwrap();
+        let cfg = runtime::config::load_file(std::path::Path::new(path)).unwrap();
         let s = cfg.pipeline.iter().find(|s| s.kind == "zlane-gateway").unwrap();
         s.params.clone()
     }
@@ -193,20 +200,22 @@ mod tests {
 
     #[test]
     fn gateway_output_is_what_the_source_as_gateway_would_send() {
-        use crate::registry::BuildContext;
-        use crate::templates::{tag_for, TemplateCtx, Templates};
         use pipeline::{Batch, DropReason, Now, Verdict};
+        use runtime::registry::BuildContext;
+        use runtime::templates::{tag_for, TemplateCtx, Templates};
         let tpl = |extra: &str| {
             let t: toml::Table = toml::from_str(&format!(
                 "src_ia = \"1-ff00:0:111\"\nsrc_host = \"10.0.0.1\"\nfwd_key = \"{FWD_KEY}\"\nsv = \"{SV}\"\n{extra}"
             ))
             .unwrap();
-            Templates::builtin().build("epic-z", &t, &TemplateCtx::new(4, tag_for(0))).unwrap()
+            Templates::with::<crate::All>()
+                .build("epic-z", &t, &TemplateCtx::new(4, tag_for(0)))
+                .unwrap()
         };
         let host = tpl("");
         let want = tpl("via_gateway = true");
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let mut parse = r.build_stage("parse", &ctx, &toml::Table::new()).unwrap();
         let mut gw = r.build_stage("zlane-gateway", &ctx, &config_stage()).unwrap();
         let mut b = Batch::new();
@@ -217,7 +226,7 @@ mod tests {
         for _ in 0..28 {
             b.push(host[0].clone(), 0).unwrap();
         }
-        let now = Now::from_unix_ns(crate::synthetic::VIRTUAL_UNIX_START_NS);
+        let now = Now::from_unix_ns(runtime::synthetic::VIRTUAL_UNIX_START_NS);
         parse.process(&mut b, now);
         gw.process(&mut b, now);
         let mut out = Vec::new();

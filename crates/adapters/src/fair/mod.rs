@@ -18,14 +18,26 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use fair::dest::{DestChannel, DestConfig, FairDestination, UnknownChannel};
+use fair::sb::{PortClear, SbAction, SbConfig, SusPorts, SuspiciousBit};
+use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
+use pipeline::{Batch, Now, Stage, Verdict};
+use runtime::templates::TAG_LEN;
+
 use fair::crypto::MarkBinding;
 use fair::keys::KeyRing;
 use fair::transit::{FairTransit, MalformedAction, OverflowAction, TransitConfig};
 use pipeline::PacketBuf;
 
-use super::{config_err, key16};
-use crate::config::{typed, ConfigError};
-use crate::registry::Registry;
+use crate::params::{config_err, key16};
+use crate::rebuilt::rebuilt;
+use runtime::config::typed;
+use runtime::ConfigError;
+use runtime::{BuildContext, Registry};
+
+pub mod cli;
+pub mod protest;
+mod service;
 
 /// Slot-MAC binding.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -117,28 +129,14 @@ impl FairTransitParams {
     }
 }
 
-/// Registers `fair-transit`.
+/// Registers the `fair` template.
+pub fn templates(t: &mut runtime::Templates) {
+    t.add("fair", fair_template);
+}
+
+/// Registers the adapter's stage kinds.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage("fair-transit", |ctx, p| {
-        let c: FairTransitParams = typed(p)?;
-        let mut cfg = TransitConfig {
-            overflow: match c.slot_overflow {
-                OverflowParam::Drop => OverflowAction::Drop,
-                OverflowParam::Forward => OverflowAction::Forward,
-            },
-            malformed: if c.forward_malformed {
-                MalformedAction::ForwardUnmarked
-            } else {
-                MalformedAction::Drop
-            },
-            ..TransitConfig::default()
-        };
-        if let Some(code) = c.protocol {
-            cfg.codes = fair::common::Codes { v4: code, v6: code };
-        }
-        let seed = c.seed.wrapping_add(ctx.worker as u64);
-        Ok(Box::new(crate::live::Live(FairTransit::new(cfg, Arc::new(c.key_ring()?), seed))))
-    });
+    r.stage_with("fair-transit", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_transit));
     register_source(r);
     register_destination(r);
     register_sb(r);
@@ -180,57 +178,7 @@ pub struct FairSourceParams {
 }
 
 fn register_source<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
-    r.stage("fair-source", |ctx, p| {
-        let c: FairSourceParams = typed(p)?;
-        // (ts, seqno) must be unique per channel: the sequence counter is
-        // shared by the workers of one stage, which per-worker constructors
-        // cannot do. One worker (or RSS steering each channel to one) it is.
-        if ctx.workers > 1 {
-            return Err(ConfigError::at("", "fair-source supports one worker"));
-        }
-        let d = SourceConfig::default();
-        let mut st = FairSource::new(SourceConfig {
-            mtu: c.mtu.unwrap_or(d.mtu),
-            v4_spare: c.v4_spare,
-            nonconforming: if c.forward_nonconforming {
-                NonConforming::Forward
-            } else {
-                NonConforming::Drop
-            },
-            ..d
-        });
-        for (i, ch) in c.channels.iter().enumerate() {
-            let at = |k: &str| format!("channels[{i}].{k}");
-            let k_sd = mac::Key::from(key16(&at("k_sd"), &ch.k_sd)?);
-            if ch.cbs_bytes < 1518 {
-                return Err(ConfigError::at(at("cbs_bytes"), "must hold a full frame"));
-            }
-            let (addr, len) = ch
-                .prefix
-                .split_once('/')
-                .and_then(|(a, l)| {
-                    Some((a.parse::<std::net::IpAddr>().ok()?, l.parse::<u8>().ok()?))
-                })
-                .filter(|(a, l)| *l <= if a.is_ipv4() { 32 } else { 128 })
-                .ok_or_else(|| ConfigError::at(at("prefix"), "not addr/len"))?;
-            let seq = Arc::new(std::sync::atomic::AtomicU32::new(0));
-            let idx = st.add_channel(SourceChannel::new(
-                i as u32,
-                ch.dst_asn,
-                &k_sd,
-                ch.m,
-                ch.cir_bps / 8,
-                ch.cbs_bytes,
-                0,
-                seq,
-            ));
-            st.route(addr, len, idx);
-        }
-        // Compile the FIB now, at configuration time, not in the first burst.
-        st.commit_routes();
-        Ok(Box::new(crate::live::Live(st)))
-    });
+    r.stage_with("fair-source", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_source));
 }
 
 /// `addr/len` of a configuration value.
@@ -360,106 +308,11 @@ impl fair::record::RecordSink for DestSink {
     }
 }
 
-impl crate::live::Expose for fair::dest::FairDestination<DestSink> {
-    fn expose(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("accepted", s.accepted);
-        out("stale", s.stale);
-        out("icv_fail", s.icv_fail);
-        out("malformed", s.malformed);
-        out("captured", s.captured);
-        out("violations", s.violations);
-        out("unknown_channel", s.unknown_channel);
-        let dups: u64 = self
-            .channels()
-            .iter()
-            .filter_map(|c| c.monitor.dup_filter().map(|d| d.duplicates))
-            .sum();
-        out("duplicates", dups);
-    }
-}
-
-impl crate::live::Expose for fair::sb::SuspiciousBit {
-    fn expose(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("sb_set", s.sb_set);
-        out("suspicious", s.suspicious);
-        out("ports_flagged", s.ports_flagged);
-        out("ports_cleared", s.ports_cleared);
-    }
-}
-
 /// `fair-destination` (Procedure 3). **Decision:** one worker, as
 /// `fair-source`: the streaming monitor must see a channel's whole traffic to
 /// compute what verifiers will (RSS may spread one channel over workers).
 fn register_destination<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    use fair::dest::{DestChannel, DestConfig, FairDestination, UnknownChannel};
-    r.stage("fair-destination", |ctx, p| {
-        let c: FairDestinationParams = typed(p)?;
-        if ctx.workers > 1 {
-            return Err(ConfigError::at("", "fair-destination supports one worker"));
-        }
-        let mut cfg = DestConfig {
-            strip_ipv6: c.strip_ipv6,
-            drop_nonconforming: c.drop_nonconforming,
-            require_policy: c.require_policy,
-            unknown_channel: match c.unknown_channel {
-                UnknownParam::Drop => UnknownChannel::Drop,
-                UnknownParam::Deliver => UnknownChannel::Deliver,
-            },
-            ..DestConfig::default()
-        };
-        if let Some(code) = c.protocol {
-            cfg.codes = fair::common::Codes { v4: code, v6: code };
-        }
-        let sink = match &c.store_dir {
-            None => DestSink::Null,
-            Some(dir) => {
-                let path = std::path::Path::new(dir).join(format!("worker-{}", ctx.worker));
-                let mut sc = fair::store::StoreConfig::new(path);
-                if let Some(r) = c.retention_s {
-                    sc.retention_secs = r;
-                }
-                let st = fair::store::HeaderStore::open(sc, unix_now())
-                    .map_err(|e| config_err("store_dir", e))?;
-                DestSink::Store(Box::new(st))
-            }
-        };
-        let mut st = FairDestination::new(cfg, sink);
-        for pn in &c.port_neighbors {
-            if !ctx.has_port(pn.port) {
-                return Err(ConfigError::at("port_neighbors", format!("no port {}", pn.port)));
-            }
-            st.set_port_neighbor(pn.port, pn.asn);
-        }
-        for (i, ch) in c.channels.iter().enumerate() {
-            let at = |k: &str| format!("channels[{i}].{k}");
-            let k_sd = mac::Key::from(key16(&at("k_sd"), &ch.k_sd)?);
-            let (addr, len) = parse_prefix(&at("src_prefix"), &ch.src_prefix)?;
-            let n_slots = ch.n_slots.unwrap_or(ch.m);
-            if n_slots < ch.m || n_slots as usize > packet::fair::MAX_SLOTS {
-                return Err(ConfigError::at(at("n_slots"), "must be in m..=127"));
-            }
-            if ch.cbs_bytes < 1518 {
-                return Err(ConfigError::at(at("cbs_bytes"), "must hold a full frame"));
-            }
-            st.add_source_prefix(addr, len, ch.src_asn);
-            let mut dc = DestChannel::new(
-                i as u32,
-                ch.src_asn,
-                &k_sd,
-                ch.m,
-                ch.cir_bps / 8,
-                ch.cbs_bytes,
-                0,
-            );
-            if let Some(w) = ch.dup_window {
-                dc = dc.with_dup_window(w);
-            }
-            st.add_channel(dc, ch.neighbor, n_slots);
-        }
-        Ok(Box::new(crate::live::Live(st)))
-    });
+    r.stage_with("fair-destination", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_destination));
 }
 
 /// `suspicious-bit` parameters (Procedure 4).
@@ -525,51 +378,7 @@ pub enum PortClearParam {
 /// (RSS shards flows, so each worker flags the ports it sees suspicious
 /// traffic on); `sus_sources` is configuration, identical on every worker.
 fn register_sb<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    use fair::sb::{PortClear, SbAction, SbConfig, SusPorts, SuspiciousBit};
-    r.stage("suspicious-bit", |ctx, p| {
-        let c: SbParams = typed(p)?;
-        let mut ext = 0u64;
-        match &c.external_ports {
-            None => ext = u64::MAX,
-            Some(ports) => {
-                for &port in ports {
-                    if port >= 64 || !ctx.has_port(port) {
-                        return Err(ConfigError::at(
-                            "external_ports",
-                            format!("port {port} is not a configured port below 64"),
-                        ));
-                    }
-                    ext |= 1 << port;
-                }
-            }
-        }
-        let mut cfg = SbConfig {
-            action: match c.action {
-                SbActionParam::LowPriority => SbAction::LowPriority,
-                SbActionParam::Forward => SbAction::Forward,
-                SbActionParam::Drop => SbAction::Drop,
-            },
-            port_clear: match c.port_clear {
-                PortClearParam::Paper => PortClear::Paper,
-                PortClearParam::RequireFlaggedSource => PortClear::RequireFlaggedSuspiciousSource,
-            },
-            action_on_clearing_branch: c.action_on_clearing_branch,
-            low_class: pipeline::Class(c.low_class),
-            external_ports: ext,
-            sus_ttl: c.sus_ttl_s,
-            ..SbConfig::default()
-        };
-        if let Some(code) = c.protocol {
-            cfg.codes = fair::common::Codes { v4: code, v6: code };
-        }
-        let mut st = SuspiciousBit::new(cfg, Arc::new(SusPorts::default()));
-        let now = unix_now();
-        for (i, s) in c.suspicious_sources.iter().enumerate() {
-            let (addr, len) = parse_prefix(&format!("suspicious_sources[{i}]"), s)?;
-            st.add_suspicious(addr, len, now);
-        }
-        Ok(Box::new(crate::live::Live(st)))
-    });
+    r.stage_with("suspicious-bit", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_sb));
 }
 
 fn d_src() -> Ipv4Addr {
@@ -617,11 +426,8 @@ pub struct FairTemplateParams {
 /// the backend's start time (minus `age_s`).
 pub fn fair_template(
     params: &toml::Table,
-    ctx: &crate::templates::TemplateCtx,
+    ctx: &runtime::templates::TemplateCtx,
 ) -> Result<Vec<Vec<u8>>, ConfigError> {
-    use crate::templates::TAG_LEN;
-    use fair::source::{FairSource, SourceChannel, SourceConfig};
-    use pipeline::{Batch, Now, Stage, Verdict};
     let p: FairTemplateParams = typed(params)?;
     let min = 42 + TAG_LEN;
     // The FAIR header comes on top of `size`; the frame must still fit 1514.
@@ -650,8 +456,13 @@ pub fn fair_template(
     let mut out = Vec::with_capacity(ctx.flows as usize);
     for i in 0..ctx.flows {
         let src = Ipv4Addr::from(u32::from(p.src).wrapping_add(i));
-        let frame =
-            crate::templates::ipv4_udp_frame(&payload, src, p.dst, 1024 + (i % 60000) as u16, 5000);
+        let frame = runtime::templates::ipv4_udp_frame(
+            &payload,
+            src,
+            p.dst,
+            1024 + (i % 60000) as u16,
+            5000,
+        );
         let mut b: Batch<Vec<u8>> = Batch::new();
         b.push(frame, 0).map_err(|_| ConfigError::at("", "batch full"))?;
         src_stage.process(&mut b, now);
@@ -671,26 +482,237 @@ pub fn fair_template(
     Ok(out)
 }
 
+/// Builds a `fair-transit` stage from its parameters.
+fn make_transit(c: &FairTransitParams, ctx: &BuildContext) -> Result<FairTransit, ConfigError> {
+    let mut cfg = TransitConfig {
+        overflow: match c.slot_overflow {
+            OverflowParam::Drop => OverflowAction::Drop,
+            OverflowParam::Forward => OverflowAction::Forward,
+        },
+        malformed: if c.forward_malformed {
+            MalformedAction::ForwardUnmarked
+        } else {
+            MalformedAction::Drop
+        },
+        ..TransitConfig::default()
+    };
+    if let Some(code) = c.protocol {
+        cfg.codes = fair::common::Codes { v4: code, v6: code };
+    }
+    let seed = c.seed.wrapping_add(ctx.worker as u64);
+    Ok(FairTransit::new(cfg, Arc::new(c.key_ring()?), seed))
+}
+
+/// Builds a `fair-source` stage from its parameters.
+fn make_source(
+    c: &FairSourceParams,
+    ctx: &BuildContext,
+) -> Result<fair::source::FairSource, ConfigError> {
+    // (ts, seqno) must be unique per channel: the sequence counter is
+    // shared by the workers of one stage, which per-worker constructors
+    // cannot do. One worker (or RSS steering each channel to one) it is.
+    if ctx.workers > 1 {
+        return Err(ConfigError::at("", "fair-source supports one worker"));
+    }
+    let d = SourceConfig::default();
+    let mut st = FairSource::new(SourceConfig {
+        mtu: c.mtu.unwrap_or(d.mtu),
+        v4_spare: c.v4_spare,
+        nonconforming: if c.forward_nonconforming {
+            NonConforming::Forward
+        } else {
+            NonConforming::Drop
+        },
+        ..d
+    });
+    for (i, ch) in c.channels.iter().enumerate() {
+        let at = |k: &str| format!("channels[{i}].{k}");
+        let k_sd = mac::Key::from(key16(&at("k_sd"), &ch.k_sd)?);
+        if ch.cbs_bytes < 1518 {
+            return Err(ConfigError::at(at("cbs_bytes"), "must hold a full frame"));
+        }
+        let (addr, len) = ch
+            .prefix
+            .split_once('/')
+            .and_then(|(a, l)| Some((a.parse::<std::net::IpAddr>().ok()?, l.parse::<u8>().ok()?)))
+            .filter(|(a, l)| *l <= if a.is_ipv4() { 32 } else { 128 })
+            .ok_or_else(|| ConfigError::at(at("prefix"), "not addr/len"))?;
+        let seq = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let idx = st.add_channel(SourceChannel::new(
+            i as u32,
+            ch.dst_asn,
+            &k_sd,
+            ch.m,
+            ch.cir_bps / 8,
+            ch.cbs_bytes,
+            0,
+            seq,
+        ));
+        st.route(addr, len, idx);
+    }
+    // Compile the FIB now, at configuration time, not in the first burst.
+    st.commit_routes();
+    Ok(st)
+}
+
+/// Builds a `fair-destination` stage from its parameters.
+fn make_destination(
+    c: &FairDestinationParams,
+    ctx: &BuildContext,
+) -> Result<fair::dest::FairDestination<DestSink>, ConfigError> {
+    if ctx.workers > 1 {
+        return Err(ConfigError::at("", "fair-destination supports one worker"));
+    }
+    let mut cfg = DestConfig {
+        strip_ipv6: c.strip_ipv6,
+        drop_nonconforming: c.drop_nonconforming,
+        require_policy: c.require_policy,
+        unknown_channel: match c.unknown_channel {
+            UnknownParam::Drop => UnknownChannel::Drop,
+            UnknownParam::Deliver => UnknownChannel::Deliver,
+        },
+        ..DestConfig::default()
+    };
+    if let Some(code) = c.protocol {
+        cfg.codes = fair::common::Codes { v4: code, v6: code };
+    }
+    let sink = match &c.store_dir {
+        None => DestSink::Null,
+        Some(dir) => {
+            let path = std::path::Path::new(dir).join(format!("worker-{}", ctx.worker));
+            let mut sc = fair::store::StoreConfig::new(path);
+            if let Some(r) = c.retention_s {
+                sc.retention_secs = r;
+            }
+            let st = fair::store::HeaderStore::open(sc, unix_now())
+                .map_err(|e| config_err("store_dir", e))?;
+            DestSink::Store(Box::new(st))
+        }
+    };
+    let mut st = FairDestination::new(cfg, sink);
+    for pn in &c.port_neighbors {
+        if !ctx.has_port(pn.port) {
+            return Err(ConfigError::at("port_neighbors", format!("no port {}", pn.port)));
+        }
+        st.set_port_neighbor(pn.port, pn.asn);
+    }
+    for (i, ch) in c.channels.iter().enumerate() {
+        let at = |k: &str| format!("channels[{i}].{k}");
+        let k_sd = mac::Key::from(key16(&at("k_sd"), &ch.k_sd)?);
+        let (addr, len) = parse_prefix(&at("src_prefix"), &ch.src_prefix)?;
+        let n_slots = ch.n_slots.unwrap_or(ch.m);
+        if n_slots < ch.m || n_slots as usize > packet::fair::MAX_SLOTS {
+            return Err(ConfigError::at(at("n_slots"), "must be in m..=127"));
+        }
+        if ch.cbs_bytes < 1518 {
+            return Err(ConfigError::at(at("cbs_bytes"), "must hold a full frame"));
+        }
+        st.add_source_prefix(addr, len, ch.src_asn);
+        let mut dc =
+            DestChannel::new(i as u32, ch.src_asn, &k_sd, ch.m, ch.cir_bps / 8, ch.cbs_bytes, 0);
+        if let Some(w) = ch.dup_window {
+            dc = dc.with_dup_window(w);
+        }
+        st.add_channel(dc, ch.neighbor, n_slots);
+    }
+    Ok(st)
+}
+
+/// Builds a `suspicious-bit` stage from its parameters.
+fn make_sb(c: &SbParams, ctx: &BuildContext) -> Result<fair::sb::SuspiciousBit, ConfigError> {
+    let mut ext = 0u64;
+    match &c.external_ports {
+        None => ext = u64::MAX,
+        Some(ports) => {
+            for &port in ports {
+                if port >= 64 || !ctx.has_port(port) {
+                    return Err(ConfigError::at(
+                        "external_ports",
+                        format!("port {port} is not a configured port below 64"),
+                    ));
+                }
+                ext |= 1 << port;
+            }
+        }
+    }
+    let mut cfg = SbConfig {
+        action: match c.action {
+            SbActionParam::LowPriority => SbAction::LowPriority,
+            SbActionParam::Forward => SbAction::Forward,
+            SbActionParam::Drop => SbAction::Drop,
+        },
+        port_clear: match c.port_clear {
+            PortClearParam::Paper => PortClear::Paper,
+            PortClearParam::RequireFlaggedSource => PortClear::RequireFlaggedSuspiciousSource,
+        },
+        action_on_clearing_branch: c.action_on_clearing_branch,
+        low_class: pipeline::Class(c.low_class),
+        external_ports: ext,
+        sus_ttl: c.sus_ttl_s,
+        ..SbConfig::default()
+    };
+    if let Some(code) = c.protocol {
+        cfg.codes = fair::common::Codes { v4: code, v6: code };
+    }
+    let mut st = SuspiciousBit::new(cfg, Arc::new(SusPorts::default()));
+    let now = unix_now();
+    for (i, s) in c.suspicious_sources.iter().enumerate() {
+        let (addr, len) = parse_prefix(&format!("suspicious_sources[{i}]"), s)?;
+        st.add_suspicious(addr, len, now);
+    }
+    Ok(st)
+}
+
+/// The protest verifier's configuration from `[control.fair]`.
+pub(crate) fn protest_config(
+    table: &toml::Table,
+) -> Result<protest::FairProtestConfig, control::config::ControlConfigError> {
+    let c: protest::FairProtestConfig =
+        table.clone().try_into().map_err(|e: toml::de::Error| {
+            control::config::ControlConfigError {
+                key: "fair".into(),
+                reason: e.message().to_string(),
+            }
+        })?;
+    c.load()?;
+    Ok(c)
+}
+
+/// `FairControl` for `plane`, with the protest verifier if `[control.fair]`
+/// configures one.
+pub(crate) fn services(
+    plane: &std::sync::Arc<control::Plane>,
+    cfg: &control::ControlConfig,
+) -> Result<Vec<Box<dyn control::ControlService>>, control::config::ControlConfigError> {
+    let desk = match cfg.protocols.get("fair") {
+        Some(t) => Some(std::sync::Arc::new(std::sync::Mutex::new(protest::Desk::new(
+            protest_config(t)?.load()?,
+        )))),
+        None => None,
+    };
+    Ok(vec![Box::new(service::Service(plane.clone(), desk))])
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::registry::{BuildContext, Registry};
-    use crate::templates::{tag_for, TemplateCtx, Templates};
     use packet::fair::{Carrier, Fair};
     use pipeline::{Batch, DropReason, Now, Verdict};
+    use runtime::registry::{BuildContext, Registry};
+    use runtime::templates::{tag_for, TemplateCtx, Templates};
 
     const STAGE: &str = "data_key = \"000102030405060708090a0b0c0d0e0f\"\n\
         keys_from = 1767225000\nkeys_until = 1767312000";
 
     fn run(frames: Vec<Vec<u8>>) -> (Vec<Verdict>, Vec<Vec<u8>>) {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let t: toml::Table = toml::from_str(STAGE).unwrap();
         let mut st = r.build_stage("fair-transit", &ctx, &t).unwrap();
         let mut b = Batch::new();
         for f in frames {
             b.push(f, 0).unwrap();
         }
-        st.process(&mut b, Now::from_unix_ns(crate::synthetic::VIRTUAL_UNIX_START_NS));
+        st.process(&mut b, Now::from_unix_ns(runtime::synthetic::VIRTUAL_UNIX_START_NS));
         let v = (0..b.len()).map(|i| b.meta(i).verdict).collect();
         let mut out = Vec::new();
         b.drain(|buf, _| out.push(buf));
@@ -701,7 +723,7 @@ mod tests {
         let t: toml::Table =
             toml::from_str(&format!("k_sd = \"0f0e0d0c0b0a09080706050403020100\"\n{extra}"))
                 .unwrap();
-        Templates::builtin().build("fair", &t, &TemplateCtx::new(3, tag_for(0))).unwrap()
+        Templates::with::<crate::All>().build("fair", &t, &TemplateCtx::new(3, tag_for(0))).unwrap()
     }
 
     #[test]
@@ -727,7 +749,7 @@ mod tests {
     #[test]
     fn fair_source_stage_stamps_like_the_template() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let t: toml::Table = toml::from_str(
             "channels = [{ prefix = \"10.2.0.0/16\", k_sd = \"0f0e0d0c0b0a09080706050403020100\", \
              m = 2, cir_bps = 1000000000, cbs_bytes = 100000 }]",
@@ -737,7 +759,7 @@ mod tests {
         let want = frames("m = 2");
         let mut b = Batch::new();
         for i in 0..3u32 {
-            let plain = crate::templates::ipv4_udp_frame(
+            let plain = runtime::templates::ipv4_udp_frame(
                 &want[0][want[0].len() - 158..],
                 std::net::Ipv4Addr::new(10, 1, 0, 1 + i as u8),
                 std::net::Ipv4Addr::new(10, 2, 0, 1),
@@ -746,7 +768,7 @@ mod tests {
             );
             b.push(plain, 0).unwrap();
         }
-        st.process(&mut b, Now::from_unix_ns(crate::synthetic::VIRTUAL_UNIX_START_NS));
+        st.process(&mut b, Now::from_unix_ns(runtime::synthetic::VIRTUAL_UNIX_START_NS));
         let mut out = Vec::new();
         b.drain(|buf, _| out.push(buf));
         assert_eq!(out, want, "same header, timestamp, sequence numbers and ICVs");
@@ -757,7 +779,7 @@ mod tests {
     #[test]
     fn params_are_validated() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let key = |extra: &str| {
             let t: toml::Table = toml::from_str(&format!("{STAGE}\n{extra}")).unwrap();
             r.build_stage("fair-transit", &ctx, &t).err().unwrap().key
@@ -773,11 +795,11 @@ mod tests {
     fn fair_destination_example_checks_polices_and_flags() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../config/fair-destination.toml");
-        let mut cfg = crate::config::load_file(&path).unwrap();
+        let mut cfg = runtime::config::load_file(&path).unwrap();
         cfg.workers.pin = false;
         cfg.run.duration_ms = Some(50);
-        crate::check(&cfg).unwrap();
-        let s = crate::start(cfg).unwrap().wait().unwrap();
+        runtime::check::<crate::All>(&cfg).unwrap();
+        let s = runtime::start::<crate::All>(cfg).unwrap().wait().unwrap();
         let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
         for name in ["policy", "suspicious", "plain-udp"] {
             assert!(g(name).offered > 0, "{name}");
@@ -798,7 +820,7 @@ mod tests {
     #[test]
     fn destination_and_sb_params_are_validated() {
         let ctx = BuildContext { worker: 0, workers: 1, ports: vec![0, 1] };
-        let r = Registry::<Vec<u8>>::builtin();
+        let r = Registry::<Vec<u8>>::with::<crate::All>();
         let build = |kind: &str, text: &str| {
             let t: toml::Table = toml::from_str(text).unwrap();
             r.build_stage(kind, &ctx, &t).err().map(|e| e.key)

@@ -51,9 +51,9 @@ fn every_example_config_checks_starts_and_forwards_on_synthetic() {
         if cfg.io.backend != BackendKind::Synthetic {
             continue;
         }
-        runtime::check(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        runtime::check::<adapters::All>(&cfg).unwrap_or_else(|e| panic!("{e}"));
         shrink(&mut cfg, 20);
-        let s = runtime::start(cfg).unwrap().wait().unwrap();
+        let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
         assert!(s.rx() > 0, "{}: received nothing", path.display());
         assert!(s.tx() > 0, "{}: forwarded nothing", path.display());
         let offered: u64 = s.groups.iter().map(|g| g.offered).sum();
@@ -90,7 +90,7 @@ fn read_capture(path: &Path) -> Vec<Vec<u8>> {
 /// Replaces the backend with pcap: one capture per ingress port, built from the
 /// configuration's own synthetic traffic templates, one output per port.
 fn to_pcap(cfg: &mut RouterConfig, tag: &str) -> Vec<(u16, PathBuf)> {
-    let templates = Templates::builtin();
+    let templates = Templates::with::<adapters::All>();
     let synth = cfg.io.synthetic.clone().expect("example configs are synthetic");
     let mut per_port: std::collections::BTreeMap<u16, Vec<Vec<u8>>> = Default::default();
     for (g, t) in synth.traffic.iter().enumerate() {
@@ -129,8 +129,8 @@ fn every_example_config_forwards_on_pcap() {
             continue;
         }
         let outputs = to_pcap(&mut cfg, &format!("example{i}"));
-        runtime::check(&cfg).unwrap_or_else(|e| panic!("{e}"));
-        let s = runtime::start(cfg).unwrap().wait().unwrap();
+        runtime::check::<adapters::All>(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
         let written: usize = outputs.iter().map(|(_, f)| read_capture(f).len()).sum();
         assert!(s.rx() > 0 && written > 0, "{}: nothing forwarded", path.display());
         assert_eq!(written as u64, s.tx(), "{}", path.display());
@@ -142,7 +142,7 @@ fn zlane_border_keeps_the_guaranteed_as_rate_under_attack() {
     let mut cfg = config::load_file(&config_dir().join("zlane-border.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(200);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     let guaranteed = g("guaranteed-as");
     let ratio = guaranteed.delivered as f64 / guaranteed.offered as f64;
@@ -174,12 +174,15 @@ routes = [{ prefix = "10.2.0.0/16", port = 1 }, { prefix = "10.3.0.0/16", port =
 fn udp(dst: &str, sport: u16) -> Vec<u8> {
     let t: toml::Table =
         toml::from_str(&format!("dst = \"{dst}\"\nsport = {sport}\nsize = 80")).unwrap();
-    Templates::builtin().build("ipv4-udp", &t, &TemplateCtx::new(1, tag_for(0))).unwrap().remove(0)
+    Templates::with::<adapters::All>()
+        .build("ipv4-udp", &t, &TemplateCtx::new(1, tag_for(0)))
+        .unwrap()
+        .remove(0)
 }
 
 #[test]
 fn pcap_replay_is_exact_and_malformed_packets_are_counted() {
-    let malformed = Templates::builtin()
+    let malformed = Templates::with::<adapters::All>()
         .build("malformed", &toml::Table::new(), &TemplateCtx::new(6, tag_for(9)))
         .unwrap();
     let mut input = Vec::new();
@@ -211,7 +214,7 @@ fn pcap_replay_is_exact_and_malformed_packets_are_counted() {
         .replace("OUT1", out1.to_str().unwrap())
         .replace("OUT2", out2.to_str().unwrap());
     let cfg = config::parse(&text, Path::new("exact.toml")).unwrap();
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let got1 = read_capture(&out1);
     let got2 = read_capture(&out2);
     assert_eq!(got1.len(), want1.len());
@@ -257,13 +260,14 @@ routes = [{ prefix = "10.2.0.0/16", port = 1 }]
 duration_ms = 100
 "#;
     let cfg = config::parse(text, Path::new("two.toml")).unwrap();
-    let router = runtime::start(cfg).unwrap();
+    let router = runtime::start::<adapters::All>(cfg).unwrap();
     // A command applied between bursts on every worker.
     let (tx, rx) = std::sync::mpsc::channel();
-    for (w, q) in router.commands::<pipeline::Frame>().unwrap().iter().enumerate() {
+    for (w, q) in router.commands().iter().enumerate() {
         let tx = tx.clone();
-        let _ = q.send(runtime::Command::Apply(Box::new(move |p, e| {
-            let _ = tx.send((w, p.len(), e.len()));
+        let _ = q.send(runtime::Command::Apply(Box::new(move |e, _now| {
+            let ports = (0..).take_while(|&i| e.egress(i).is_some()).count();
+            let _ = tx.send((w, e.stages(), ports));
         })));
     }
     let s = router.wait().unwrap();
@@ -283,11 +287,12 @@ fn config_errors_name_stage_key() {
     let text = ROUTER.replace("port = 1 }, {", "port = 9 }, {");
     let mut cfg = config::parse(&text, Path::new("bad.toml")).unwrap();
     cfg.io.pcap.as_mut().unwrap().inputs.clear();
-    let e = runtime::check(&cfg).unwrap_err();
+    let e = runtime::check::<adapters::All>(&cfg).unwrap_err();
     assert_eq!(e.key, "pipeline[0].routes[0].port");
     assert_eq!(e.file, Path::new("bad.toml"));
     let text = ROUTER.replace("kind = \"ipv4-forward\"", "kind = \"ipv4-forwad\"");
-    let e = runtime::check(&config::parse(&text, Path::new("bad.toml")).unwrap()).unwrap_err();
+    let e = runtime::check::<adapters::All>(&config::parse(&text, Path::new("bad.toml")).unwrap())
+        .unwrap_err();
     assert_eq!(e.key, "pipeline[0].kind");
 }
 
@@ -296,7 +301,7 @@ fn sibra_transit_forwards_reserved_traffic_in_class_r_and_drops_forged_sofs() {
     let mut cfg = config::load_file(&config_dir().join("sibra-transit.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(50);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     let reserved = g("reserved");
     assert!(reserved.offered > 0);
@@ -312,7 +317,7 @@ fn scion_border_serves_reservations_and_guarantees_and_drops_forgeries() {
     let mut cfg = config::load_file(&config_dir().join("scion-border.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(100);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     for name in ["sibra-reserved", "guaranteed-as"] {
         let ratio = g(name).delivered as f64 / g(name).offered as f64;
@@ -332,7 +337,7 @@ fn flowpolice_edge_serves_requests_and_capabilities_and_caps_the_rest() {
     let mut cfg = config::load_file(&config_dir().join("flowpolice-edge.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(100);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     for name in ["requests", "regular"] {
         let ratio = g(name).delivered as f64 / g(name).offered as f64;
@@ -353,7 +358,7 @@ fn fair_transit_marks_fresh_packets_and_drops_stale_and_slotless_ones() {
     let mut cfg = config::load_file(&config_dir().join("fair-transit.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(50);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     for name in ["fair", "plain-udp"] {
         assert!(g(name).offered > 0);
@@ -371,7 +376,7 @@ fn zlane_gateway_authorizes_hosts_within_rate_and_drops_an_overusing_one() {
     let mut cfg = config::load_file(&config_dir().join("zlane-gateway.toml")).unwrap();
     cfg.workers.pin = false;
     cfg.run.duration_ms = Some(200);
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
     for name in ["hosts-within-rate", "plain-scion"] {
         assert!(g(name).offered > 0);
@@ -394,7 +399,7 @@ fn epic_only(pacing: &str, ms: u64, refresh_ms: u64) -> f64 {
     s.traffic[0].rate_pps = 4_000.0;
     s.pacing = toml::Value::from(pacing).try_into().unwrap();
     s.refresh_ms = refresh_ms;
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     let g = &s.groups[0];
     assert!(g.offered > 0);
     g.delivered as f64 / g.offered as f64
@@ -425,13 +430,23 @@ fn epic_z_templates_stay_fresh_over_long_wall_runs() {
 fn generated_capture_replays_through_fair_transit() {
     let mut cfg = config::load_file(&config_dir().join("fair-transit.toml")).unwrap();
     let unix_s = runtime::synthetic::VIRTUAL_UNIX_START_NS / 1_000_000_000;
-    let frames =
-        runtime::synthetic::capture_frames(&cfg, &["fair".into(), "plain-udp".into()], unix_s)
-            .unwrap();
+    let frames = runtime::synthetic::capture_frames(
+        &cfg,
+        &Templates::with::<adapters::All>(),
+        &["fair".into(), "plain-udp".into()],
+        unix_s,
+    )
+    .unwrap();
     // One frame per flow of each group, interleaved.
     assert_eq!(frames.len(), 128);
     assert_ne!(frames[0].1, frames[1].1);
-    assert!(runtime::synthetic::capture_frames(&cfg, &["nope".into()], unix_s).is_err());
+    assert!(runtime::synthetic::capture_frames(
+        &cfg,
+        &Templates::with::<adapters::All>(),
+        &["nope".into()],
+        unix_s
+    )
+    .is_err());
     let input = tmp("gen-fair.pcap");
     let n = runtime::pcap::write_capture(
         &input,
@@ -450,7 +465,7 @@ fn generated_capture_replays_through_fair_transit() {
     });
     cfg.workers.pin = false;
     cfg.run = Default::default();
-    let s = runtime::start(cfg).unwrap().wait().unwrap();
+    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     assert_eq!(s.rx(), 128);
     assert_eq!(s.drops().total(), 0);
     assert_eq!(read_capture(&output).len(), 128);
