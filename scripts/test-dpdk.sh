@@ -18,4 +18,6 @@ if ! pkg-config --exists libdpdk 2>/dev/null || ! command -v clang >/dev/null; t
 fi
 
 cargo test -p runtime --features dpdk --test dpdk --test dpdk_af_packet -- --test-threads=1 --nocapture
-cargo build -p router --features dpdk
+# The DPDK router managed live by `ctl` (the test runs both binaries).
+cargo build -p ctl
+cargo test -p router --features dpdk --test dpdk_live -- --nocapture

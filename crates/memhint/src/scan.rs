@@ -3,8 +3,8 @@
 //! Open-addressing tables with one tag byte per slot (FlowPolice's flow table)
 //! ask, per lookup, "which of these 32 slots carry my tag, and which are
 //! empty (tag 0)?". Done eight bytes at a time with SWAR arithmetic that costs
-//! about 35 instructions per word inside a packet loop (measured with
-//! callgrind, BENCHMARKS.md "Session 5c"); SSE2 answers it for 32 bytes with
+//! about 35 instructions per word inside a packet loop (counted with
+//! callgrind on the FlowPolice request benchmark); SSE2 answers it for 32 bytes with
 //! two loads, four compares and four mask moves. SSE2 is in the x86_64
 //! baseline, but Rust only lets its intrinsics be called from `unsafe` code
 //! (or from `#[target_feature]` functions, which are themselves unsafe to

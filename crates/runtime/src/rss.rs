@@ -4,14 +4,13 @@
 //! software backends do the same job with this hash so that all packets of a
 //! flow (same addresses, protocol and ports) reach the same worker and its
 //! state shard. The hash is not Toeplitz-compatible: it only needs to be
-//! stable and well mixed. Non-IP frames hash over their first 64 bytes.
+//! stable and well mixed. Frames are read with the packet crate's Ethernet
+//! view, as the `parse` stage reads them (one 802.1Q tag; stacked tags are
+//! not unwrapped); frames that are not IPv4/IPv6 there hash over their
+//! first 64 bytes.
 
+use packet::ethernet::{ethertype, Ethernet};
 use packet::field::be16;
-
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
-const ETH_VLAN: u16 = 0x8100;
-const ETH_QINQ: u16 = 0x88a8;
 
 #[inline]
 fn mix(h: u64, v: u64) -> u64 {
@@ -43,18 +42,12 @@ fn bytes_hash(h: u64, b: &[u8]) -> u64 {
 
 /// The flow hash of an Ethernet frame (never panics, on any input).
 pub fn flow_hash(frame: &[u8]) -> u32 {
-    if frame.len() < 14 {
+    let Ok(eth) = Ethernet::new_checked(frame) else {
         return finish(bytes_hash(1, frame));
-    }
-    let mut off = 12;
-    let mut ethertype = be16(frame, off);
-    while (ethertype == ETH_VLAN || ethertype == ETH_QINQ) && frame.len() >= off + 6 {
-        off += 4;
-        ethertype = be16(frame, off);
-    }
-    let l3 = off + 2;
-    match ethertype {
-        ETH_IPV4 if frame.len() >= l3 + 20 => {
+    };
+    let l3 = eth.header_len();
+    match eth.ethertype() {
+        ethertype::IPV4 if frame.len() >= l3 + 20 => {
             let ip = &frame[l3..];
             let ihl = usize::from(ip[0] & 0x0f) * 4;
             let proto = ip[9];
@@ -66,7 +59,7 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
             }
             finish(h)
         }
-        ETH_IPV6 if frame.len() >= l3 + 40 => {
+        ethertype::IPV6 if frame.len() >= l3 + 40 => {
             let ip = &frame[l3..];
             let next = ip[6];
             let mut h = mix(3, u64::from(next));
@@ -93,7 +86,7 @@ mod tests {
 
     fn udp4(src: [u8; 4], sport: u16, ttl: u8) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 8];
-        f[12..14].copy_from_slice(&ETH_IPV4.to_be_bytes());
+        f[12..14].copy_from_slice(&ethertype::IPV4.to_be_bytes());
         f[14] = 0x45;
         f[14 + 8] = ttl;
         f[14 + 9] = 17;
@@ -108,6 +101,22 @@ mod tests {
         assert_eq!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 1], 5, 3)));
         assert_ne!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 1], 6, 64)));
         assert_ne!(flow_hash(&udp4([10, 0, 0, 1], 5, 64)), flow_hash(&udp4([10, 0, 0, 9], 5, 64)));
+    }
+
+    #[test]
+    fn tagged_frames_hash_like_the_parse_stage_reads_them() {
+        let plain = udp4([10, 0, 0, 1], 5, 64);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        tagged.extend_from_slice(&plain[12..]);
+        assert_eq!(flow_hash(&tagged), flow_hash(&plain), "one 802.1Q tag is read through");
+        // Stacked tags are not unwrapped (as in `packet::ethernet`): the
+        // frame hashes as bytes, and a truncated one does not panic.
+        let mut qinq = tagged[..12].to_vec();
+        qinq.extend_from_slice(&[0x88, 0xa8, 0x00, 0x01]);
+        qinq.extend_from_slice(&tagged[12..]);
+        let _ = flow_hash(&qinq);
+        let _ = flow_hash(&tagged[..15]);
     }
 
     #[test]

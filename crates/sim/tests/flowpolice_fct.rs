@@ -50,7 +50,7 @@ fn flowpolice_turns_denial_of_service_into_a_small_fct_increase() {
 
 #[test]
 fn transfers_started_in_the_attacks_first_period_complete() {
-    // The lockout of issue 6: transfers start in the flood's first period,
+    // The lockout of new flows: transfers start in the flood's first period,
     // before anything is throttled, so the router classifies them
     // misbehaving on losses the flood caused. Under the default policy they
     // back off (retransmission timeouts), are released and complete; under
