@@ -38,10 +38,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut b = tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
-        .type_attribute(".", "#[derive(serde::Serialize)]");
+        .type_attribute(".", "#[derive(serde::Serialize)]")
+        // Read back from a stage's live parameters (`FlowPoliceControl.GetParams`).
+        .type_attribute(".ddos.control.v1.FlowPoliceParams", "#[derive(serde::Deserialize)]");
     for m in SHARED {
         b = b.extern_path(format!(".ddos.control.v1.{m}"), format!("::control::pb::{m}"));
     }
     b.compile_fds(fds)?;
+    // A build whose protocols have no service (e.g. only `scion`) still
+    // includes the module, empty.
+    let generated = out.join("ddos.control.v1.rs");
+    if !generated.exists() {
+        std::fs::write(generated, "")?;
+    }
     Ok(())
 }

@@ -7,9 +7,10 @@
 //! size and the time of a second burst (period roll-over, reclaim).
 #![no_main]
 
+use flowpolice::config::{Config, LinkLayer};
 use flowpolice::puzzle::SeedChain;
-use flowpolice::stage::{Config, FlowPolice, LinkLayer};
 use flowpolice::CapabilityKey;
+use flowpolice::FlowPolice;
 use libfuzzer_sys::fuzz_target;
 use pipeline::{Batch, Now, Proto, Stage, Verdict, L3};
 

@@ -13,10 +13,11 @@
 use std::cell::{Cell, RefCell};
 
 use libfuzzer_sys::fuzz_target;
-use packet::scion::{sibra_fields, sibra_fields_memo, SibraShape};
+use packet::scion::sibra_fields;
 use pipeline::{Batch, Now, Pipeline, Stage, Verdict};
 use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
 use sibra::host::{self, ActiveBlock};
+use sibra::layout::{sibra_fields_memo, SibraShape};
 use sibra::monitor::{CoreConfig, CoreMonitor, EdgeConfig, EdgeMonitor};
 use sibra::stage::{InterfaceTable, RouterConfig, SibraControl, SibraEdge, SibraTransit};
 use sibra::token::{issue_chain, Key, SofKeys};

@@ -15,7 +15,7 @@ use packet::{HostAddr, Ia};
 use pipeline::{Batch, Now, Parse, ParseConfig, Pipeline, Verdict};
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
-use zlane::gateway::OverusePolicy;
+use zlane::config::OverusePolicy;
 use zlane::{Gateway, GatewayConfig, ZlaneGateway};
 
 const NOW_NS: u64 = 1_700_000_000_000_000_000;
@@ -69,7 +69,7 @@ fn template() -> Vec<u8> {
         src_host: host,
     };
     let k = Cmac::new(&Key::from([9; 16]));
-    zlane::endhost::epic_packet(&hdr, &path(), &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap()
+    zlane::host::epic_packet(&hdr, &path(), &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap()
 }
 
 fuzz_target!(|data: &[u8]| {

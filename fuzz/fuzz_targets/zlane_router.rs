@@ -11,7 +11,7 @@ use packet::{HostAddr, Ia};
 use pipeline::{Batch, Egress, Now, Pipeline, Verdict};
 use scion::build::{self, HopSpec};
 use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
-use zlane::config::{Origin, Rate, RouterConfig};
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
 use zlane::keys::{SvKeys, EPIC_Z_PROTOCOL};
 use zlane::{Classifier, Gateway, GatewayConfig, Scheduler, SchedulerConfig, ZlaneClassify};
 
@@ -48,8 +48,7 @@ fn template() -> Vec<u8> {
     };
     let s = sv();
     let k = s.derive(SRC).host_cmac(EPIC_Z_PROTOCOL, 0, host.as_bytes());
-    let mut pkt =
-        zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap();
+    let mut pkt = zlane::host::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap();
     let mut gw = Gateway::new(GatewayConfig { host_capacity: 16, ..Default::default() }).unwrap();
     gw.set_as_key(TRANSIT, &Key::from(s.derive_key(SRC)));
     for h in path.hops() {
@@ -86,7 +85,10 @@ fuzz_target!(|data: &[u8]| {
     let now = Now::from_unix_ns(NOW_NS);
     let cfg = RouterConfig {
         local_ia: TRANSIT,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(100_000_000))), (Origin::Isd(2), None)],
+        rates: vec![
+            RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(100_000_000)) },
+            RateConfig { origin: Origin::Isd(2), rate: None },
+        ],
         ..Default::default()
     };
     let classify = ZlaneClassify::new(Classifier::new(&cfg, sv(), now.mono_ns).unwrap());

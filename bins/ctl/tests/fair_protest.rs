@@ -58,14 +58,9 @@ fn trust() -> TrustStore {
 }
 
 /// The data key of `epoch` as the `fair-transit` stage derives it from its
-/// master `data_key` (CMAC(master, "fair-data-key" ‖ u64 epoch), documented
-/// in the runtime's FAIR entries).
+/// master `data_key`.
 fn data_key(epoch: u64) -> mac::Aes {
-    let mut m = [0u8; 21];
-    m[..13].copy_from_slice(b"fair-data-key");
-    m[13..].copy_from_slice(&epoch.to_be_bytes());
-    let k = mac::Key::from(mac::Cmac::new(&mac::Key::from(DATA_KEY)).mac(&m));
-    mac::Aes::new(&k)
+    mac::Aes::new(&fair::keys::data_epoch_key(&mac::Key::from(DATA_KEY), epoch))
 }
 
 /// A complete policy AS 100 → (AS 101) → `dst` set up at `t0`: CIR 10 kB/s,
@@ -73,7 +68,7 @@ fn data_key(epoch: u64) -> mac::Aes {
 fn policy(dst: u32, t0: u64) -> PolicyPacket {
     let t = trust();
     let req = setup_initiate(&Signer::from_seed(seed(SRC)), SRC, dst, vec![ME], t0);
-    let ring = adapters::fair::protest::control_key_ring(&mac::Key::from(CTRL_KEY), 86_400, t0);
+    let ring = fair::keys::control_key_ring(&mac::Key::from(CTRL_KEY), 86_400, t0);
     let b1 = setup_relay(&req.encode(), ME, &ring, None, t0).unwrap();
     let g = Grant { cir: 10_000, cbs: 20_000, expiration: t0 + 7200, l_min: 100 };
     setup_complete(&b1, dst, &Signer::from_seed(seed(dst)), &t, g, t0).unwrap()

@@ -282,8 +282,8 @@ async fn live_reconfiguration_auth_validation_and_flood() {
 }
 
 /// A Z-Lane border-router pipeline: per-AS rates changed through `ctl`,
-/// validated by the stage's own constructor, applied between bursts while
-/// the stage keeps processing (its counters survive the swap).
+/// validated by the stage's own configuration checks, applied in place
+/// between bursts while the stage keeps processing (its counters carry on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlane_as_rates_are_changed_live() {
     let env = common::start(
@@ -355,7 +355,7 @@ async fn zlane_as_rates_are_changed_live() {
     let (ok, out, _) = ctl(&env, &["zlane", "remove-rate", "--isd", "2"]);
     assert!(ok && out.contains("generation 3"), "{out}");
 
-    // The swapped stage keeps processing; its counters carried over.
+    // The stage kept processing through the changes; its counters carried on.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let c1 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
     assert!(stage_packets(&c1) > stage_packets(&c0), "{c0:?} -> {c1:?}");

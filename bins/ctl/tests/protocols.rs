@@ -97,7 +97,7 @@ async fn zlane_as_rate_change_shows_in_class_counters() {
         ctl(&env, &["zlane", "set-rate", "--ia", "1-ff00:0:111", "--bps", "1000000"]);
     assert!(ok, "{err}");
     assert!(out.starts_with("applied on 1 workers"), "{out}");
-    // Let the fresh bucket's burst drain, then measure.
+    // The bucket keeps its level (at most its burst): let that drain, then measure.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let a = counters(&c).await;
     let t = std::time::Instant::now();
@@ -208,6 +208,77 @@ async fn drkey_secret_install_is_listed() {
     assert_eq!(e.code(), Code::Unauthenticated);
 }
 
+/// Z-Lane gateway: a host prefix's rate changed through `ctl` edits the
+/// stage's `prefixes` and applies in place: a host dropped over its 1 Mbit/s
+/// is (all but) no longer dropped at 50 Mbit/s (its bucket carried over,
+/// retuned).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlane_gateway_host_rate_changes_in_place() {
+    let env = start(
+        "zlane-gateway",
+        r#"
+        [io]
+        backend = "synthetic"
+        [io.synthetic]
+        pacing = "wall"
+        [[io.synthetic.traffic]]
+        name = "host"
+        port = 0
+        rate_pps = 5000
+        flows = 1
+        template = "epic-z"
+        src_ia = "1-ff00:0:111"
+        src_host = "10.66.0.1"
+        fwd_key = "000102030405060708090a0b0c0d0e0f"
+        sv = "f0e0d0c0b0a090807060504030201000"
+        size = 200
+        [workers]
+        count = 1
+        pin = false
+        [[ports]]
+        id = 0
+        [[ports]]
+        id = 1
+        [[pipeline]]
+        kind = "parse"
+        [[pipeline]]
+        kind = "zlane-gateway"
+        overuse = "drop"
+        burst = 30000               # wall pacing emits in bursts
+        prefixes = [{ prefix = "10.66.0.0/16", bps = 1000000 }]
+        [[pipeline]]
+        kind = "port-forward"
+        port = 1
+        "#,
+    );
+    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let dropped = |c: &pb::Counters| c.stages[1].drops.iter().map(|d| d.packets).sum::<u64>();
+    let win = Duration::from_millis(300);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // 5000 pps × 158 B = 6.3 Mbit/s against 1 Mbit/s: most are dropped.
+    let a = counters(&c).await;
+    tokio::time::sleep(win).await;
+    let b = counters(&c).await;
+    let before = dropped(&b) - dropped(&a);
+    assert!(before > 500, "{b:?}");
+
+    let (ok, out, err) = ctl(&env, &["zlane", "gateway-host-rate", "10.66.0.0/16", "50000000"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("applied on 1 workers (generation 1)"), "{out}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a = counters(&c).await;
+    tokio::time::sleep(win).await;
+    let b = counters(&c).await;
+    let after = dropped(&b) - dropped(&a);
+    assert!(after * 20 < before, "within 50 Mbit/s: {after} dropped, before {before}: {b:?}");
+    assert!(b.stages[1].packets > a.stages[1].packets);
+    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let params = &st.stages[1].params_toml;
+    assert!(params.contains("bps = 50000000") && !params.contains("bps = 1000000"), "{params}");
+    let (ok, _, err) = ctl(&env, &["zlane", "gateway-host-rate", "10.66.0.1/16", "1"]);
+    assert!(!ok && err.contains("InvalidArgument") && err.contains("host bits"), "{err}");
+}
+
 /// FlowPolice: Algorithm-1 parameters changed in place; the flow table is
 /// the same one (its statistics carry on) and the new values are read back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,9 +333,17 @@ async fn flowpolice_params_change_in_place() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().contains("`beta`"), "{}", e.message());
+    assert!(e.message().contains("params.beta`"), "{}", e.message());
     let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
     assert_eq!(st.generation, 1);
+    // The stored configuration shows the change.
+    let params = &st.stages[1].params_toml;
+    assert!(params.contains("delta = 9") && params.contains("s_th = 50"), "{params}");
+    // Values already in effect (set, or the default period): nothing changes.
+    let (ok, out, err) =
+        ctl(&env, &["flowpolice", "set-params", "--delta", "9", "--period-ms", "3000"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("unchanged") && out.contains("generation 1"), "{out}");
     // The stage was not rebuilt: its own counters kept counting from before.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let c1 = counters(&c).await;
@@ -342,23 +421,38 @@ async fn fair_key_rotation_and_policy() {
     );
     assert!(!ok && err.contains("InvalidArgument") && err.contains("does not follow"), "{err}");
 
-    let (ok, out, err) = ctl(
-        &env,
-        &[
-            "fair",
-            "set-policy",
-            "--prefix",
-            "10.2.0.0/16",
-            "--cir-bps",
-            "2000000",
-            "--cbs-bytes",
-            "3000",
-        ],
-    );
+    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let stamped = |c: &pb::Counters| named(c, "stage 1", "stamped");
+    let c0 = counters(&c).await;
+    assert!(stamped(&c0) > 0, "the plain traffic goes to the channel's prefix");
+    let set = |cir: &str, cbs: &str| {
+        let args = ["fair", "set-policy", "--prefix", "10.2.0.0/16", "--cir-bps", cir];
+        ctl(&env, &[&args[..], &["--cbs-bytes", cbs]].concat())
+    };
+    let (ok, out, err) = set("2000000", "3000");
     assert!(ok, "{err}");
     assert!(out.contains("generation 2"), "{out}");
     let (ok, out, _) = ctl(&env, &["fair", "channels"]);
     assert!(ok && out.contains("CIR 2000000 bit/s CBS 3000 bytes"), "{out}");
+    // The stored configuration shows the policy; the same policy again is a no-op.
+    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let params = &st.stages[1].params_toml;
+    assert!(
+        params.contains("cir_bps = 2000000") && params.contains("cbs_bytes = 3000"),
+        "{params}"
+    );
+    let (ok, out, err) = set("2000000", "3000");
+    assert!(ok, "{err}");
+    assert!(out.contains("unchanged") && out.contains("generation 2"), "{out}");
+    // Refused like the configuration file, with the key; nothing changes.
+    let (ok, _, err) = set("2000000", "1000");
+    assert!(
+        !ok && err.contains("InvalidArgument") && err.contains("channels[0].cbs_bytes"),
+        "{err}"
+    );
+    // Changed in place: the stage's counters went on counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(stamped(&counters(&c).await) > stamped(&c0));
     let (ok, _, err) = ctl(
         &env,
         &[
@@ -462,6 +556,16 @@ async fn sibra_admit_list_revoke_and_split() {
     assert!(ok && out.contains("reservations kept"), "{out}{err}");
     let (ok, out, _) = ctl(&env, &["sibra", "link-split"]);
     assert!(ok && out.contains("steady 0% ephemeral 90% best effort 10%"), "{out}");
+    // The split is a stage parameter: stored (shown by status), and setting
+    // it again changes nothing.
+    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let params = &st.stages[1].params_toml;
+    assert!(params.contains("steady = 0") && params.contains("ephemeral = 90"), "{params}");
+    let split =
+        pb::LinkSplit { steady_percent: 0.0, ephemeral_percent: 90.0, best_effort_percent: 10.0 };
+    let again = c.sibra().set_link_split(split).await.unwrap().into_inner();
+    assert!(again.detail.contains("unchanged"), "{again:?}");
+    assert_eq!(again.generation, st.generation, "{again:?}");
     let (ok, out, _) = ctl(&env, &args("admit-steady", "8", "8"));
     assert!(ok && out.starts_with("denied on 0 workers"), "{out}");
     let (ok, out, _) = ctl(&env, &["sibra", "list"]);
@@ -486,7 +590,7 @@ async fn sibra_admit_list_revoke_and_split() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(e.message(), "the shares sum to 110%, more than 100%");
+    assert_eq!(e.message(), "key `pipeline[1].split`: the shares sum to 110%, more than 100%");
     // Forwarding went on throughout.
     let c1 = counters(&c).await;
     assert!(c1.tx > cn.tx && c1.ports.iter().all(|p| p.drops.is_empty()), "{c1:?}");

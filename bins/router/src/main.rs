@@ -23,7 +23,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Runs the router until Ctrl-C, the end of its input, or a limit.
+    /// Runs the router until Ctrl-C or SIGTERM, the end of its input, or a limit.
     Run {
         /// The router's TOML configuration.
         config: PathBuf,
@@ -91,10 +91,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => v * 60.0,
         _ => return Err(format!("unknown unit `{unit}` (ns, us, ms, s, min)")),
     };
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err("duration must be non-negative".into());
+    let max = runtime::limits::MAX_DURATION_MS as f64 / 1e3;
+    if !(secs.is_finite() && (0.0..=max).contains(&secs)) {
+        return Err(format!("`{s}` is not a duration between 0 and a year"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -137,6 +138,9 @@ fn check(path: &std::path::Path) -> ExitCode {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -321,14 +325,22 @@ fn run(
         },
         None => None,
     };
+    // SIGINT and SIGTERM stop the workers after their burst; the summary is
+    // printed, captures flushed and ports closed. A second signal while
+    // stopping exits at once (a stuck shutdown).
     let stop = plane.stop_flag();
     let mut interrupted = false;
-    if let Err(e) =
-        ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))
-    {
-        eprintln!("warning: no Ctrl-C handler: {e}");
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let handlers = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()));
+        if let Err(e) = handlers {
+            eprintln!("warning: no handler for signal {sig}: {e}");
+        }
     }
-    eprintln!("router `{name}` running (Ctrl-C to stop)");
+    for w in plane.warnings() {
+        eprintln!("warning: {w}");
+    }
+    eprintln!("router `{name}` running (Ctrl-C or SIGTERM to stop)");
     let started = Instant::now();
     let mut prev = plane.snapshot();
     let mut prev_t = started;
@@ -357,7 +369,11 @@ fn run(
     };
     match plane.into_router().wait() {
         Ok(s) => {
-            print!("{}", summary(&name, &s, wall, interrupted));
+            // A closed standard output (`| head`) is not an error here.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stdout().lock(),
+                summary(&name, &s, wall, interrupted).as_bytes(),
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -377,6 +393,7 @@ fn control_config(
             control::ControlConfig::from_toml(t)
                 .and_then(|c| {
                     <adapters::All as control::Services>::check(&c)?;
+                    c.check_resources()?;
                     Ok(c)
                 })
                 .map_err(|e| format!("{}: key `control`: {e}", cfg.source.display()))
@@ -445,7 +462,7 @@ fn summary(name: &str, s: &Snapshot, wall: Duration, interrupted: bool) -> Strin
         if interrupted { "stopped" } else { "finished" },
         run.as_secs_f64(),
         wall.as_secs_f64(),
-        if interrupted { " by Ctrl-C" } else { "" }
+        if interrupted { " by a signal" } else { "" }
     );
     let _ = writeln!(
         o,

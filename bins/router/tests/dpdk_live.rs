@@ -157,8 +157,8 @@ token_file = "{}"
     let stalled = rate(&addr, Duration::from_secs(1));
     assert!(stalled < 500.0, "port 1 still sends {stalled:.0} pps after the map change");
 
-    // Ctrl-C equivalent: stop and collect the summary.
-    let _ = Command::new("kill").arg("-INT").arg(router.0.id().to_string()).status();
+    // SIGTERM (what a service manager sends) drains and prints the summary.
+    let _ = Command::new("kill").arg("-TERM").arg(router.0.id().to_string()).status();
     let out = router.0.wait_with_output_ref();
     assert!(out.contains("tx"), "no summary: {out}");
 }

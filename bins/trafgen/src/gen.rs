@@ -1,7 +1,7 @@
 //! The generator: merges the groups' emission schedules in time order and
 //! builds each packet from the runtime's protocol templates (which run the
 //! protocols' end-host logic: `flowpolice::host::Sender`, `sibra::host`,
-//! `zlane::endhost` and the Z-Lane gateway, FAIR source stamping).
+//! `zlane::host` and the Z-Lane gateway, FAIR source stamping).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -7,7 +7,7 @@
 //!   protocols' end-host logic: FlowPolice requests with solved puzzles and
 //!   regular packets carrying the echoed capability (`flowpolice::host`),
 //!   SIBRA ephemeral reservations with their SOF chain (`sibra::host`),
-//!   EPIC-Z packets with host-level HVFs (`zlane::endhost`) or through the
+//!   EPIC-Z packets with host-level HVFs (`zlane::host`) or through the
 //!   source AS's Z-Lane gateway, FAIR packets stamped by the source stage
 //!   (`fair::source`). Attackers are the same templates with forged MACs,
 //!   HVFs, tokens, capabilities or puzzles, plus the generator's behaviours:

@@ -36,7 +36,6 @@ use pipeline::PacketBuf;
 use runtime::{Registry, Templates};
 
 mod params;
-mod rebuilt;
 
 /// Messages, clients and servers generated from the adapters' `.proto` files.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -1,12 +1,6 @@
-//! Parsing helpers shared by the adapters: key material, AS numbers.
+//! Parsing helpers shared by the adapters: AS numbers, error keys.
 
 use runtime::ConfigError;
-
-/// Parses 16 bytes of key material from hex (at `key`).
-pub(crate) fn key16(key: &str, hex_str: &str) -> Result<[u8; 16], ConfigError> {
-    let v = hex::decode(hex_str.trim()).map_err(|e| config_err(key, e))?;
-    v.try_into().map_err(|_| ConfigError::at(key, "needs 32 hex digits (16 bytes)"))
-}
 
 /// An ISD-AS such as `1-ff00:0:110` (at `key`).
 #[cfg_attr(not(feature = "scion"), allow(dead_code))]

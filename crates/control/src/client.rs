@@ -196,27 +196,36 @@ impl Show for pb::Counters {
 }
 
 /// Prints a reply (human or JSON) or the error; returns `ctl`'s exit status:
-/// 0 on success, 2 if the router refused the request.
+/// 0 on success, 2 if the router refused the request. A closed standard
+/// output (`ctl ... | head -1`) ends the output quietly, as Unix tools do.
 pub fn print<T: Show>(
     json: bool,
     r: Result<tonic::Response<T>, tonic::Status>,
 ) -> std::process::ExitCode {
+    use std::io::Write;
     use std::process::ExitCode;
     match r {
         Ok(r) => {
             let m = r.into_inner();
-            if json {
+            let text = if json {
                 match serde_json::to_string_pretty(&m) {
-                    Ok(s) => println!("{s}"),
+                    Ok(s) => s,
                     Err(e) => {
                         eprintln!("error: encoding JSON: {e}");
                         return ExitCode::from(2);
                     }
                 }
             } else {
-                println!("{}", m.human().trim_end());
+                m.human().trim_end().to_string()
+            };
+            let mut out = std::io::stdout().lock();
+            match writeln!(out, "{text}").and_then(|()| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: writing the reply: {e}");
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
             }
-            ExitCode::SUCCESS
         }
         Err(s) => {
             if json {

@@ -47,6 +47,10 @@ pub struct ControlConfig {
     /// Concurrent requests per connection (bounds what a flood can queue).
     #[serde(default = "default_concurrency")]
     pub concurrency_limit: usize,
+    /// Serve `/metrics` (unauthenticated) on a non-loopback address; refused
+    /// without this, so that counters are not published by accident.
+    #[serde(default)]
+    pub public_metrics: bool,
     /// `[control.<protocol>]` tables (e.g. `[control.fair]`), each read by
     /// that protocol's control service ([`crate::Services`]).
     #[serde(skip)]
@@ -87,6 +91,7 @@ impl Default for ControlConfig {
             reflection: true,
             apply_timeout_ms: default_apply_timeout(),
             concurrency_limit: default_concurrency(),
+            public_metrics: false,
             protocols: BTreeMap::new(),
         }
     }
@@ -140,11 +145,36 @@ impl ControlConfig {
                 ));
             }
         }
-        if self.apply_timeout_ms == 0 {
-            return Err(err("apply_timeout_ms", "must be at least 1"));
+        if !(1..=60_000).contains(&self.apply_timeout_ms) {
+            return Err(err("apply_timeout_ms", "must be in 1..=60000"));
         }
-        if self.concurrency_limit == 0 {
-            return Err(err("concurrency_limit", "must be at least 1"));
+        if !(1..=4096).contains(&self.concurrency_limit) {
+            return Err(err("concurrency_limit", "must be in 1..=4096"));
+        }
+        if let Some(m) = self.metrics_listen {
+            if !m.ip().is_loopback() && !self.public_metrics {
+                return Err(err(
+                    "metrics_listen",
+                    "serves counters without authentication: use a loopback address, or set \
+                     public_metrics = true to publish them on purpose",
+                ));
+            }
+            if m == self.listen && m.port() != 0 {
+                return Err(err("metrics_listen", "is the same address as `listen`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what `validate` cannot see from the table: the token file
+    /// exists, is readable and holds an acceptable token (what serving
+    /// would need; `router check` runs it).
+    pub fn check_resources(&self) -> Result<(), ControlConfigError> {
+        if let Some(f) = &self.token_file {
+            crate::auth::Auth::from_file(f).map_err(|e| ControlConfigError {
+                key: "token_file".into(),
+                reason: format!("`{}`: {}", e.file, e.reason),
+            })?;
         }
         Ok(())
     }

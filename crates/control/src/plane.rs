@@ -120,6 +120,11 @@ impl Plane {
         self.router().stop_flag()
     }
 
+    /// What the router's configuration check warned about.
+    pub fn warnings(&self) -> Vec<String> {
+        self.router().warnings().to_vec()
+    }
+
     /// Whether every worker has finished.
     pub fn is_finished(&self) -> bool {
         self.router().is_finished()

@@ -14,8 +14,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use drkey::{Epoch, Level1Cache, Protocol, SecretValue};
-use packet::{HostAddr, Ia};
+use drkey::{Epoch, HostAddr, Ia, Level1Cache, Protocol, SecretValue};
 
 /// On-CPU nanoseconds of this thread so far (Linux), if available.
 fn cpu_ns() -> Option<u64> {
@@ -53,20 +52,15 @@ fn bench(c: &mut Criterion) {
         warm.level1(epoch, ia).unwrap();
     }
     let mut i = 0usize;
-    g.bench_function("level2_warm_v4", |b| {
-        b.iter(|| {
-            i = (i + 1) & 63;
-            let l1 = warm.level1(epoch, black_box(ias[i])).unwrap();
-            l1.host_as(black_box(&v4))
-        })
-    });
-    g.bench_function("level2_warm_v6", |b| {
-        b.iter(|| {
-            i = (i + 1) & 63;
-            let l1 = warm.level1(epoch, black_box(ias[i])).unwrap();
-            l1.host_as(black_box(&v6))
-        })
-    });
+    for (name, host) in [("level2_warm_v4", &v4), ("level2_warm_v6", &v6)] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                i = (i + 1) & 63;
+                let l1 = warm.level1(epoch, black_box(ias[i])).unwrap();
+                l1.host_as(black_box(host))
+            })
+        });
+    }
     g.bench_function("level2_warm_generic_v4", |b| {
         b.iter(|| {
             i = (i + 1) & 63;

@@ -22,6 +22,19 @@ pub fn prf(key: &Aes, input: &Input) -> Key {
     Key::from(key.cbc_mac_blocks(input.blocks()))
 }
 
+/// The level-1 key `K_{A→B}` towards `dst` from the raw 16-byte secret value
+/// `SV_A` (as the control service hands it out) = PRF_SV(`0x00` ‖ IA(B)).
+///
+/// Level 1 depends on the SV bytes and `dst` only, not on the SV's protocol
+/// or epoch: this equals [`SecretValue::level1_key`] of any `SecretValue`
+/// holding `sv_key`. It expands the SV's AES key for this one derivation;
+/// to derive many keys, keep a [`SecretValue`] or a
+/// [`Level1Cache`](crate::Level1Cache). [`Level1::new`] expands the result
+/// for level-2 derivations.
+pub fn level1_from_sv_key(sv_key: &Key, dst: Ia) -> Key {
+    prf(&Aes::new(sv_key), &input::level1(dst))
+}
+
 /// A level-0 secret value `SV_A` for one protocol and epoch, with its AES key
 /// schedule expanded once. Zeroized on drop; `Debug` prints no key material.
 #[derive(Clone)]

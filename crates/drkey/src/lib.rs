@@ -4,12 +4,15 @@
 //! Sans-IO: no clocks, sockets or entropy; the caller passes Unix time in
 //! nanoseconds (the pipeline's `Now::unix_ns`) and random seeds.
 //!
+//! The types a caller names ([`Key`], [`Ia`], [`HostAddr`]) are re-exported
+//! here, so this crate is the only dependency an embedding router needs.
+//!
 //! # Hierarchy
 //!
 //! | level | key | derivation |
 //! |---|---|---|
 //! | 0 | `SV_A` ([`SecretValue`]) | PBKDF2-HMAC-SHA256 of the AS master secret, see [`SecretValue::derive`] |
-//! | 1 | `K_{A→B}` ([`Level1`]) | PRF_SV(`0x00` ‖ IA(B)) |
+//! | 1 | `K_{A→B}` ([`Level1`]) | PRF_SV(`0x00` ‖ IA(B)) ([`SecretValue::level1_key`], [`level1_from_sv_key`]) |
 //! | 2 | `K_{A→B:H_B}` AS-host | PRF_{K_{A→B}}(`0x01` ‖ `0x0T` ‖ H_B) ([`Level1::as_host`]) |
 //! | 2 | `K_{A:H_A→B}` host-AS | PRF_{K_{A→B}}(`0x02` ‖ `0x0T` ‖ H_A) ([`Level1::host_as`]) |
 //! | 3 | `K_{A:H_A→B:H_B}` host-host | PRF_{K_{A:H_A→B}}(`0x03` ‖ `0x0T` ‖ H_B) ([`HostAs::host_host`]) |
@@ -54,8 +57,8 @@
 //! (epoch, source IA), then one or two AES blocks for the host:
 //!
 //! ```
-//! use drkey::{Epoch, EpochSchedule, Level1Cache, Protocol, SecretValue, DEFAULT_GRACE_NS};
-//! use packet::{HostAddr, Ia};
+//! use drkey::{Epoch, EpochSchedule, HostAddr, Ia, Level1Cache, Protocol, SecretValue};
+//! use drkey::DEFAULT_GRACE_NS;
 //!
 //! // Control path (between bursts): derive this epoch's SV and install it.
 //! let schedule = EpochSchedule::new(86_400, DEFAULT_GRACE_NS)?;
@@ -79,6 +82,26 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Keys from the control service
+//!
+//! A router that receives the raw 16-byte secret value (rather than the
+//! master secret) derives level 1 from it directly:
+//!
+//! ```
+//! use drkey::{level1_from_sv_key, HostAddr, Ia, Key, Level1};
+//!
+//! let sv = Key::from_hex("1d09ad168cb608dd35bfd86e2fcd4fa5").unwrap();
+//! let src_ia: Ia = "1-ff00:0:111".parse()?;
+//! let l1 = level1_from_sv_key(&sv, src_ia);
+//! assert_eq!(l1, Key::from_hex("3cd24ac2e695577cb95838b746b087d9").unwrap());
+//! // Expanded once, it derives the level-2 keys of that AS's hosts.
+//! let as_host = Level1::new(&l1).as_host(&HostAddr::V4([10, 0, 0, 1]));
+//! assert_eq!(as_host, Key::from_hex("3f3d3aa417171a741d4deae90ea0d701").unwrap());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! (The values are SCION's reference samples, `tests/data/drkey-sample.json`.)
+//!
 //! # Secrets
 //!
 //! [`SecretValue`], [`Level1`], [`HostAs`] and the returned [`Key`]s are
@@ -98,12 +121,19 @@ pub mod epoch;
 pub mod input;
 
 pub use cache::{CacheStats, Level1Cache};
-pub use derive::{prf, HostAs, Level1, SecretValue};
+pub use derive::{level1_from_sv_key, prf, HostAs, Level1, SecretValue};
 pub use epoch::{
     Epoch, EpochSchedule, Selection, DEFAULT_GRACE_NS, MAX_EPOCH_SECS, MIN_EPOCH_SECS, NS_PER_SEC,
 };
 pub use input::{KeyType, Protocol};
+/// A 128-bit key: secret values and derived keys (zeroized on drop, never
+/// printed).
 pub use mac::Key;
+/// A host address (IPv4, IPv6 or SCION service address): the `H` of level-2
+/// and level-3 keys.
+pub use packet::HostAddr;
+/// An ISD-AS number: the `B` of a level-1 key `K_{A→B}`.
+pub use packet::Ia;
 
 /// DRKey errors.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]

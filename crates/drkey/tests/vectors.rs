@@ -2,11 +2,11 @@
 //! properties of the hierarchy, the epochs and the cache.
 
 use drkey::{
-    input, Epoch, EpochSchedule, HostAs, Key, Level1, Level1Cache, Protocol, SecretValue,
-    Selection, DEFAULT_GRACE_NS, MAX_EPOCH_SECS, MIN_EPOCH_SECS, NS_PER_SEC,
+    input, level1_from_sv_key, Epoch, EpochSchedule, HostAddr, HostAs, Ia, Key, Level1,
+    Level1Cache, Protocol, SecretValue, Selection, DEFAULT_GRACE_NS, MAX_EPOCH_SECS,
+    MIN_EPOCH_SECS, NS_PER_SEC,
 };
 use mac::{Aes, Block};
-use packet::{HostAddr, Ia};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -50,13 +50,16 @@ fn reference_samples() {
                 SecretValue::derive(&secret, protocol(v), epoch).unwrap().key().clone()
             }
             "level1" => {
+                let dst = field(v, "dst_ia").parse::<Ia>().unwrap();
+                let direct = level1_from_sv_key(&key(field(v, "key")), dst);
                 // The SV derivation's protocol and epoch do not enter level 1.
                 let sv = SecretValue::from_key(
                     key(field(v, "key")),
                     Protocol::GENERIC,
                     Epoch::new(0, MIN_EPOCH_SECS).unwrap(),
                 );
-                sv.level1_key(field(v, "dst_ia").parse::<Ia>().unwrap())
+                assert_eq!(sv.level1_key(dst), direct);
+                direct
             }
             "as_host" => Level1::new(&key(field(v, "key"))).as_host(&host(field(v, "host"))),
             "host_as" => Level1::new(&key(field(v, "key"))).host_as(&host(field(v, "host"))),
@@ -122,6 +125,7 @@ fn hand_computed_from_the_spec() {
     sv_aes.encrypt_block(&mut b0);
     let l1 = derived.level1_key("1-ff00:0:111".parse().unwrap());
     assert_eq!(l1.as_bytes(), &b0);
+    assert_eq!(level1_from_sv_key(&Key::from(sv), "1-ff00:0:111".parse().unwrap()).as_bytes(), &b0);
 
     // Protocol-specific AS-host for 10.0.0.1: 0x01 ‖ 0x00 (IPv4 code) ‖ 0a000001 ‖ padding.
     let l1_aes = Aes::new(&l1);
@@ -248,6 +252,19 @@ proptest! {
             keys[1].as_bytes(),
             &aes.cbc_mac(input::level2(drkey::KeyType::HostAs, &h).as_bytes())
         );
+    }
+
+    /// Level 1 from the raw SV key equals level 1 of any `SecretValue`
+    /// holding it, whatever its protocol and epoch.
+    #[test]
+    fn level1_from_sv_key_ignores_protocol_and_epoch(
+        k in any::<[u8; 16]>(), isd in any::<u16>(), asn in 0u64..1 << 48,
+        p in any::<u16>(), begin in 0u32..4_000_000_000,
+    ) {
+        let epoch = Epoch::new(begin, begin + MIN_EPOCH_SECS).unwrap();
+        let sv = SecretValue::from_key(Key::from(k), Protocol(p), epoch);
+        let ia = Ia::new(isd, asn);
+        prop_assert_eq!(level1_from_sv_key(&Key::from(k), ia), sv.level1_key(ia));
     }
 
     /// Different hosts, even of different types with the same leading bytes,

@@ -32,6 +32,19 @@ impl Codes {
     }
 }
 
+/// The end (exclusive, at most `n`) of the run of items with the key of
+/// `items[s]`: bursts are sealed and checked run by run of one channel or
+/// one key. `s < n <= items.len()`.
+#[inline(always)]
+pub(crate) fn run_end<T>(items: &[T], s: usize, n: usize, key: impl Fn(&T) -> u32) -> usize {
+    let k = key(&items[s]);
+    let mut e = s + 1;
+    while e < n && key(&items[e]) == k {
+        e += 1;
+    }
+    e
+}
+
 /// What a frame starts with when no parse stage has set `meta.l3_off`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Framing {

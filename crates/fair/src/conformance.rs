@@ -68,6 +68,13 @@ impl Lindley {
         Lindley { cir: cir as i128, cbs: cbs as i128, tokens: cbs as i128, start: 0, prev: None }
     }
 
+    /// Changes the policy for the seconds still to come, keeping the level
+    /// (clamped to the new CBS) and the busy period.
+    pub fn set_policy(&mut self, cir: u64, cbs: u64) {
+        (self.cir, self.cbs) = (cir as i128, cbs as i128);
+        self.tokens = self.tokens.min(self.cbs);
+    }
+
     /// Accounts `bytes` in second `t` (> every earlier `t`); returns the violation ending at `t`.
     pub fn push(&mut self, t: u64, bytes: u128) -> Option<Violation> {
         if let Some(p) = self.prev {
@@ -244,6 +251,29 @@ impl Monitor {
     /// The duplicate filter, if enabled (its counters).
     pub fn dup_filter(&self) -> Option<&DupFilter> {
         self.dups.as_deref()
+    }
+
+    /// Changes the policy (CIR, CBS) from the next finalized second on;
+    /// the seconds counted so far and the recursion's level stay.
+    pub fn set_policy(&mut self, cir: u64, cbs: u64) {
+        self.lindley.set_policy(cir, cbs);
+    }
+
+    /// Replaces the duplicate filter by one covering `bits` sequence
+    /// numbers per second (0: none), keeping its counters. The new filter
+    /// starts empty: a duplicate of a packet counted before the change is
+    /// counted once more (over-counting, never under-counting, as for
+    /// sequence numbers outside the window).
+    pub fn set_dup_window(&mut self, bits: u32) {
+        let old = self.dups.take();
+        if bits == 0 {
+            return;
+        }
+        let mut f = DupFilter::new(bits);
+        if let Some(o) = old {
+            (f.duplicates, f.unchecked) = (o.duplicates, o.unchecked);
+        }
+        self.dups = Some(Box::new(f));
     }
 
     /// Finalizes every second `t` with `t + 4 ≤ now`; returns the worst new violation.

@@ -17,6 +17,7 @@ pub const TAG_SLOT_BOUND: u8 = 0x3;
 
 /// What a transit AS's slot MAC covers besides `(len, ts, seqno, nonce)` (§3.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 pub enum MarkBinding {
     /// The paper's input: no addresses (default, faithful).
     #[default]

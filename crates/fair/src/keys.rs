@@ -8,6 +8,16 @@
 //!
 //! Keys live in expanded form ([`mac::Aes`], 176 B, zeroized on drop), which is
 //! the storage the paper's "250 kB for 12 h" figure implies.
+//!
+//! ## Keys derived from a configured master
+//! A router configured with one 16-byte master key per key kind derives the
+//! key of epoch `e` as `CMAC(master, label ‖ e)` (`e` a 64-bit big-endian
+//! number; label `"fair-data-key"` for data keys, [`data_epoch_key`], and
+//! `"fair-ctrl-key"` for control keys K̂, [`control_epoch_key`]). The
+//! derivation makes a configuration reproducible: a verifier handling a
+//! protest re-derives the keys the marking stage used. A deployment that
+//! pushes fresh random keys ([`KeyRing::rotate`], or a control plane's key
+//! rotation) does not need it.
 
 use std::collections::VecDeque;
 
@@ -50,6 +60,17 @@ pub enum KeyError {
     /// The rotation period is shorter than the protocol allows (Δ_K ≥ 8 s).
     #[error("rotation period {0} s is too short (minimum 8 s)")]
     PeriodTooShort(u64),
+    /// A configured key range ends before it starts.
+    #[error("the key range [{from}, {until}) is empty")]
+    EmptyRange {
+        /// First second covered.
+        from: u64,
+        /// End of the covered time (exclusive).
+        until: u64,
+    },
+    /// A configured key range covers more epochs than [`MAX_DERIVED_EPOCHS`].
+    #[error("the key range covers {0} epochs (at most {MAX_DERIVED_EPOCHS})")]
+    TooManyEpochs(u64),
     /// Keys must be installed for consecutive epochs.
     #[error("epoch {got} does not follow the newest installed epoch {newest}")]
     NotConsecutive {
@@ -110,6 +131,24 @@ impl KeyRing {
         }
         self.keys.push_back(DataKey { epoch, aes: Aes::new(key), binding });
         Ok(())
+    }
+
+    /// Appends the keys of `other` that continue this ring (its epochs after
+    /// [`newest`](Self::newest), consecutively), when both rotate with the
+    /// same period: keys installed into a running ring survive the ring's
+    /// replacement by a freshly configured one. Returns how many were kept.
+    pub fn extend_from(&mut self, other: &KeyRing) -> usize {
+        let Some(mut next) = self.newest().map(|e| e + 1) else { return 0 };
+        if other.period != self.period {
+            return 0;
+        }
+        let mut n = 0;
+        while let Some(k) = other.get(next) {
+            self.keys.push_back(k.clone());
+            next += 1;
+            n += 1;
+        }
+        n
     }
 
     /// The newest installed epoch.
@@ -176,6 +215,63 @@ impl KeyRing {
     }
 }
 
+/// Most epochs [`data_key_ring`] derives (100 000: 69 days of 60 s epochs,
+/// 17.6 MB of expanded keys).
+pub const MAX_DERIVED_EPOCHS: u64 = 100_000;
+
+/// `CMAC(master, label ‖ u64 epoch)` (see the module docs).
+fn derive(master: &Key, label: &[u8; 13], epoch: u64) -> Key {
+    let mut msg = [0u8; 21];
+    msg[..13].copy_from_slice(label);
+    msg[13..].copy_from_slice(&epoch.to_be_bytes());
+    Key::from(mac::Cmac::new(master).mac(&msg))
+}
+
+/// The data key of `epoch` derived from `master` (see the module docs).
+pub fn data_epoch_key(master: &Key, epoch: u64) -> Key {
+    derive(master, b"fair-data-key", epoch)
+}
+
+/// The control key K̂ of `epoch` derived from `master` (see the module docs).
+pub fn control_epoch_key(master: &Key, epoch: u64) -> Key {
+    derive(master, b"fair-ctrl-key", epoch)
+}
+
+/// A data-key ring (period `period`, retention `retain`) holding the keys
+/// derived from `master` for every epoch of `[from, until)` (Unix seconds),
+/// at most [`MAX_DERIVED_EPOCHS`].
+pub fn data_key_ring(
+    master: &Key,
+    period: u64,
+    retain: u64,
+    (from, until): (u64, u64),
+    binding: MarkBinding,
+) -> Result<KeyRing, KeyError> {
+    let mut ring = KeyRing::data(period, retain)?;
+    if until <= from {
+        return Err(KeyError::EmptyRange { from, until });
+    }
+    let (first, last) = (ring.epoch_of(from), ring.epoch_of(until - 1));
+    if last - first >= MAX_DERIVED_EPOCHS {
+        return Err(KeyError::TooManyEpochs(last - first + 1));
+    }
+    for e in first..=last {
+        ring.install(e, &data_epoch_key(master, e), binding)?;
+    }
+    Ok(ring)
+}
+
+/// A control-key ring (period `period`) holding the key derived from
+/// `master` for the epoch of `t`: what a relay of this AS used for a policy
+/// set up at `t`.
+pub fn control_key_ring(master: &Key, period: u64, t: u64) -> KeyRing {
+    let mut r = KeyRing::control(period.max(1), u64::MAX);
+    let e = r.epoch_of(t);
+    // The first install into an empty ring cannot fail.
+    let _ = r.install(e, &control_epoch_key(master, e), MarkBinding::Paper);
+    r
+}
+
 /// Deterministic key stream for tests, simulations and benchmarks
 /// (NOT for production: keys must come from the OS CSPRNG).
 #[derive(Clone, Debug)]
@@ -225,6 +321,76 @@ mod tests {
         assert!(ring.for_time(t0).is_none());
         assert!(ring.len() <= 725, "{}", ring.len());
         assert!(KeyRing::data(7, T_M).is_err());
+    }
+
+    fn block_of(k: &DataKey) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        k.aes.encrypt_block(&mut b);
+        b
+    }
+
+    /// Known answers of the derivations (master 00..0f): the key bytes of
+    /// epochs 0 and 29 453 760 (2026-01-01 in 60 s epochs).
+    #[test]
+    fn derived_keys_known_answers() {
+        let m = Key::from([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+        let hex = |k: &Key| k.as_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(&data_epoch_key(&m, 0)), DATA_KAT[0]);
+        assert_eq!(hex(&data_epoch_key(&m, 29_453_760)), DATA_KAT[1]);
+        assert_eq!(hex(&control_epoch_key(&m, 0)), CTRL_KAT[0]);
+        assert_eq!(hex(&control_epoch_key(&m, 20_454)), CTRL_KAT[1]);
+        // The derivation is CMAC(master, label ‖ u64 epoch), nothing else.
+        let mut msg = b"fair-data-key\0\0\0\0\0\0\0\0".to_vec();
+        msg[13..].copy_from_slice(&29_453_760u64.to_be_bytes());
+        assert_eq!(mac::Cmac::new(&m).mac(&msg), *data_epoch_key(&m, 29_453_760).as_bytes());
+    }
+
+    // Computed with another RFC 4493 implementation (Python `cryptography`).
+    const DATA_KAT: [&str; 2] =
+        ["47685f7162ef8ca948dc61de20d99119", "db8303b482b33c3d369b13930f9bdd6c"];
+    const CTRL_KAT: [&str; 2] =
+        ["61905552669e38bb7f3674d1ac43cb2a", "6d99ca03eed94a712198d915badcf7a3"];
+
+    #[test]
+    fn configured_rings_cover_their_range_and_keep_rotated_keys() {
+        let m = Key::from([9; 16]);
+        let r = data_key_ring(&m, 60, T_M, (600, 1200), MarkBinding::Bound).unwrap();
+        assert_eq!((r.oldest(), r.newest(), r.len()), (Some(10), Some(19), 10));
+        let want = KeyRing::data(60, T_M).map(|mut x| {
+            x.install(15, &data_epoch_key(&m, 15), MarkBinding::Bound).unwrap();
+            x
+        });
+        assert_eq!(block_of(r.get(15).unwrap()), block_of(want.unwrap().get(15).unwrap()));
+        assert_eq!(r.get(15).unwrap().binding, MarkBinding::Bound);
+        assert_eq!(
+            data_key_ring(&m, 60, T_M, (1200, 1200), MarkBinding::Paper).unwrap_err(),
+            KeyError::EmptyRange { from: 1200, until: 1200 }
+        );
+        assert_eq!(
+            data_key_ring(&m, 8, T_M, (0, 8 * MAX_DERIVED_EPOCHS + 1), MarkBinding::Paper)
+                .unwrap_err(),
+            KeyError::TooManyEpochs(MAX_DERIVED_EPOCHS + 1)
+        );
+        // A key rotated into the running ring survives a new configured ring.
+        let mut live = r.clone();
+        live.install(20, &Key::from([1; 16]), MarkBinding::Paper).unwrap();
+        let mut fresh =
+            data_key_ring(&Key::from([8; 16]), 60, T_M, (900, 1200), MarkBinding::Paper).unwrap();
+        assert_eq!(fresh.extend_from(&live), 1);
+        assert_eq!((fresh.oldest(), fresh.newest()), (Some(15), Some(20)));
+        assert_eq!(block_of(fresh.get(20).unwrap()), block_of(live.get(20).unwrap()));
+        let mut other_period = data_key_ring(&m, 30, T_M, (0, 60), MarkBinding::Paper).unwrap();
+        assert_eq!(other_period.extend_from(&live), 0);
+        let c = control_key_ring(&m, 86_400, 86_400 * 5 + 3);
+        assert!(c.for_time(86_400 * 5).is_some() && c.for_time(86_400 * 6).is_none());
+        assert_eq!(
+            block_of(c.get(5).unwrap()),
+            block_of(&DataKey {
+                epoch: 5,
+                aes: Aes::new(&control_epoch_key(&m, 5)),
+                binding: MarkBinding::Paper
+            })
+        );
     }
 
     #[test]

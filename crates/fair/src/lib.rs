@@ -4,22 +4,35 @@
 //! roles and three phases of FAIR, on top of the `packet` crate's FAIR, IPv4,
 //! IPv6 and Ethernet views:
 //!
-//! | Phase / role | Module | Pipeline stage |
-//! |---|---|---|
-//! | Source stamping (Procedure 1) | [`source`] | [`source::FairSource`] |
-//! | Transit marking (Procedure 2) | [`transit`] | [`transit::FairTransit`] |
-//! | Destination check, police, capture (Procedure 3) | [`dest`], [`conformance`] | [`dest::FairDestination`] |
-//! | Suspicious bit (Procedure 4) | [`sb`] | [`sb::SuspiciousBit`] |
-//! | Role dispatch (§5.1) | [`role`] | [`role::FairNode`] |
-//! | Active defense (§5.12) | [`defense`] | [`defense::FairDefense`] |
-//! | Header store | [`store`], [`record`] | (sink of the destination stage) |
-//! | Setup (sending policies) | [`policy`] | — |
-//! | Protest rounds 1 and 2, rate limits | [`protest`] | — |
+//! | Phase / role | Module | Pipeline stage | Router stage kind |
+//! |---|---|---|---|
+//! | Source stamping (Procedure 1) | [`source`] | [`source::FairSource`] | `fair-source` |
+//! | Transit marking (Procedure 2) | [`transit`] | [`transit::FairTransit`] | `fair-transit` |
+//! | Destination check, police, capture (Procedure 3) | [`dest`], [`conformance`] | [`dest::FairDestination`] | `fair-destination` |
+//! | Suspicious bit (Procedure 4) | [`sb`] | [`sb::SuspiciousBit`] | `suspicious-bit` |
+//! | Role dispatch (§5.1) | [`role`] | [`role::FairNode`] | — |
+//! | Active defense (§5.12) | [`defense`] | [`defense::FairDefense`] | — |
+//! | Header store | [`store`], [`record`] | (sink of the destination stage) | — |
+//! | Setup (sending policies) | [`policy`] | — | — |
+//! | Protest rounds 1 and 2, rate limits | [`protest`] | — | — |
+//!
+//! ## Where to find a stage
+//! Each role module holds its procedure: the per-packet logic, the stage
+//! type and its `Stage::process` (the burst), and the settings the
+//! per-packet path reads (`SourceConfig`, `TransitConfig`, ...), which an
+//! embedder building stages in code sets directly. A router builds the four
+//! stage kinds from their typed configuration ([`config`]: what the TOML
+//! table of the kind says, validated) with their `from_config`
+//! constructors, and changes them in place; both live in [`stage`], one
+//! file per kind, with the stages' `Element` side (name, named counters,
+//! `reconfigure`). [`keys`] derives the data and control keys a router
+//! configures from a master key.
 //!
 //! Supporting modules: [`crypto`] (MAC blocks and known answers of §3.4,
 //! SHA3-256, HKDF-SHA3 K_SD from X25519, Ed25519), [`keys`] (epoch key rings
-//! with T_m retention), [`time`] (wrap-aware timestamps), [`bucket`] (exact
-//! integer token bucket), [`rng`] (per-worker xoshiro256++ nonces), [`lpm`]
+//! with T_m retention, derivation from a configured master), [`time`]
+//! (wrap-aware timestamps), [`bucket`] (exact integer token bucket),
+//! [`rng`] (per-worker xoshiro256++ nonces), [`lpm`]
 //! (extended-FIB prefix tables), [`wire`] (header insertion and stripping),
 //! [`calc`] (overhead and storage calculators of §7.4/§7.5), [`sync`] (the
 //! sequence counter's atomics, swapped for `loom` under `--cfg loom`).
@@ -77,6 +90,7 @@ pub use mac::Key;
 pub mod bucket;
 pub mod calc;
 pub mod common;
+pub mod config;
 pub mod conformance;
 pub mod crypto;
 pub mod defense;
@@ -90,6 +104,7 @@ pub mod rng;
 pub mod role;
 pub mod sb;
 pub mod source;
+pub mod stage;
 pub mod store;
 pub mod sync;
 #[cfg(test)]

@@ -79,7 +79,7 @@ impl TrustStore {
     }
 }
 
-/// P[0]: the source's entry.
+/// P\[0\]: the source's entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct P0 {
     /// ASN_0.
@@ -94,7 +94,7 @@ pub struct P0 {
     pub sig: Vec<u8>,
 }
 
-/// P[k]: a transit entry.
+/// P\[k\]: a transit entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransitEntry {
     /// ASN_k.
@@ -103,7 +103,7 @@ pub struct TransitEntry {
     pub mac: [u8; 16],
 }
 
-/// P[n]: the destination's entry.
+/// P\[n\]: the destination's entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pn {
     /// ASN_n.

@@ -6,18 +6,23 @@
 //! deliver suspicious traffic, shared by the workers. "forward/drop/delay" of
 //! the paper is [`SbAction`]; "delay" means the low-priority traffic class.
 //! Not implemented: `DropIfCongested` and the `Timer` port-clear mode.
+//!
+//! Building the stage from a `suspicious-bit` configuration and changing it
+//! live is [`crate::stage`]'s.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pipeline::{Batch, Class, DropReason, Element, Now, PacketBuf, Stage};
+use pipeline::{Batch, Class, DropReason, Now, PacketBuf, Stage};
 
 use crate::common::{locate_meta, Codes, Framing};
+use crate::config::SuspiciousBitConfig;
 use crate::lpm::{key_v4, key_v6, PrefixTable};
 
 /// What "forward/drop/delay traffic" does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "kebab-case"))]
 pub enum SbAction {
     /// Forward normally.
     Forward,
@@ -30,11 +35,13 @@ pub enum SbAction {
 
 /// When an SB packet on a suspicious port clears the port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "kebab-case"))]
 pub enum PortClear {
     /// Any SB packet clears (paper, default).
     #[default]
     Paper,
     /// Only an SB packet from a suspicious source clears (A25).
+    #[cfg_attr(feature = "serde", serde(rename = "require-flagged-source"))]
     RequireFlaggedSuspiciousSource,
 }
 
@@ -147,12 +154,15 @@ pub struct SbStats {
 /// The SB stage.
 #[derive(Debug)]
 pub struct SuspiciousBit {
-    cfg: SbConfig,
+    pub(crate) cfg: SbConfig,
     ports: Arc<SusPorts>,
-    sources: PrefixTable<u64>,
+    pub(crate) sources: PrefixTable<u64>,
     now_s: u64,
     /// Counters.
     pub stats: SbStats,
+    /// The `suspicious-bit` configuration it was built from (live changes
+    /// compare against it); `None` for a stage built in code.
+    pub(crate) configured: Option<Box<SuspiciousBitConfig>>,
 }
 
 impl SuspiciousBit {
@@ -164,6 +174,7 @@ impl SuspiciousBit {
             sources: PrefixTable::new(),
             now_s: 0,
             stats: SbStats::default(),
+            configured: None,
         }
     }
 
@@ -184,24 +195,6 @@ impl SuspiciousBit {
             packet::fair::Carrier::Ipv4 => key_v4([ip[12], ip[13], ip[14], ip[15]]),
         };
         self.sources.lookup(key).is_some_and(|exp| *exp > self.now_s)
-    }
-}
-
-impl Element for SuspiciousBit {
-    fn name(&self) -> &str {
-        "fair-sb"
-    }
-
-    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("sb_set", s.sb_set);
-        out("suspicious", s.suspicious);
-        out("ports_flagged", s.ports_flagged);
-        out("ports_cleared", s.ports_cleared);
-    }
-
-    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
-        Some(self)
     }
 }
 

@@ -7,7 +7,7 @@
 //!   checksum over count and records) followed by the records.
 //! * **Throughput.** [`append`](HeaderStore::append) encodes into an in-memory
 //!   buffer; one `write` syscall moves many blocks (default 1 MiB) at once.
-//!   The stage calls [`RecordSink::end_burst`], which flushes only when the
+//!   The stage calls [`RecordSink::end_burst`](crate::record::RecordSink::end_burst), which flushes only when the
 //!   buffer is full; the runtime calls [`flush`](HeaderStore::flush)
 //!   periodically (records buffered but not flushed are lost on a crash).
 //! * **Crash safety.** On open, the newest segment is scanned and a torn tail

@@ -3,7 +3,7 @@
 //! Timestamps on the wire are the 16 least significant bits of Unix seconds;
 //! they wrap every 65,536 s (≈ 18.2 h), which bounds the protest margin T_m.
 
-/// The freshness margin in seconds [PAPER]: ±3 s around local time.
+/// The freshness margin in seconds \[PAPER\]: ±3 s around local time.
 pub const FRESH: u16 = 3;
 
 /// The 16 least significant bits of Unix time `now` (seconds).

@@ -10,13 +10,17 @@
 //! whose (`Paper`) key the burst already looked up. Everything else goes
 //! through the general per-packet code, which classifies it exactly; a
 //! property test holds both paths to identical results.
+//!
+//! Building the stage from a `fair-transit` configuration and changing it
+//! live is [`crate::stage`]'s.
 
 use std::sync::Arc;
 
 use mac::Block;
-use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
-use crate::common::{locate_hot, Codes, Framing};
+use crate::common::{locate_hot, run_end, Codes, Framing};
+use crate::config::FairTransitConfig;
 use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding};
 use crate::keys::{DataKey, KeyRing};
 use crate::rng::NonceGen;
@@ -24,6 +28,7 @@ use crate::time::{is_past, now16, unwrap_near, FRESH};
 
 /// What to do when the header has no free slot (§4 `slot_overflow_action`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
 pub enum OverflowAction {
     /// Drop (default): under-allocation must not evade accountability (SEC-26).
     #[default]
@@ -75,11 +80,14 @@ pub struct TransitStats {
 /// The transit marking stage (Procedure 2).
 #[derive(Debug)]
 pub struct FairTransit {
-    cfg: TransitConfig,
-    keys: Arc<KeyRing>,
+    pub(crate) cfg: TransitConfig,
+    pub(crate) keys: Arc<KeyRing>,
     rng: NonceGen,
     /// Counters.
     pub stats: TransitStats,
+    /// The `fair-transit` configuration it was built from (live changes
+    /// compare against it); `None` for a stage built in code.
+    pub(crate) configured: Option<Box<FairTransitConfig>>,
     /// Tests: every packet through the slow path (the reference).
     #[cfg(test)]
     slow_only: bool,
@@ -94,6 +102,7 @@ impl FairTransit {
             keys,
             rng: NonceGen::new(seed),
             stats: TransitStats::default(),
+            configured: None,
             #[cfg(test)]
             slow_only: false,
         }
@@ -235,16 +244,6 @@ fn mark_hi_paper(lf: u16, w: u64) -> u64 {
     u64::from_be_bytes(mark_block_paper_w(lf, w, 0)[..8].try_into().unwrap_or([0; 8]))
 }
 
-impl Element for FairTransit {
-    fn name(&self) -> &str {
-        "fair-transit"
-    }
-
-    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
-        Some(self)
-    }
-}
-
 impl<B: PacketBuf> Stage<B> for FairTransit {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_s = now.unix_secs();
@@ -297,12 +296,8 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         } else {
             let mut s = 0;
             while s < n {
-                let k0 = kidx[s];
-                let mut e = s + 1;
-                while e < n && kidx[e] == k0 {
-                    e += 1;
-                }
-                if let Some(Some(k)) = key_of_d[k0 as usize] {
+                let e = run_end(kidx, s, n, |k| u32::from(*k));
+                if let Some(Some(k)) = key_of_d[kidx[s] as usize] {
                     k.aes.encrypt_blocks(&mut blocks[s..e]);
                 }
                 s = e;

@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use flowpolice::capability::mac_block;
+use flowpolice::config::{Config, LinkLayer};
 use flowpolice::host::{ipv4_packet, Sender};
 use flowpolice::puzzle::{self, SeedChain};
-use flowpolice::stage::{Config, FlowPolice, LinkLayer};
 use flowpolice::table::{FlowTable, DEFAULT_PROBE_WINDOW};
+use flowpolice::FlowPolice;
 use flowpolice::{Params, Router};
 use packet::flowpolice::{FlowPolice as Shim, PacketType};
 use pipeline::{Batch, Now, Stage, BURST};

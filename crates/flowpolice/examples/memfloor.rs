@@ -16,7 +16,7 @@
 //!
 //! A regular packet touches ≈ 1.5 entry lines plus a tag line, so the
 //! `far` figure at the table's size bounds its time from below, whatever
-//! the stage's code does (BENCHMARKS.md, FlowPolice, sessions 5 and 7).
+//! the stage's code does (BENCHMARKS.md, FlowPolice).
 //!
 //! `cargo run --release -p flowpolice --example memfloor -- 64 512 6144`
 //! `PATTERN=near cargo run --release -p flowpolice --example memfloor -- 6144`

@@ -22,10 +22,11 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use flowpolice::capability::mac_block;
+use flowpolice::config::{Config, LinkLayer};
 use flowpolice::host::{ipv4_packet, Sender};
 use flowpolice::puzzle::SeedChain;
-use flowpolice::stage::{Config, FlowPolice, LinkLayer};
 use flowpolice::table::{FlowTable, DEFAULT_LOAD_PERCENT, DEFAULT_PROBE_WINDOW};
+use flowpolice::FlowPolice;
 use flowpolice::{Capability, Params, Router};
 use packet::flowpolice::{FlowPolice as Shim, PacketType};
 use pipeline::{Batch, Now, Stage, BURST};

@@ -13,13 +13,16 @@
 //! The crate is sans-IO: time comes in as arguments (`pipeline::Now`), nothing
 //! reads a clock, spawns a thread or allocates per packet.
 //!
+//! * [`config`]: the typed configuration of the `flowpolice` stage kind
+//!   ([`Config`]; serde behind feature `serde`, [`pipeline::Validate`]).
 //! * [`params`]: Algorithm 1 parameters with the thesis defaults and range checks.
 //! * [`table`]: the preallocated flow table (48-byte entries, four per three
 //!   cache lines, bucketized linear probing, huge pages, lazy reclaim of idle
 //!   flows, refusal when full; 61 B per flow at the default 80 % load).
 //! * [`router`]: the protocol over plain values (requests, regular packets).
 //! * [`puzzle`]: the request channel's proof of work and the seed hash chain.
-//! * [`stage`]: the batched pipeline stage, [`class`]: its traffic classes.
+//! * [`stage`]: the batched pipeline stage (live parameter changes in place:
+//!   [`FlowPolice::apply_config`]), [`class`]: its traffic classes.
 //!
 //! # State and sharding
 //! One [`stage::FlowPolice`] per worker; the runtime shards by flow (RSS on the
@@ -34,7 +37,7 @@
 //! * A request for a flow already in the table keeps the flow's state.
 //! * `W_R` has a floor ([`Params::w_min`], default 1).
 //! * `flow_id` of a regular packet must match its addresses
-//!   ([`stage::Config::check_flow_binding`]).
+//!   ([`Config::check_flow_binding`]).
 //! * Packets over the window of a flow classified as misbehaving are dropped
 //!   at the router, not only demoted, and count as lost capabilities
 //!   ([`Params::over_window`], [`OverWindow`]): with demotion alone a flat
@@ -72,7 +75,8 @@
 //! use std::net::Ipv4Addr;
 //! use flowpolice::host::{ipv4_packet, Receiver, Sender};
 //! use flowpolice::puzzle::{self, SeedChain};
-//! use flowpolice::stage::{Config, FlowPolice, LinkLayer};
+//! use flowpolice::config::{Config, LinkLayer};
+//! use flowpolice::FlowPolice;
 //! use flowpolice::{class, Puzzle};
 //! use pipeline::{Batch, Now, Pipeline};
 //!
@@ -118,6 +122,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capability;
+pub mod config;
 pub mod egress;
 pub mod flow;
 pub mod flowkey;
@@ -129,6 +134,7 @@ pub mod stage;
 pub mod table;
 
 pub use capability::{Capability, CapabilityKey};
+pub use config::Config;
 pub use flow::{Feedback, FlowEntry, Mark};
 pub use packet::flowpolice::Puzzle;
 pub use params::{InitialWindow, OverWindow, Params, ParamsError};

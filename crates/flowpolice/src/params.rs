@@ -20,7 +20,12 @@ pub const MAX_K_TH: u16 = 128;
 /// loss, so a flood's loss evidence keeps reflecting its excess and its window
 /// stays at the floor (without it a flow whose excess is dropped at the router
 /// would look loss-free and regain its window).
+///
+/// In configuration files: `"demote"`, `"drop_when_misbehaving"`,
+/// `"drop_while_lossy"` or `"drop"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum OverWindow {
     /// Mark over-window packets best effort, always (thesis text, literally).
     Demote,
@@ -63,7 +68,11 @@ pub enum OverWindow {
 
 /// The window `R_W` a flow gets when policing starts (Algorithm 1 line 19 and
 /// the first `RateLimit()`); the thesis names it without defining it.
+///
+/// In configuration files: `"received"` or `"delivered"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum InitialWindow {
     /// `P_R` of the period just ended: what the router received (spec decision,
     /// default).
@@ -104,7 +113,12 @@ pub enum ParamsError {
 ///
 /// Times are in milliseconds of the router's monotonic clock (the wire
 /// timestamp is that clock modulo 2^32).
+///
+/// The `params` table of a `flowpolice` stage: every key is optional and
+/// defaults as here; [`Params::validate`] checks the ranges.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct Params {
     /// Detection period `D_p` in ms (thesis: 2–4 s; default 3 s). Allowed 100 ms – 60 s
     /// so simulations can compress time.
@@ -147,6 +161,10 @@ pub struct Params {
     /// `R_W`, the window policing starts from (default
     /// [`InitialWindow::Received`]).
     pub initial_window: InitialWindow,
+    /// Packets per period up to which a flow is never dropped for
+    /// misbehaving, only demoted (see [`Params::responsive_volume()`]);
+    /// `None` (default): `⌈K_th / 8⌉`. Allowed 0..=1 048 576.
+    pub responsive_volume: Option<u32>,
 }
 
 impl Default for Params {
@@ -165,6 +183,7 @@ impl Default for Params {
             idle_periods: 2,
             over_window: OverWindow::DropWhenMisbehaving,
             initial_window: InitialWindow::Received,
+            responsive_volume: None,
         }
     }
 }
@@ -197,6 +216,9 @@ impl Params {
         check("lambda", (0.0..1.0).contains(&self.lambda), self.lambda, "[0, 1)")?;
         check("s_th", (1..=10_000).contains(&self.s_th), self.s_th.into(), "[1, 10000]")?;
         check("w_min", self.w_min <= 1 << 20, self.w_min.into(), "[0, 1048576]")?;
+        if let Some(v) = self.responsive_volume {
+            check("responsive_volume", v <= 1 << 20, v.into(), "[0, 1048576]")?;
+        }
         check(
             "idle_periods",
             (2..=1000).contains(&self.idle_periods),
@@ -219,12 +241,14 @@ impl Params {
     /// retransmission-timeout back-off sends a few segments per period),
     /// while the router's drops, counted as its losses, would keep it over
     /// a window at the floor; a flood sending this little is only what the
-    /// thesis' marking lets through anyway. (Derived from `K_th`, the
-    /// per-period feedback budget, rather than a field of its own so that
-    /// `Params` keeps its fields.)
+    /// thesis' marking lets through anyway. The field of the same name sets
+    /// it; by default it follows `K_th`, the per-period feedback budget.
     #[inline]
     pub const fn responsive_volume(&self) -> u32 {
-        (self.k_th as u32).div_ceil(8)
+        match self.responsive_volume {
+            Some(v) => v,
+            None => (self.k_th as u32).div_ceil(8),
+        }
     }
 }
 
@@ -238,6 +262,9 @@ mod tests {
         assert_eq!((p.period_ms, p.k_th, p.delta, p.s_th), (3000, 128, 3, 20));
         assert_eq!((p.beta, p.l_down, p.l_up, p.lambda), (0.5, 0.05, 0.01, 0.5));
         p.validate().unwrap();
+        assert_eq!(p.responsive_volume(), 16);
+        assert_eq!(Params { k_th: 20, ..p }.responsive_volume(), 3);
+        assert_eq!(Params { responsive_volume: Some(40), ..p }.responsive_volume(), 40);
     }
 
     #[test]
@@ -251,6 +278,7 @@ mod tests {
             Params { period_ms: 50, ..Params::default() },
             Params { s_th: 0, ..Params::default() },
             Params { idle_periods: 1, ..Params::default() },
+            Params { responsive_volume: Some((1 << 20) + 1), ..Params::default() },
         ];
         for p in bad {
             assert!(matches!(p.validate(), Err(ParamsError::OutOfRange { .. })), "{p:?}");

@@ -8,6 +8,8 @@
 //! hash (`H(seed(e)) == seed(e−1)`) while nobody can compute a future seed
 //! before it is published (puzzles cannot be precomputed).
 
+use std::sync::Arc;
+
 use packet::flowpolice::Puzzle;
 use sha2::{Digest, Sha256};
 
@@ -18,12 +20,20 @@ fn sha256(data: &[u8]) -> Seed {
     Sha256::digest(data).into()
 }
 
+/// Most epochs a configured chain may cover (100 000: 3.2 MB of seeds, 69
+/// days of one-minute epochs).
+pub const MAX_EPOCHS: usize = 100_000;
+
 /// A published hash chain of puzzle seeds, one per epoch.
-#[derive(Clone)]
+///
+/// In configuration files: `{ root = "<64 hex digits>", first_epoch = <u32>,
+/// epochs = <1..=100000> }` (see [`SeedChain::generate`]). Clones share the
+/// seeds, so every worker's stage holds the chain generated once.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SeedChain {
     first_epoch: u32,
     /// `seeds[i]` is the seed of epoch `first_epoch + i`; `seeds[i] = H(seeds[i+1])`.
-    seeds: Vec<Seed>,
+    seeds: Arc<[Seed]>,
 }
 
 impl core::fmt::Debug for SeedChain {
@@ -45,7 +55,12 @@ impl SeedChain {
             *slot = s;
             s = sha256(&s);
         }
-        SeedChain { first_epoch, seeds }
+        SeedChain { first_epoch, seeds: seeds.into() }
+    }
+
+    /// Whether the chain covers no epoch.
+    pub fn is_empty(&self) -> bool {
+        self.seeds.is_empty()
     }
 
     /// The commitment published ahead of time: `H(seed(first_epoch))`.
@@ -105,12 +120,19 @@ pub fn solve(seed: &Seed, src: &[u8], dst: &[u8], level: u8, start: u64) -> Opti
     (start..=u64::MAX).find(|n| verify(seed, src, dst, *n, level))
 }
 
-/// The router's puzzle policy.
+/// Highest configurable [`PuzzlePolicy::min_level`]: a level of 64 already
+/// takes 2^64 hashes on average.
+pub const MAX_MIN_LEVEL: u8 = 64;
+
+/// The router's puzzle policy (the `puzzle` table of a `flowpolice` stage;
+/// every key optional, defaults as [`PuzzlePolicy::default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
 pub struct PuzzlePolicy {
-    /// Epoch length in ms of Unix time (epoch number = `unix_ms / epoch_ms`).
+    /// Epoch length in ms of Unix time (epoch number = `unix_ms / epoch_ms`;
+    /// default 60 000, at least 1).
     pub epoch_ms: u64,
-    /// Lowest accepted level (default 8).
+    /// Lowest accepted level (default 8, at most [`MAX_MIN_LEVEL`]).
     pub min_level: u8,
     /// Also accept puzzles built on the previous epoch's seed (solved just before a
     /// seed change); default `true`.

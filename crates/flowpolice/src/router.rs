@@ -16,10 +16,10 @@ use crate::table::{FlowTable, Slot, TableError};
 pub const REQUEST_PREFETCH_LAG: usize = 4;
 
 /// The same lag for larger tables. There a miss takes longer (far past the
-/// L3; at 100M flows, 6 GiB, past this VM's TLB reach with 2 MiB pages), so
-/// the prefetch has to start further ahead. `profile` example in its steady state, 3
-/// alternated runs each (BENCHMARKS.md, FlowPolice session 7): 100M flows
-/// 70.8–75.4 ns with lag 16 against 105.5–114.9 ns with lag 4; 40M flows
+/// L3; at 100M flows, 6 GiB, past the measuring machine's TLB reach with
+/// 2 MiB pages), so the prefetch has to start further ahead. `profile`
+/// example in its steady state, 3 alternated runs each (BENCHMARKS.md): 100M
+/// flows 70.8–75.4 ns with lag 16 against 105.5–114.9 ns with lag 4; 40M flows
 /// 71.7–117.2 against 91.7–135.1 ns. At 1M and 10M flows lag 16 was slower
 /// (57.0–69.8 against 45.6–58.5 ns, 66.0–71.3 against 55.2–64.5 ns).
 pub const REQUEST_PREFETCH_LAG_LARGE: usize = 16;
@@ -91,6 +91,17 @@ pub enum ConfigError {
     Table(#[from] TableError),
 }
 
+impl ConfigError {
+    /// The configuration key at fault (as in [`crate::Config`]).
+    pub fn key(&self) -> &'static str {
+        match self {
+            ConfigError::Params(_) => "params",
+            ConfigError::Table(TableError::TooLarge(_)) => "slots",
+            ConfigError::Table(TableError::BadWindow(_)) => "probe_window",
+        }
+    }
+}
+
 /// FlowPolice router state for one worker (state is sharded per worker by flow).
 pub struct Router {
     params: Params,
@@ -154,6 +165,13 @@ impl Router {
         params.validate()?;
         self.params = params;
         Ok(())
+    }
+
+    /// Replaces the capability key (between bursts). The flow table stays;
+    /// capabilities issued under the old key no longer verify, so their
+    /// flows send a new request.
+    pub(crate) fn set_key(&mut self, key: &Key) {
+        self.key = CapabilityKey::new(key);
     }
 
     /// The capability key.

@@ -192,7 +192,7 @@ proptest! {
         prop_assert!(s.w_r() <= p_r_clean);
     }
 
-    /// The lockout of new flows (issue 6): a TCP-like flow classified
+    /// The lockout of new flows: a TCP-like flow classified
     /// misbehaving on losses others caused (a flood not yet throttled) backs
     /// off to its minimum rate, which is still over its window. Under the
     /// default policy it is released as soon as a period shows the back-off

@@ -2,9 +2,10 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use flowpolice::config::{ChannelCap, Config, LinkLayer};
 use flowpolice::host::{ipv4_packet, ipv6_packet, Sender};
 use flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
-use flowpolice::stage::{ChannelCap, Config, FlowPolice, LinkLayer};
+use flowpolice::FlowPolice;
 use flowpolice::{class, Capability, CapabilityKey, Puzzle};
 use packet::flowpolice::FlowPolice as Shim;
 use pipeline::{Batch, DropReason, Meta, Now, Proto, Stage, Verdict, L3};
@@ -187,7 +188,8 @@ fn bad_puzzle_table_full_and_malformed() {
 #[test]
 fn legacy_traffic_is_classified_and_capped() {
     let mut cfg = config();
-    cfg.legacy_cap = Some(ChannelCap { bytes_per_sec: 1000, burst_bytes: 100 });
+    // 1000 bytes/s, a burst of 100 bytes.
+    cfg.legacy_cap = Some(ChannelCap { rate_mbps: 0.008, burst_bytes: Some(100) });
     let mut st = FlowPolice::new(cfg).unwrap();
     let mut udp = ipv4_packet(SRC, DST, &[], &[0u8; 40]);
     udp[9] = 17;
@@ -201,7 +203,8 @@ fn legacy_traffic_is_classified_and_capped() {
 #[test]
 fn request_cap_applies_before_the_puzzle() {
     let mut cfg = config();
-    cfg.request_cap = Some(ChannelCap { bytes_per_sec: 1, burst_bytes: 70 });
+    // About a byte per second, a burst of 70 bytes.
+    cfg.request_cap = Some(ChannelCap { rate_mbps: 8e-6, burst_bytes: Some(70) });
     let mut st = FlowPolice::new(cfg).unwrap();
     establish(&mut st, now(0));
     let (_, v) = run_one(&mut st, request_v4(SRC, DST, now(0), 3), now(0));

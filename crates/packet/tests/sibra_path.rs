@@ -5,8 +5,8 @@ use packet::scion::sibra::{
     FLAG_ACCEPTED, FLAG_FORWARD, FLAG_REQUEST, FLAG_SETUP, FLAG_STEADY, MAX_BLOCKS, MAX_HOPS,
 };
 use packet::scion::{
-    parse, AddrHdrRepr, BlockRepr, Path, PathIds, PathRepr, RawHostAddr, RequestRepr, ResvInfo,
-    ResvInfoRepr, ScionRepr, SibraPath, SibraPathRepr, SofRepr,
+    parse, sibra_fields, AddrHdrRepr, BlockRepr, Path, PathIds, PathRepr, RawHostAddr, RequestRepr,
+    ResvInfo, ResvInfoRepr, ScionRepr, SibraFields, SibraHop, SibraPath, SibraPathRepr, SofRepr,
 };
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
@@ -375,6 +375,51 @@ fn arb_sibra(per_block: u8) -> impl Strategy<Value = SibraPathRepr> {
         })
 }
 
+/// The offsets of `f` name what the `SibraPath` accessors return.
+fn agrees_with_view(pkt: &[u8], f: &SibraFields) {
+    let po = usize::from(f.path);
+    let p = SibraPath::new_checked(&pkt[po..usize::from(f.header_len)]).unwrap();
+    assert_eq!(
+        (f.flags, f.curr_hop, usize::from(f.total_hops)),
+        (p.flags(), p.curr_hop(), p.total_hops())
+    );
+    assert_eq!(f.curr_hop_offset(), po + 1);
+    let ids = usize::from(f.ids_offset());
+    assert_eq!(&pkt[ids..ids + p.ids_len()], p.path_ids());
+    let check = |hop: &SibraHop| {
+        let h = usize::from(hop.hop);
+        let (k, j) = p.locate(h).unwrap();
+        assert_eq!((usize::from(hop.block), usize::from(hop.index)), (k, j));
+        let at = |o: u16, n: usize| &pkt[usize::from(o)..usize::from(o) + n];
+        assert_eq!(at(hop.sof, 8), &p.sof(h).unwrap().bytes()[..]);
+        let mut info = [0u8; 8];
+        info.copy_from_slice(at(hop.info, 8));
+        let v = p.block_info(k).unwrap();
+        assert_eq!(u32::from_be_bytes([info[0], info[1], info[2], info[3]]), v.exp_tick());
+        assert_eq!((info[4], info[5], info[7]), (v.bw_fwd(), v.bw_rev(), v.fail_hop()));
+        assert_eq!(at(hop.ids, usize::from(hop.ids_len)), p.block_ids(k).unwrap());
+        match hop.prev {
+            None => assert_eq!(j, 0),
+            Some(o) => assert_eq!(at(o, 8), &p.block_sof(k, j - 1).unwrap().bytes()[..]),
+        }
+    };
+    check(&f.active);
+    assert_eq!(usize::from(f.active.hop), usize::from(p.curr_hop()));
+    let step = |h: usize| {
+        if p.forward() {
+            (h + 1 < p.total_hops()).then_some(h + 1)
+        } else {
+            h.checked_sub(1)
+        }
+    };
+    let next = step(usize::from(f.curr_hop));
+    assert_eq!(f.next.map(|n| usize::from(n.hop)), next);
+    if let Some(n) = &f.next {
+        check(n);
+    }
+    assert_eq!(f.after_next.map(usize::from), next.and_then(step));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -404,6 +449,9 @@ proptest! {
         let mut b = vec![0u8; s.buffer_len()];
         s.emit(&mut b).unwrap();
         prop_assert_eq!(ScionRepr::parse(&b).unwrap(), s);
+        // The router's offsets name what the view reads.
+        let f = sibra_fields(&b).unwrap().unwrap();
+        agrees_with_view(&b, &f);
     }
 
     #[test]

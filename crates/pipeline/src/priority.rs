@@ -206,6 +206,11 @@ impl<B> StrictPriority<B> {
         self.caps.get(c)
     }
 
+    /// The length limit of queue `q`, in packets (0 if there is none).
+    pub fn capacity_of(&self, q: usize) -> usize {
+        self.queues.get(q).map_or(0, |x| x.capacity)
+    }
+
     /// The cap id of queue `q`.
     pub fn cap_of(&self, q: usize) -> Option<usize> {
         self.queues.get(q).and_then(|x| x.cap)

@@ -55,6 +55,14 @@ impl std::error::Error for Invalid {}
 pub trait Validate {
     /// `Ok` if every value is acceptable; otherwise the first offending key.
     fn validate(&self) -> Result<(), Invalid>;
+
+    /// Bytes an element built from this configuration allocates up front
+    /// (tables, queues, caches), per worker: the router adds these up and
+    /// refuses a configuration the machine cannot hold before allocating
+    /// anything. Small, fixed-size elements keep the default, 0.
+    fn footprint(&self) -> u64 {
+        0
+    }
 }
 
 /// Checks that `value` (at `key`) is finite and within `[lo, hi]`.

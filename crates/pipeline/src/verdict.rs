@@ -108,6 +108,8 @@ drop_reasons! {
     HopLimit => "hop_limit",
     /// Queued in an egress queue that a live change shrank below its occupancy.
     Reconfigured => "reconfigured",
+    /// A received frame longer than the receive buffer.
+    TooLong => "too_long",
 }
 
 impl fmt::Display for DropReason {

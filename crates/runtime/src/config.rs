@@ -111,9 +111,24 @@ pub fn typed<C: DeserializeOwned>(params: &toml::Table) -> Result<C, ConfigError
     let value = toml::Value::Table(params.clone());
     serde_path_to_error::deserialize::<_, C>(value).map_err(|e| {
         let key = e.path().to_string();
-        let key = if key == "." { String::new() } else { key };
-        ConfigError::at(key, e.into_inner().message().to_string())
+        let reason = e.into_inner().message().to_string();
+        ConfigError::at(full_key(&key, &reason), reason)
     })
+}
+
+/// The key an error is about: serde's path, plus the field a "missing
+/// field" message names (the path stops at the table that lacks it).
+fn full_key(path: &str, reason: &str) -> String {
+    let path = if path == "." { "" } else { path };
+    let missing = reason
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(field, _)| field);
+    match missing {
+        Some(f) if path.is_empty() => f.to_string(),
+        Some(f) => format!("{path}.{f}"),
+        None => path.to_string(),
+    }
 }
 
 /// The whole router configuration.
@@ -146,6 +161,9 @@ pub struct RouterConfig {
     /// The file this configuration came from (set by [`load_file`]).
     #[serde(skip)]
     pub source: PathBuf,
+    /// The file's text (set by [`parse`]), to locate the line of a key.
+    #[serde(skip)]
+    pub text: std::sync::Arc<str>,
 }
 
 /// `[router]`: identity.
@@ -334,12 +352,17 @@ pub struct RunConfig {
 pub fn parse(text: &str, file: &Path) -> Result<RouterConfig, ConfigError> {
     let de = toml::Deserializer::parse(text).map_err(|e| toml_error(&e, text, file, ""))?;
     let mut cfg: RouterConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        toml_error(e.inner(), text, file, if key == "." { "" } else { &key })
+        let key = full_key(&e.path().to_string(), e.inner().message());
+        let mut err = toml_error(e.inner(), text, file, &key);
+        if let Some(l) = line_of(text, &key) {
+            err.line = Some(l);
+        }
+        err
     })?;
     cfg.source = file.to_path_buf();
     cfg.base_dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
-    cfg.validate_shape().map_err(|e| e.in_file(file))?;
+    cfg.text = text.into();
+    cfg.validate().map_err(|e| cfg.locate(e))?;
     Ok(cfg)
 }
 
@@ -354,6 +377,43 @@ pub fn load_file(path: &Path) -> Result<RouterConfig, ConfigError> {
     parse(&text, path)
 }
 
+/// The 1-based line of the deepest part of the dotted key path `key`
+/// (`pipeline[2].rates[0].bps`) found in the TOML `text`.
+pub fn line_of(text: &str, key: &str) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut span = None;
+    let mut table = Some(doc.get_ref());
+    let mut value: Option<&DeValue<'_>> = None;
+    for part in key.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            let t = match (table, value) {
+                (Some(t), _) => t,
+                (None, Some(DeValue::Table(t))) => t,
+                _ => break,
+            };
+            let Some((k, v)) = t.iter().find(|(k, _)| k.get_ref().as_ref() == name) else { break };
+            span = Some(k.span());
+            value = Some(v.get_ref());
+            table = None;
+        }
+        for ix in indices.split(['[', ']']).filter(|s| !s.is_empty()) {
+            let (Some(DeValue::Array(a)), Ok(ix)) = (value, ix.parse::<usize>()) else { break };
+            let Some(v) = a.as_ref().get(ix) else { break };
+            span = Some(v.span());
+            value = Some(v.get_ref());
+        }
+        if let Some(DeValue::Table(_)) = value {
+            table = None;
+        }
+    }
+    span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+}
+
 fn toml_error(e: &toml::de::Error, text: &str, file: &Path, key: &str) -> ConfigError {
     let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
     ConfigError {
@@ -364,11 +424,76 @@ fn toml_error(e: &toml::de::Error, text: &str, file: &Path, key: &str) -> Config
     }
 }
 
+/// The cores this process may run on (what pinning can use).
+pub fn available_cores() -> Vec<usize> {
+    let mut v: Vec<usize> =
+        core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
+    if v.is_empty() {
+        // Affinity unknown: trust the parallelism the OS reports.
+        v = (0..std::thread::available_parallelism().map_or(1, usize::from)).collect();
+    }
+    v.sort_unstable();
+    v
+}
+
 impl RouterConfig {
-    /// Structural checks that need no registry: ports unique, backend section present.
-    fn validate_shape(&self) -> Result<(), ConfigError> {
+    /// Checks that need no registry: ports unique, workers and queues
+    /// within [`crate::limits`], cores that exist, a pipeline that does
+    /// something, the backend's section present. Run again by
+    /// [`crate::check`] after command-line overrides.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use crate::limits;
         if self.ports.is_empty() {
             return Err(ConfigError::at("ports", "at least one port is required"));
+        }
+        if self.ports.len() > limits::MAX_PORTS {
+            return Err(ConfigError::at("ports", format!("more than {} ports", limits::MAX_PORTS)));
+        }
+        if self.pipeline.is_empty() {
+            return Err(ConfigError::at(
+                "pipeline",
+                "no stages: every packet, malformed ones included, would go back out of its \
+                 ingress port; add stages (e.g. `parse` and a forwarding stage), or `nop` to \
+                 reflect on purpose",
+            ));
+        }
+        let w = &self.workers;
+        limits::count("workers.count", w.count, limits::MAX_WORKERS)?;
+        limits::count("workers.command_queue", w.command_queue, limits::MAX_COMMAND_QUEUE)?;
+        limits::count(
+            "workers.publish_every",
+            w.publish_every as usize,
+            limits::MAX_PUBLISH_EVERY as usize,
+        )?;
+        if w.pin {
+            let cores: Vec<usize> =
+                if w.cores.is_empty() { (0..w.count).collect() } else { w.cores.clone() };
+            let have = available_cores();
+            for (i, c) in cores.iter().enumerate().take(w.count) {
+                if !have.contains(c) {
+                    let key = if w.cores.is_empty() {
+                        "workers.count".into()
+                    } else {
+                        format!("workers.cores[{i}]")
+                    };
+                    return Err(ConfigError::at(
+                        key,
+                        format!(
+                            "core {c} is not available to this process (cores: {}); \
+                             list existing cores or set `pin = false`",
+                            have.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(d) = self.run.duration_ms {
+            if d > limits::MAX_DURATION_MS {
+                return Err(ConfigError::at(
+                    "run.duration_ms",
+                    format!("{d} is more than a year ({} ms)", limits::MAX_DURATION_MS),
+                ));
+            }
         }
         for (i, p) in self.ports.iter().enumerate() {
             if self.ports[..i].iter().any(|q| q.id == p.id) {
@@ -407,6 +532,16 @@ impl RouterConfig {
         Ok(())
     }
 
+    /// Completes an error about this configuration: the file, and the line
+    /// of its key when the key is in the file (not a default).
+    pub fn locate(&self, e: ConfigError) -> ConfigError {
+        let mut e = e.in_file(&self.source);
+        if e.line.is_none() {
+            e.line = line_of(&self.text, &e.key);
+        }
+        e
+    }
+
     /// The index of port `id` in [`ports`](Self::ports).
     pub fn port_index(&self, id: u16) -> Option<usize> {
         self.ports.iter().position(|p| p.id == id)
@@ -440,6 +575,19 @@ id = 0
 [[pipeline]]
 kind = "nop"
 "#;
+
+    #[test]
+    fn keys_are_located_in_the_text() {
+        let text = "[io]\nbackend = \"pcap\"\n[[pipeline]]\nkind = \"nop\"\n[[pipeline]]\n\
+                    kind = \"x\"\nroutes = [\n  { prefix = \"1/8\", port = 1 },\n  \
+                    { prefix = \"2/8\", port = 9 },\n]\n";
+        assert_eq!(line_of(text, "pipeline[1].routes[1].port"), Some(9));
+        assert_eq!(line_of(text, "pipeline[1].kind"), Some(6));
+        assert_eq!(line_of(text, "pipeline[1].nothing"), Some(5));
+        assert_eq!(line_of(text, "io.backend"), Some(2));
+        assert_eq!(line_of(text, "workers.count"), None);
+        assert_eq!(line_of("not toml [", "io"), None);
+    }
 
     #[test]
     fn minimal_parses_with_defaults() {

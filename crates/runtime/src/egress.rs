@@ -32,13 +32,14 @@ use pipeline::{
 };
 
 use crate::config::{typed, ConfigError};
+use crate::limits;
 use crate::registry::{BuildContext, Registry};
 
 /// Registers the generic egress disciplines.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.egress_with("fifo", parse_fifo, build);
-    r.egress_with("priority", parse_priority, build);
-    r.egress_with("priority-caps", parse_priority_caps, build);
+    r.egress_sized("fifo", parse_fifo, build);
+    r.egress_sized("priority", parse_priority, build);
+    r.egress_sized("priority-caps", parse_priority_caps, build);
 }
 
 fn build<B: PacketBuf + Send + 'static>(
@@ -50,9 +51,7 @@ fn build<B: PacketBuf + Send + 'static>(
 
 fn parse_fifo(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
     let c: FifoConfig = typed(p)?;
-    if c.capacity == 0 {
-        return Err(ConfigError::at("capacity", "must be at least 1"));
-    }
+    limits::count("capacity", c.capacity, limits::MAX_QUEUE_PACKETS)?;
     Ok(DisciplineConfig {
         queue: QueueSpec::Fifo { capacity: c.capacity },
         shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
@@ -61,9 +60,7 @@ fn parse_fifo(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, Con
 
 fn parse_priority(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
     let c: PriorityConfig = typed(p)?;
-    if c.capacity == 0 {
-        return Err(ConfigError::at("capacity", "must be at least 1"));
-    }
+    limits::count("capacity", c.capacity, limits::MAX_QUEUE_PACKETS)?;
     if c.order.is_empty() {
         return Err(ConfigError::at("order", "lists no class"));
     }
@@ -95,6 +92,22 @@ fn parse_priority_caps(_: &BuildContext, p: &toml::Table) -> Result<DisciplineCo
 pub struct DisciplineConfig {
     queue: QueueSpec,
     shaper: Option<ShaperSpec>,
+}
+
+impl pipeline::Validate for DisciplineConfig {
+    /// Checked while parsing (the three kinds parse differently).
+    fn validate(&self) -> Result<(), pipeline::Invalid> {
+        Ok(())
+    }
+
+    /// The queues' slots (a buffer handle each, allocated up front).
+    fn footprint(&self) -> u64 {
+        let slots = match &self.queue {
+            QueueSpec::Fifo { capacity } => *capacity,
+            QueueSpec::Priority(p) => (0..p.queues()).map(|q| p.capacity_of(q)).sum(),
+        };
+        slots as u64 * 16
+    }
 }
 
 enum QueueSpec {
@@ -302,18 +315,13 @@ impl PriorityCapsConfig {
         let mut s = StrictPriority::new("priority-caps");
         let mut ids = BTreeMap::new();
         for (name, c) in &self.caps {
-            if !(c.rate_mbps.is_finite() && c.rate_mbps > 0.0) {
-                return Err(ConfigError::at(
-                    format!("caps.{name}.rate_mbps"),
-                    "must be a positive number",
-                ));
-            }
+            limits::rate(&format!("caps.{name}.rate_mbps"), c.rate_mbps, limits::MAX_RATE_MBPS)?;
             let rate = (c.rate_mbps * 1e6 / 8.0) as u64;
             let burst = c.burst_bytes.unwrap_or((rate / 100).max(2 * 1518));
-            if burst < 1518 {
+            if !(1518..=1 << 40).contains(&burst) {
                 return Err(ConfigError::at(
                     format!("caps.{name}.burst_bytes"),
-                    "must hold a full frame (1518)",
+                    "must hold a full frame (1518) and be at most 1 TiB",
                 ));
             }
             ids.insert(name.as_str(), s.add_cap(rate, burst, 0));
@@ -323,9 +331,7 @@ impl PriorityCapsConfig {
         }
         let mut seen = [false; 256];
         for (i, q) in self.queues.iter().enumerate() {
-            if q.capacity == 0 {
-                return Err(ConfigError::at(format!("queues[{i}].capacity"), "must be at least 1"));
-            }
+            limits::count(&format!("queues[{i}].capacity"), q.capacity, limits::MAX_QUEUE_PACKETS)?;
             let range = match q.class_range {
                 Some([a, b]) if a > b => {
                     return Err(ConfigError::at(format!("queues[{i}].class_range"), "first > last"))
@@ -371,16 +377,13 @@ impl ShaperSpec {
         mbps: Option<f64>,
         burst: u32,
     ) -> Result<Option<ShaperSpec>, ConfigError> {
-        for (key, v) in [("rate_pps", pps), ("rate_mbps", mbps)] {
-            if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err(ConfigError::at(key, "must be a positive number"));
-                }
-            }
+        if let Some(v) = pps {
+            limits::rate("rate_pps", v, limits::MAX_RATE_PPS)?;
         }
-        if burst == 0 {
-            return Err(ConfigError::at("burst", "must be at least 1"));
+        if let Some(v) = mbps {
+            limits::rate("rate_mbps", v, limits::MAX_RATE_MBPS)?;
         }
+        limits::count("burst", burst as usize, limits::MAX_SHAPER_BURST as usize)?;
         if pps.is_none() && mbps.is_none() {
             return Ok(None);
         }

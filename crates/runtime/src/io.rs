@@ -56,8 +56,10 @@ pub trait WorkerIo: Send {
     /// back off here; poll-mode drivers spin).
     fn idle(&mut self) {}
 
-    /// Adds backend-specific counters (synthetic traffic groups) to `local`.
-    fn io_counters(&self, _local: &mut LocalCounters) {}
+    /// Adds backend-specific counters to `local`: synthetic traffic groups,
+    /// frames the backend received but could not hand over (too long for a
+    /// buffer), counted as drops of their port.
+    fn io_counters(&mut self, _local: &mut LocalCounters) {}
 
     /// Flushes outputs when the worker stops.
     fn finish(&mut self) -> Result<(), crate::RuntimeError> {

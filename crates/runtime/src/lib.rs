@@ -45,6 +45,7 @@ pub mod config;
 pub mod dpdk;
 pub mod egress;
 pub mod io;
+pub mod limits;
 pub mod pcap;
 pub mod registry;
 pub mod rss;
@@ -117,6 +118,8 @@ pub struct CheckReport {
     pub stages: Vec<String>,
     /// Port ids with their egress kinds.
     pub egress: Vec<(u16, String)>,
+    /// Legal but surprising things an operator should know about.
+    pub warnings: Vec<String>,
 }
 
 fn ctx_for(cfg: &RouterConfig, worker: usize) -> BuildContext {
@@ -140,14 +143,14 @@ fn build_pipeline<B: PacketBuf + Send + 'static>(
     for (i, s) in cfg.pipeline.iter().enumerate() {
         let stage = reg
             .build_stage(&s.kind, &ctx, &s.params)
-            .map_err(|e| e.under(&format!("pipeline[{i}]")).in_file(&cfg.source))?;
+            .map_err(|e| cfg.locate(e.under(&format!("pipeline[{i}]"))))?;
         p.push(stage);
     }
     let mut egress = Vec::with_capacity(cfg.ports.len());
     for (i, port) in cfg.ports.iter().enumerate() {
         let e = reg
             .build_egress(&port.egress.kind, &ctx, &port.egress.params)
-            .map_err(|e| e.under(&format!("ports[{i}].egress")).in_file(&cfg.source))?;
+            .map_err(|e| cfg.locate(e.under(&format!("ports[{i}].egress"))))?;
         egress.push(e);
     }
     Ok((p, egress))
@@ -155,21 +158,50 @@ fn build_pipeline<B: PacketBuf + Send + 'static>(
 
 /// Validates a configuration as a whole: builds every stage and egress from
 /// its parameters and checks the backend section, without starting anything.
+///
+/// The order keeps a bad configuration from costing anything: the file's
+/// shape and bounds first, then every stage's and egress discipline's
+/// parameters, then the memory the whole configuration will need against
+/// what the machine has, and only then the instances (worker 0's) and the
+/// backend's resources.
 pub fn check<P: Protocols>(cfg: &RouterConfig) -> Result<CheckReport, ConfigError> {
+    cfg.validate().map_err(|e| cfg.locate(e))?;
     let reg = Registry::<Frame>::with::<P>();
+    let sized = footprints(cfg, &reg).map_err(|e| cfg.locate(e))?;
+    limits::check_memory(&limits::estimate(cfg, &sized), None).map_err(|e| cfg.locate(e))?;
     let (p, _) = build_pipeline(cfg, &reg, 0)?;
     let backend = match cfg.io.backend {
-        BackendKind::Synthetic => synthetic::check(cfg, &Templates::with::<P>()),
+        BackendKind::Synthetic => synthetic::check(cfg, &Templates::with::<P>()).map(|()| vec![]),
         BackendKind::Pcap => pcap::check(cfg),
-        BackendKind::Dpdk => check_dpdk(cfg),
+        BackendKind::Dpdk => check_dpdk(cfg).map(|()| vec![]),
     };
-    backend.map_err(|e| e.in_file(&cfg.source))?;
+    let warnings = backend.map_err(|e| cfg.locate(e))?;
     Ok(CheckReport {
         backend: cfg.io.backend,
         workers: cfg.workers.count,
         stages: p.counters().map(|(n, _)| n.to_string()).collect(),
         egress: cfg.ports.iter().map(|p| (p.id, p.egress.kind.clone())).collect(),
+        warnings,
     })
+}
+
+/// Parses every stage's and egress discipline's parameters and returns what
+/// each will allocate per worker.
+fn footprints(cfg: &RouterConfig, reg: &dyn Catalog) -> Result<Vec<(String, u64)>, ConfigError> {
+    let ctx = ctx_for(cfg, 0);
+    let mut v = Vec::new();
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        let at = format!("pipeline[{i}]");
+        let parsed = reg.parse_stage(&s.kind, &ctx, &s.params).map_err(|e| e.under(&at))?;
+        v.push((format!("{at} ({})", s.kind), reg.stage_footprint(&s.kind, &parsed)));
+    }
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let at = format!("ports[{i}].egress");
+        let k = &p.egress.kind;
+        let parsed = reg.parse_egress(k, &ctx, &p.egress.params).map_err(|e| e.under(&at))?;
+        v.push((format!("{at} ({k})"), reg.egress_footprint(k, &parsed)));
+    }
+    Ok(v)
 }
 
 #[cfg(feature = "dpdk")]
@@ -196,12 +228,13 @@ pub struct Router {
     commands: Vec<Sender<Command>>,
     catalog: Arc<dyn Catalog>,
     teardown: Option<Box<dyn FnOnce() + Send>>,
+    warnings: Vec<String>,
 }
 
 /// Validates `cfg` and starts its workers, with the kinds of `P`.
 pub fn start<P: Protocols>(cfg: RouterConfig) -> Result<Router, RuntimeError> {
-    check::<P>(&cfg)?;
-    match cfg.io.backend {
+    let report = check::<P>(&cfg)?;
+    let mut router = match cfg.io.backend {
         BackendKind::Synthetic => {
             let ios = synthetic::SyntheticIo::open(&cfg, &Templates::with::<P>())?;
             spawn::<P, _>(&cfg, ios, None)
@@ -211,7 +244,9 @@ pub fn start<P: Protocols>(cfg: RouterConfig) -> Result<Router, RuntimeError> {
             spawn::<P, _>(&cfg, ios, None)
         }
         BackendKind::Dpdk => start_dpdk::<P>(&cfg),
-    }
+    }?;
+    router.warnings = report.warnings;
+    Ok(router)
 }
 
 #[cfg(feature = "dpdk")]
@@ -287,6 +322,7 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
         commands: senders,
         catalog: Arc::new(reg),
         teardown,
+        warnings: Vec::new(),
     })
 }
 
@@ -309,6 +345,12 @@ impl Router {
     /// Whether every worker has finished.
     pub fn is_finished(&self) -> bool {
         self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// What the configuration check found legal but surprising (see
+    /// [`CheckReport::warnings`]).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The command queues of the workers, in worker order (every backend).

@@ -26,6 +26,7 @@ use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
 use crate::config::{ConfigError, RouterConfig};
 use crate::io::{FramePool, WallClock, WorkerIo};
 use crate::rss::{flow_hash, shard};
+use crate::stats::LocalCounters;
 use crate::RuntimeError;
 
 /// Time source of the pcap backend.
@@ -94,6 +95,10 @@ pub struct PcapIo {
     pacing: PcapPacing,
     clock: WallClock,
     last: Now,
+    /// Port id → slot in `[[ports]]`.
+    slots: Vec<(u16, usize)>,
+    /// Per slot: frames too long for a buffer since the last publication.
+    too_long: Vec<u64>,
 }
 
 fn check_ports(cfg: &RouterConfig, pc: &PcapConfig) -> Result<(), ConfigError> {
@@ -116,17 +121,78 @@ fn check_ports(cfg: &RouterConfig, pc: &PcapConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Validates the pcap section (ports exist, inputs readable).
-pub fn check(cfg: &RouterConfig) -> Result<(), ConfigError> {
+/// Validates the pcap section: ports exist, the pool is within bounds,
+/// every input is a readable pcap capture of Ethernet frames, every output
+/// can be created. Returns warnings (a capture whose last record is cut off
+/// replays its intact records).
+pub fn check(cfg: &RouterConfig) -> Result<Vec<String>, ConfigError> {
     let pc = cfg.io.pcap.as_ref().ok_or_else(|| ConfigError::at("io.pcap", "missing"))?;
     check_ports(cfg, pc)?;
+    crate::limits::count("io.pcap.pool", pc.pool, crate::limits::MAX_POOL_FRAMES)?;
+    let mut warnings = Vec::new();
     for (i, f) in pc.inputs.iter().enumerate() {
         let path = cfg.resolve(&f.file);
-        File::open(&path).map_err(|e| {
-            ConfigError::at(format!("io.pcap.inputs[{i}].file"), format!("{}: {e}", path.display()))
-        })?;
+        let key = format!("io.pcap.inputs[{i}].file");
+        let mut n = 0u64;
+        let cut = for_each_record(&path, |_| n += 1)
+            .map_err(|e| ConfigError::at(&key, format!("{}: {e}", path.display())))?;
+        if let Some(why) = cut {
+            warnings.push(format!(
+                "{key}: {}: the last record is cut off ({why}); its {n} intact records replay",
+                path.display()
+            ));
+        }
     }
-    Ok(())
+    for (i, f) in pc.outputs.iter().enumerate() {
+        let path = cfg.resolve(&f.file);
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        let key = format!("io.pcap.outputs[{i}].file");
+        if path.is_dir() {
+            return Err(ConfigError::at(key, format!("{} is a directory", path.display())));
+        }
+        let probe = dir.join(format!(".router-check-{}", std::process::id()));
+        File::create(&probe).map_err(|e| {
+            ConfigError::at(&key, format!("cannot write in {}: {e}", dir.display()))
+        })?;
+        let _ = std::fs::remove_file(&probe);
+    }
+    Ok(warnings)
+}
+
+/// The first bytes of a pcapng file (a Section Header Block).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// Calls `f` on every record of the capture at `path`. Refuses anything but
+/// a pcap capture of Ethernet frames; a last record cut off is not an
+/// error: `Ok(Some(why))` after the intact ones (what tshark does).
+fn for_each_record(
+    path: &std::path::Path,
+    mut f: impl FnMut(PcapPacket<'_>),
+) -> Result<Option<String>, String> {
+    let mut file = File::open(path).map_err(|e| e.to_string())?;
+    let mut magic = [0u8; 4];
+    use std::io::{Read, Seek};
+    if file.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC {
+        return Err(
+            "pcapng is not read here; convert it with `editcap -F pcap in.pcapng out.pcap`".into(),
+        );
+    }
+    file.rewind().map_err(|e| e.to_string())?;
+    let mut reader = PcapReader::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("not a pcap capture ({e})"))?;
+    if reader.header().datalink != DataLink::ETHERNET {
+        return Err(format!("link type {:?} is not Ethernet", reader.header().datalink));
+    }
+    while let Some(p) = reader.next_packet() {
+        match p {
+            Ok(p) => f(p),
+            Err(e) => return Ok(Some(e.to_string())),
+        }
+    }
+    Ok(None)
 }
 
 fn read_capture(
@@ -134,15 +200,8 @@ fn read_capture(
     port: u16,
     out: &mut Vec<Recorded>,
 ) -> Result<(), RuntimeError> {
-    let err = |what: String| RuntimeError::Io(format!("{}: {what}", path.display()));
-    let file = File::open(path).map_err(|e| err(e.to_string()))?;
-    let mut reader =
-        PcapReader::new(std::io::BufReader::new(file)).map_err(|e| err(e.to_string()))?;
-    if reader.header().datalink != DataLink::ETHERNET {
-        return Err(err(format!("link type {:?} is not Ethernet", reader.header().datalink)));
-    }
-    while let Some(p) = reader.next_packet() {
-        let p = p.map_err(|e| err(e.to_string()))?;
+    // `check` warned about a cut-off last record; the intact ones replay.
+    for_each_record(path, |p| {
         let data = p.data.into_owned();
         out.push(Recorded {
             port,
@@ -150,7 +209,8 @@ fn read_capture(
             hash: flow_hash(&data),
             data,
         });
-    }
+    })
+    .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
     Ok(())
 }
 
@@ -201,6 +261,8 @@ impl PcapIo {
                 pacing: pc.pacing,
                 clock: WallClock::new(),
                 last: Now::default(),
+                slots: cfg.ports.iter().enumerate().map(|(s, p)| (p.id, s)).collect(),
+                too_long: vec![0; cfg.ports.len()],
             })
             .collect())
     }
@@ -231,8 +293,12 @@ impl WorkerIo for PcapIo {
             let Some(r) = self.peeked.take() else { break };
             let mut f = self.pool.get();
             if f.set(&r.data).is_err() {
-                // Larger than a frame: cannot be received (a NIC would drop it too).
+                // Larger than a frame: cannot be received (a NIC would drop
+                // it too); counted as a drop of its port.
                 self.pool.put(f);
+                if let Some(&(_, s)) = self.slots.iter().find(|(id, _)| *id == port) {
+                    self.too_long[s] += 1;
+                }
                 continue;
             }
             if let Ok(i) = batch.push(f, port) {
@@ -288,6 +354,16 @@ impl WorkerIo for PcapIo {
 
     fn exhausted(&self) -> bool {
         self.peeked.is_none() && self.packets.len() == 0
+    }
+
+    fn io_counters(&mut self, local: &mut LocalCounters) {
+        for (s, n) in self.too_long.iter_mut().enumerate() {
+            if *n > 0 {
+                local.ports[s].rx += *n;
+                local.ports[s].drops.add(pipeline::DropReason::TooLong, *n);
+                *n = 0;
+            }
+        }
     }
 
     fn idle(&mut self) {

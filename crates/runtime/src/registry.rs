@@ -64,14 +64,17 @@ type BuildFn<T> = Box<dyn Fn(&BuildContext, &dyn Any) -> Result<T, ConfigError> 
 struct Entry<T> {
     parse: ParseFn,
     build: BuildFn<T>,
+    footprint: fn(&dyn Any) -> u64,
 }
 
 impl<T: 'static> Entry<T> {
     fn new<C: Any + Send + Sync>(
         parse: fn(&BuildContext, &toml::Table) -> Result<C, ConfigError>,
         build: fn(&C, &BuildContext) -> Result<T, ConfigError>,
+        footprint: fn(&dyn Any) -> u64,
     ) -> Self {
         Entry {
+            footprint,
             parse: Box::new(move |ctx, t| Ok(Box::new(parse(ctx, t)?) as Parsed)),
             build: Box::new(move |ctx, c| {
                 let c = c
@@ -91,6 +94,10 @@ pub fn parse_validated<C: DeserializeOwned + Validate>(
     let c: C = typed(params)?;
     c.validate()?;
     Ok(c)
+}
+
+fn footprint_of<C: Validate + Any>(c: &dyn Any) -> u64 {
+    c.downcast_ref::<C>().map_or(0, Validate::footprint)
 }
 
 /// Stage and egress kinds for buffer type `B`.
@@ -128,7 +135,31 @@ impl<B: PacketBuf + Send + 'static> Registry<B> {
     where
         C: DeserializeOwned + Validate + Send + Sync + 'static,
     {
-        self.stage_with(kind, parse_validated::<C>, build)
+        self.stage_checked(kind, |_, _| Ok(()), build)
+    }
+
+    /// Registers (or replaces) a stage kind whose configuration `C` is
+    /// deserialized, validated and then checked against the router (its
+    /// ports) by `check`.
+    pub fn stage_checked<C>(
+        &mut self,
+        kind: &'static str,
+        check: fn(&C, &BuildContext) -> Result<(), ConfigError>,
+        build: StageBuild<C, B>,
+    ) -> &mut Self
+    where
+        C: DeserializeOwned + Validate + Send + Sync + 'static,
+    {
+        let e = Entry {
+            parse: Box::new(move |ctx, t| {
+                let c = parse_validated::<C>(ctx, t)?;
+                check(&c, ctx)?;
+                Ok(Box::new(c) as Parsed)
+            }),
+            ..Entry::new(parse_validated::<C>, build, footprint_of::<C>)
+        };
+        self.stages.insert(kind, e);
+        self
     }
 
     /// Registers (or replaces) a stage kind with its own parser.
@@ -138,7 +169,7 @@ impl<B: PacketBuf + Send + 'static> Registry<B> {
         parse: Parse<C>,
         build: StageBuild<C, B>,
     ) -> &mut Self {
-        self.stages.insert(kind, Entry::new(parse, build));
+        self.stages.insert(kind, Entry::new(parse, build, |_| 0));
         self
     }
 
@@ -148,7 +179,8 @@ impl<B: PacketBuf + Send + 'static> Registry<B> {
     where
         C: DeserializeOwned + Validate + Send + Sync + 'static,
     {
-        self.egress_with(kind, parse_validated::<C>, build)
+        self.egresses.insert(kind, Entry::new(parse_validated::<C>, build, footprint_of::<C>));
+        self
     }
 
     /// Registers (or replaces) an egress kind with its own parser.
@@ -158,7 +190,19 @@ impl<B: PacketBuf + Send + 'static> Registry<B> {
         parse: Parse<C>,
         build: EgressBuild<C, B>,
     ) -> &mut Self {
-        self.egresses.insert(kind, Entry::new(parse, build));
+        self.egresses.insert(kind, Entry::new(parse, build, |_| 0));
+        self
+    }
+
+    /// Registers (or replaces) an egress kind with its own parser whose
+    /// configuration reports its memory footprint.
+    pub fn egress_sized<C: Validate + Any + Send + Sync>(
+        &mut self,
+        kind: &'static str,
+        parse: Parse<C>,
+        build: EgressBuild<C, B>,
+    ) -> &mut Self {
+        self.egresses.insert(kind, Entry::new(parse, build, footprint_of::<C>));
         self
     }
 
@@ -220,6 +264,13 @@ pub trait Catalog: Send + Sync {
         params: &toml::Table,
     ) -> Result<Parsed, ConfigError>;
 
+    /// Bytes per worker that an element of stage `kind` with configuration
+    /// `parsed` allocates up front (see [`pipeline::Validate::footprint`]).
+    fn stage_footprint(&self, kind: &str, parsed: &Parsed) -> u64;
+
+    /// The same for an egress discipline of `kind`.
+    fn egress_footprint(&self, kind: &str, parsed: &Parsed) -> u64;
+
     /// The registered stage kinds, sorted.
     fn stage_kinds(&self) -> Vec<&'static str>;
 
@@ -244,6 +295,14 @@ impl<B: PacketBuf + Send + 'static> Catalog for Registry<B> {
         params: &toml::Table,
     ) -> Result<Parsed, ConfigError> {
         (entry(&self.egresses, "egress", kind)?.parse)(ctx, params)
+    }
+
+    fn stage_footprint(&self, kind: &str, parsed: &Parsed) -> u64 {
+        self.stages.get(kind).map_or(0, |e| (e.footprint)(&**parsed))
+    }
+
+    fn egress_footprint(&self, kind: &str, parsed: &Parsed) -> u64 {
+        self.egresses.get(kind).map_or(0, |e| (e.footprint)(&**parsed))
     }
 
     fn stage_kinds(&self) -> Vec<&'static str> {

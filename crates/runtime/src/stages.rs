@@ -216,15 +216,20 @@ pub struct Prefix {
 }
 
 impl Prefix {
-    /// Parses `a.b.c.d/len`.
-    pub fn parse(s: &str) -> Option<Prefix> {
-        let (a, l) = s.split_once('/')?;
-        let addr: Ipv4Addr = a.parse().ok()?;
-        let len: u8 = l.parse().ok()?;
+    /// Parses `a.b.c.d/len`; host bits must be zero (`10.0.0.1/8` is a
+    /// typo for an address or for `10.0.0.0/8`, not a prefix).
+    pub fn parse(s: &str) -> Result<Prefix, &'static str> {
+        let (a, l) = s.split_once('/').ok_or("is not an IPv4 prefix a.b.c.d/len")?;
+        let addr: Ipv4Addr = a.parse().map_err(|_| "has no valid IPv4 address")?;
+        let len: u8 = l.parse().map_err(|_| "has no valid prefix length")?;
         if len > 32 {
-            return None;
+            return Err("has a prefix length above 32");
         }
-        Some(Prefix { addr: u32::from(addr) & Self::mask(len), len })
+        let addr = u32::from(addr);
+        if addr & !Self::mask(len) != 0 {
+            return Err("has host bits set");
+        }
+        Ok(Prefix { addr, len })
     }
 
     fn mask(len: u8) -> u32 {
@@ -243,8 +248,7 @@ impl Prefix {
 }
 
 fn prefix(key: &str, s: &str) -> Result<Prefix, ConfigError> {
-    Prefix::parse(s)
-        .ok_or_else(|| ConfigError::at(key, format!("`{s}` is not an IPv4 prefix a.b.c.d/len")))
+    Prefix::parse(s).map_err(|why| ConfigError::at(key, format!("`{s}` {why}")))
 }
 
 /// A route of `ipv4-forward`.

@@ -33,6 +33,7 @@ use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
 
 use crate::config::{ConfigError, RouterConfig};
 use crate::io::{FramePool, WallClock, WorkerIo};
+use crate::limits;
 use crate::rss::{flow_hash, shard};
 use crate::stats::LocalCounters;
 use crate::templates::{group_of, tag_for, TemplateCtx, Templates};
@@ -73,6 +74,9 @@ fn default_pool() -> usize {
 fn default_refresh_ms() -> u64 {
     500
 }
+
+/// Most flows (distinct frames) of one traffic group.
+pub const MAX_FLOWS: u32 = 1 << 20;
 
 /// Frames with their flow hashes.
 type Frames = Vec<(Vec<u8>, u32)>;
@@ -183,6 +187,13 @@ fn build_groups(
     templates: &Templates,
 ) -> Result<Vec<Vec<GroupGen>>, ConfigError> {
     let workers = cfg.workers.count;
+    limits::count("io.synthetic.pool", sc.pool, limits::MAX_POOL_FRAMES)?;
+    if sc.traffic.is_empty() {
+        return Err(ConfigError::at("io.synthetic.traffic", "no traffic group: nothing to send"));
+    }
+    if sc.traffic.len() > usize::from(u16::MAX) {
+        return Err(ConfigError::at("io.synthetic.traffic", "more than 65535 groups"));
+    }
     let mut per_worker: Vec<Vec<GroupGen>> = (0..workers).map(|_| Vec::new()).collect();
     for (g, t) in sc.traffic.iter().enumerate() {
         let key = format!("io.synthetic.traffic[{g}]");
@@ -192,14 +203,20 @@ fn build_groups(
                 format!("port {} is not in [[ports]]", t.port),
             ));
         }
-        if !(t.rate_pps.is_finite() && t.rate_pps >= 0.0) {
+        if !(t.rate_pps.is_finite() && (0.0..=limits::MAX_RATE_PPS).contains(&t.rate_pps)) {
             return Err(ConfigError::at(
                 format!("{key}.rate_pps"),
-                "must be a non-negative number",
+                format!("{} is not a number in [0, {:e}]", t.rate_pps, limits::MAX_RATE_PPS),
             ));
         }
-        if t.flows == 0 || t.flows > 1 << 20 {
-            return Err(ConfigError::at(format!("{key}.flows"), "must be in 1..=1048576"));
+        if sc.traffic[..g].iter().any(|o| o.name == t.name) {
+            return Err(ConfigError::at(format!("{key}.name"), "another group has this name"));
+        }
+        if t.flows == 0 || t.flows > MAX_FLOWS {
+            return Err(ConfigError::at(
+                format!("{key}.flows"),
+                format!("must be in 1..={MAX_FLOWS}"),
+            ));
         }
         let unix_s = match sc.pacing {
             Pacing::Virtual => VIRTUAL_UNIX_START_NS / 1_000_000_000,
@@ -276,6 +293,12 @@ pub fn capture_frames(
             continue;
         }
         let key = format!("io.synthetic.traffic[{g}]");
+        if t.flows == 0 || t.flows > MAX_FLOWS {
+            return Err(ConfigError::at(
+                format!("{key}.flows"),
+                format!("must be in 1..={MAX_FLOWS}"),
+            ));
+        }
         let ctx = TemplateCtx { flows: t.flows, tag: tag_for(g as u16), unix_s };
         let frames = templates.build(&t.template, &t.params, &ctx).map_err(|e| e.under(&key))?;
         sets.push((t.port, frames.into_iter()));
@@ -490,7 +513,7 @@ impl WorkerIo for SyntheticIo {
         }
     }
 
-    fn io_counters(&self, local: &mut LocalCounters) {
+    fn io_counters(&mut self, local: &mut LocalCounters) {
         local.group_rx.clone_from(&self.group_rx);
         local.group_tx.clone_from(&self.group_tx);
     }

@@ -176,6 +176,16 @@ struct UdpParams<A> {
     dscp: u8,
 }
 
+impl<A> UdpParams<A> {
+    /// DSCP is six bits.
+    fn check_dscp(&self) -> Result<(), ConfigError> {
+        if self.dscp > 63 {
+            return Err(ConfigError::at("dscp", format!("{} is not in 0..=63", self.dscp)));
+        }
+        Ok(())
+    }
+}
+
 /// Parses `aa:bb:cc:dd:ee:ff`.
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut out = [0u8; 6];
@@ -220,6 +230,7 @@ fn add_low(addr: &mut [u8], n: u32) {
 
 fn ipv4_udp(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError> {
     let p: UdpParams<Ipv4Addr> = typed(params)?;
+    p.check_dscp()?;
     let (smac, dmac) = macs(&p.src_mac, &p.dst_mac)?;
     let min = 14 + 20 + 8 + TAG_LEN;
     if p.size < min || p.size > 1514 {
@@ -309,6 +320,7 @@ pub fn ipv4_udp_frame(
 
 fn ipv6_udp(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError> {
     let p: UdpParams<Ipv6Addr> = typed(params)?;
+    p.check_dscp()?;
     let (smac, dmac) = macs(&p.src_mac, &p.dst_mac)?;
     let min = 14 + 40 + 8 + TAG_LEN;
     if p.size < min || p.size > 1514 {

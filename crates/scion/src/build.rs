@@ -2,7 +2,8 @@
 //! for beaconing): MACs hop fields in construction order and lays them out in
 //! traversal order with the SegID the first traversed hop expects.
 
-use packet::scion::{HopFieldRepr, InfoFieldRepr, ScionPathRepr};
+/// The owned path, info-field and hop-field types the builders return.
+pub use packet::scion::{HopFieldRepr, InfoFieldRepr, ScionPathRepr};
 
 use crate::hopmac::{chain_seg_id, mac_input, ForwardingKey};
 

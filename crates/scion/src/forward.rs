@@ -5,83 +5,14 @@ use mac::Block;
 use packet::scion::ScionPath;
 use pipeline::DropReason;
 
+use crate::config::ScionForwardConfig;
 use crate::hopmac::{chain_seg_id, hop_input, is_expired, ForwardingKey, HopMac};
+use crate::interfaces::{InterfaceTable, INTERNAL_IF};
 
-/// Interface ID 0: the AS itself (packet from or to an internal host).
-pub const INTERNAL_IF: u16 = 0;
-
-/// Marks an unused slot in the interface tables.
-const NONE: u16 = u16::MAX;
-
-/// Interface → port and port → interface tables of one router.
-///
-/// Both are flat arrays (interface IDs are 16-bit), so a lookup is one load.
-#[derive(Clone, Debug)]
-pub struct InterfaceTable {
-    if_to_port: Vec<u16>,
-    port_to_if: Vec<u16>,
-}
-
-impl Default for InterfaceTable {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl InterfaceTable {
-    /// An empty table (every interface unknown, every port internal).
-    pub fn new() -> Self {
-        InterfaceTable { if_to_port: vec![NONE; 1 << 16], port_to_if: Vec::new() }
-    }
-
-    /// Binds external interface `ifid` (non-zero) to `port` (< 65535), both ways.
-    pub fn bind(&mut self, ifid: u16, port: u16) {
-        if ifid == INTERNAL_IF || port == NONE {
-            return;
-        }
-        self.if_to_port[usize::from(ifid)] = port;
-        let p = usize::from(port);
-        if self.port_to_if.len() <= p {
-            self.port_to_if.resize(p + 1, INTERNAL_IF);
-        }
-        self.port_to_if[p] = ifid;
-    }
-
-    /// Builder form of [`bind`](Self::bind).
-    pub fn with(mut self, ifid: u16, port: u16) -> Self {
-        self.bind(ifid, port);
-        self
-    }
-
-    /// Removes interface `ifid`.
-    pub fn unbind(&mut self, ifid: u16) {
-        let port = self.if_to_port[usize::from(ifid)];
-        self.if_to_port[usize::from(ifid)] = NONE;
-        if let Some(slot) = self.port_to_if.get_mut(usize::from(port)) {
-            *slot = INTERNAL_IF;
-        }
-    }
-
-    /// The port of external interface `ifid`.
-    #[inline]
-    pub fn port(&self, ifid: u16) -> Option<u16> {
-        match self.if_to_port[usize::from(ifid)] {
-            NONE => None,
-            p => Some(p),
-        }
-    }
-
-    /// The interface a packet arriving on `port` came through; [`INTERNAL_IF`]
-    /// for ports not bound to an external interface.
-    #[inline]
-    pub fn ingress_if(&self, port: u16) -> u16 {
-        self.port_to_if.get(usize::from(port)).copied().unwrap_or(INTERNAL_IF)
-    }
-}
-
-/// Where a forwarded packet goes.
+/// Where a forwarded packet leaves the router: the egress-interface decision
+/// of its hop field (interface 0 meaning the AS itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Egress {
+pub enum Exit {
     /// Out of external interface `ifid` on `port`.
     Interface {
         /// Egress interface ID.
@@ -96,11 +27,11 @@ pub enum Egress {
     },
 }
 
-impl Egress {
+impl Exit {
     /// The port to send on.
     pub fn port(&self) -> u16 {
         match *self {
-            Egress::Interface { port, .. } | Egress::Local { port } => port,
+            Exit::Interface { port, .. } | Exit::Local { port } => port,
         }
     }
 }
@@ -113,8 +44,8 @@ pub struct Forwarded {
     pub hop: u8,
     /// Whether a segment cross-over happened (two hop fields processed).
     pub xover: bool,
-    /// The egress.
-    pub egress: Egress,
+    /// Where it leaves.
+    pub exit: Exit,
 }
 
 /// Whether the current hop is one of the two peering hop fields of a peering
@@ -198,8 +129,8 @@ pub fn process_hop(
     Ok(HopOutcome { ingress_if, egress_if, peering })
 }
 
-/// Configuration of a [`Forwarder`].
-#[derive(Clone, Debug)]
+/// Options of a [`Forwarder`] beyond its key and interfaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardConfig {
     /// Port for packets whose path ends in this AS.
     pub local_port: u16,
@@ -229,9 +160,19 @@ impl Forwarder {
         Forwarder { key, ifaces, cfg }
     }
 
+    /// A forwarder with the key and interfaces of `cfg` and default options.
+    pub fn from_config(cfg: &ScionForwardConfig) -> Self {
+        Self::new(cfg.forwarding_key(), cfg.interface_table(), ForwardConfig::default())
+    }
+
     /// The AS forwarding key.
     pub fn key(&self) -> &ForwardingKey {
         &self.key
+    }
+
+    /// Replaces the AS forwarding key (reconfiguration between bursts).
+    pub fn set_key(&mut self, key: ForwardingKey) {
+        self.key = key;
     }
 
     /// The interface tables.
@@ -296,20 +237,20 @@ impl Forwarder {
             out = process_hop(&mut p, &mac2, now_unix_ns)?;
             xover = true;
         }
-        let egress = if out.egress_if == INTERNAL_IF {
+        let exit = if out.egress_if == INTERNAL_IF {
             if !p.is_last_hop() {
                 return Err(DropReason::NoRoute);
             }
-            Egress::Local { port: self.cfg.local_port }
+            Exit::Local { port: self.cfg.local_port }
         } else {
             if p.is_last_hop() {
                 return Err(DropReason::NoRoute);
             }
             let port = self.ifaces.port(out.egress_if).ok_or(DropReason::NoRoute)?;
             p.advance()?;
-            Egress::Interface { ifid: out.egress_if, port }
+            Exit::Interface { ifid: out.egress_if, port }
         };
-        Ok(Forwarded { hop: first_hop, xover, egress })
+        Ok(Forwarded { hop: first_hop, xover, exit })
     }
 
     fn at_segment_end<T: AsRef<[u8]>>(&self, p: &ScionPath<T>) -> bool {

@@ -65,7 +65,7 @@ impl ForwardingKey {
         self.0.mac(input)
     }
 
-    /// σ = CMAC(input)[0:6].
+    /// `σ = CMAC(input)[0:6]`.
     #[inline]
     pub fn mac(&self, input: &Block) -> HopMac {
         mac::truncate::<MAC_LEN>(&self.0.mac(input))

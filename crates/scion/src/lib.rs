@@ -1,21 +1,27 @@
 //! SCION forwarding basics shared by the Z-Lane and SIBRA router pipelines.
 //!
+//! * [`config`]: [`ScionForwardConfig`], the typed configuration of the
+//!   stage (the AS's hop-field key and the interface → port bindings), with
+//!   serde behind feature `serde` and [`Validate`].
 //! * [`hopmac`]: hop-field MACs (path authorization): the 16-byte CMAC input
 //!   of `scion.md`, 6-byte truncation, constant-time verification, a batched
 //!   variant for a burst; SegID chaining (`β' = β ⊕ σ[0:2]`); hop expiry.
 //! * [`forward`]: per-hop processing of a standard path — verify the current
 //!   hop, update the SegID per the C flag, advance CurrHF/CurrINF (with
-//!   segment cross-over), and map the egress interface to a port.
+//!   segment cross-over), and decide the [`Exit`] (egress interface and port).
+//! * [`interfaces`]: the router's interface ↔ port tables.
 //! * [`stage`]: the [`ScionForward`] pipeline stage (PathType 1 and the SCION
-//!   path embedded in EPIC-Z), and [`locate`] to find a packet's path.
+//!   path embedded in EPIC-Z); [`locate`](mod@locate) finds a packet's header
+//!   and path for it and for the Z-Lane and SIBRA stages.
+//! * [`build`]: path construction for tests and traffic generators.
 //!
 //! Header layouts come from the `packet` crate's SCION views; this crate adds
 //! the semantics. It is sans-IO: time is passed in (`Now::unix_ns`).
 //!
 //! # Choices (where the SCION spec leaves room)
 //! * SegID: in construction direction (C=1) the router verifies with the
-//!   SegID field as is and then XORs σ[0:2] into it; against construction
-//!   direction (C=0) it first XORs σ[0:2] and verifies with the result. This
+//!   SegID field as is and then XORs `σ[0:2]` into it; against construction
+//!   direction (C=0) it first XORs `σ[0:2]` and verifies with the result. This
 //!   applies to every hop, including the first one of a segment and packets
 //!   from inside the AS (the `scion.md` rule "SegID holds β_{i+1} before the
 //!   i-th hop is processed", which the reference sample packets follow).
@@ -28,27 +34,96 @@
 //!   without a port, is dropped as `NoRoute`.
 //! * A hop field is valid up to and including its expiry instant.
 //!
-//! ```
-//! use mac::Key;
-//! use scion::{mac_input, chain_seg_id, ForwardingKey};
+//! # Embedding
 //!
-//! let key = ForwardingKey::new(&Key::from([1u8; 16]));
-//! let input = mac_input(0x1234, 1_700_000_000, 63, 1, 2);
-//! let sigma = key.mac(&input);
-//! assert!(key.verify(&input, &sigma));
-//! // The next hop (construction direction) sees the chained SegID.
-//! let _next = chain_seg_id(0x1234, &sigma);
+//! A router that is not built on this workspace's pipeline uses
+//! [`Forwarder`]: configure, validate, then per packet hand it the path
+//! bytes, the interface the packet came in on and the time. The types a
+//! caller names are re-exported here ([`Key`], [`DropReason`], [`ScionPath`],
+//! [`Validate`]...), so this crate is the only dependency it needs.
+//!
 //! ```
+//! use scion::build::{self, HopSpec, ScionPathRepr};
+//! use scion::{DropReason, Exit, Forwarder, ForwardingKey, Key, ScionForwardConfig, ScionPath};
+//! use scion::{Validate, INTERNAL_IF};
+//!
+//! // The router: its AS's hop-field key; interface 2 on port 0, 3 on port 1.
+//! // (With feature `serde`, the same comes from a `scion-forward` table.)
+//! let cfg = ScionForwardConfig::new(Key::from([7; 16])).with_interface(2, 0).with_interface(3, 1);
+//! cfg.validate()?;
+//! let router = Forwarder::from_config(&cfg);
+//!
+//! // A path from a host of this AS out through interface 3 to the next AS,
+//! // as beaconing would have built it.
+//! let next_as = ForwardingKey::new(&Key::from([9; 16]));
+//! let hop = |key: &ForwardingKey, cons_ingress, cons_egress| HopSpec {
+//!     key: key.clone(),
+//!     cons_ingress,
+//!     cons_egress,
+//!     exp_time: 63,
+//! };
+//! let hops = [hop(router.key(), 0, 3), hop(&next_as, 4, 0)];
+//! let repr = build::path(&[build::segment(true, 0x1234, 1_700_000_000, &hops)]).unwrap();
+//! fn bytes(repr: &ScionPathRepr) -> Vec<u8> {
+//!     let mut b = vec![0; repr.buffer_len()];
+//!     repr.emit(&mut ScionPath::new_unchecked(&mut b[..])).expect("a path from build::path");
+//!     b
+//! }
+//!
+//! // Per packet: verify the hop field, chain the SegID, advance, decide the exit.
+//! let now_ns = 1_700_000_060 * 1_000_000_000;
+//! let mut path = bytes(&repr);
+//! let out = router.forward(&mut path, INTERNAL_IF, now_ns);
+//! assert_eq!(out.map(|f| f.exit), Ok(Exit::Interface { ifid: 3, port: 1 }));
+//!
+//! // A forged hop field is dropped, with the reason.
+//! let mut forged = repr;
+//! forged.hop_fields[0].mac[0] ^= 1;
+//! let out = router.forward(&mut bytes(&forged), INTERNAL_IF, now_ns);
+//! assert_eq!(out.map(|f| f.exit), Err(DropReason::BadMac));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! For a burst, [`Forwarder::prepare`] each path, MAC the inputs at once with
+//! [`ForwardingKey::mac_batch`] and [`Forwarder::finish`] each packet: that is
+//! what [`ScionForward`] does on this workspace's pipeline, where
+//! [`ScionForward::from_config`] builds the stage and a live change of its
+//! [`ScionForwardConfig`] (`Element::reconfigure`) replaces key and
+//! interfaces in place, keeping its counters.
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod config;
 pub mod forward;
 pub mod hopmac;
+pub mod interfaces;
+pub mod locate;
 pub mod stage;
 
+pub use config::{validate_bindings, IfBinding, ScionForwardConfig};
 pub use forward::{
-    current_input, is_peering_hop, process_hop, Egress, ForwardConfig, Forwarded, Forwarder,
-    HopOutcome, InterfaceTable, INTERNAL_IF,
+    current_input, is_peering_hop, process_hop, Exit, ForwardConfig, Forwarded, Forwarder,
+    HopOutcome,
 };
 pub use hopmac::{chain_seg_id, hop_input, is_expired, mac_input, ForwardingKey, HopMac, MAC_LEN};
-pub use stage::{locate, scion_offset, ForwardCounters, PathLoc, ScionForward};
+pub use interfaces::{InterfaceTable, INTERNAL_IF};
+pub use locate::{locate, scion_offset, PathLoc};
+pub use stage::{ForwardCounters, ScionForward};
+
+/// A 16-byte block: the CMAC input of a hop field ([`mac_input`]).
+pub use mac::Block;
+/// The AS's hop-field key as configured (16 bytes; `Debug` prints no key
+/// material). [`ForwardingKey::new`] expands it.
+pub use mac::Key;
+/// The path type of a located packet ([`PathLoc::path_type`]).
+pub use packet::scion::PathType;
+/// A view of the path bytes, as the per-hop functions ([`process_hop`],
+/// [`current_input`]) take them.
+pub use packet::scion::ScionPath;
+/// Why a packet is dropped: what [`Forwarder::forward`] and [`locate()`] return
+/// on failure, and the per-reason drop counters of the pipeline.
+pub use pipeline::DropReason;
+/// A configuration value that is refused: its key path and the reason.
+pub use pipeline::Invalid;
+/// The check a configuration runs on itself ([`ScionForwardConfig::validate`](Validate::validate)).
+pub use pipeline::Validate;

@@ -1,57 +1,18 @@
-//! The `ScionForward` pipeline stage and the packet → path locator it shares
-//! with protocol stages (Z-Lane, SIBRA).
+//! The [`ScionForward`] pipeline stage.
 
+use core::any::Any;
 use core::ops::Range;
 
 use mac::Block;
-use packet::scion::{epic::EpicPath, PathType, ScionHeader};
-use pipeline::{Batch, DropReason, Element, Meta, Now, PacketBuf, Proto, Stage, BURST, L3};
+use packet::scion::PathType;
+use pipeline::{
+    config_of, Batch, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate, BURST,
+};
 
-use crate::forward::{Forwarded, Forwarder};
+use crate::config::ScionForwardConfig;
+use crate::forward::{Exit, Forwarded, Forwarder};
 use crate::hopmac::HopMac;
-
-/// Where the SCION header and path of a packet lie.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathLoc {
-    /// Offset of the SCION common header.
-    pub hdr: usize,
-    /// The path type.
-    pub path_type: PathType,
-    /// The whole path (for EPIC-Z: EPIC block, HVFs and embedded SCION path).
-    pub path: Range<usize>,
-    /// The standard SCION path inside it (equal to `path` for PathType 1).
-    pub scion: Range<usize>,
-}
-
-/// Offset of the SCION header: the parser's `proto_off` when it marked the
-/// packet SCION; 0 for frames with no IP layer found (bare SCION, as in tests
-/// and fuzzing); `None` for everything else, including IP packets the parser
-/// found not to be SCION (they pass through SCION stages untouched).
-#[inline]
-pub fn scion_offset(meta: &Meta) -> Option<usize> {
-    match meta.proto {
-        Proto::Scion => Some(usize::from(meta.proto_off)),
-        Proto::None if meta.l3 == L3::None => Some(0),
-        _ => None,
-    }
-}
-
-/// Locates the header and path of a SCION packet starting at `hdr`.
-/// Validates the common/address header and, for PathType 1 and 201, the path.
-pub fn locate(data: &[u8], hdr: usize) -> Result<PathLoc, DropReason> {
-    let bytes = data.get(hdr..).ok_or(DropReason::Truncated)?;
-    let h = ScionHeader::new_checked(bytes)?;
-    let path = hdr + h.path_offset()..hdr + h.header_len();
-    let path_type = h.path_type();
-    let scion = match path_type {
-        PathType::EPIC_Z => {
-            let e = EpicPath::new_checked(&data[path.clone()])?;
-            path.start + e.path_offset()..path.end
-        }
-        _ => path.clone(),
-    };
-    Ok(PathLoc { hdr, path_type, path, scion })
-}
+use crate::locate::{locate, scion_offset};
 
 /// Counters of [`ScionForward`] beyond the pipeline's per-reason drop counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,16 +34,36 @@ pub struct ForwardCounters {
 /// own stages. The traffic class is kept.
 ///
 /// Hop-field MACs of a burst are computed in one batch.
+///
+/// A live change ([`Element::reconfigure`] with a [`ScionForwardConfig`])
+/// replaces the key and the interface bindings in place; the counters and
+/// the [`ForwardConfig`](crate::ForwardConfig) options stay.
 #[derive(Clone, Debug)]
 pub struct ScionForward {
     fwd: Forwarder,
     counters: ForwardCounters,
+    /// The configuration the stage runs with, when it was built from one.
+    config: Option<ScionForwardConfig>,
 }
 
 impl ScionForward {
     /// A stage over `fwd`.
     pub fn new(fwd: Forwarder) -> Self {
-        ScionForward { fwd, counters: ForwardCounters::default() }
+        ScionForward { fwd, counters: ForwardCounters::default(), config: None }
+    }
+
+    /// A stage with the key and interfaces of `cfg` (see
+    /// [`Forwarder::from_config`]).
+    pub fn from_config(cfg: &ScionForwardConfig) -> Self {
+        ScionForward { config: Some(cfg.clone()), ..Self::new(Forwarder::from_config(cfg)) }
+    }
+
+    /// The configuration the stage runs with (`None` if it was built from a
+    /// [`Forwarder`], or its forwarder was changed through
+    /// [`forwarder_mut`](Self::forwarder_mut), and it was not reconfigured
+    /// since).
+    pub fn config(&self) -> Option<&ScionForwardConfig> {
+        self.config.as_ref()
     }
 
     /// The forwarding state.
@@ -90,8 +71,11 @@ impl ScionForward {
         &self.fwd
     }
 
-    /// The forwarding state, mutable (between bursts).
+    /// The forwarding state, mutable (between bursts). The stage then no
+    /// longer knows its configuration: the next live change applies whatever
+    /// it holds.
     pub fn forwarder_mut(&mut self) -> &mut Forwarder {
+        self.config = None;
         &mut self.fwd
     }
 
@@ -101,9 +85,9 @@ impl ScionForward {
     }
 
     fn note(&mut self, f: &Forwarded) {
-        match f.egress {
-            crate::Egress::Interface { .. } => self.counters.forwarded += 1,
-            crate::Egress::Local { .. } => self.counters.local += 1,
+        match f.exit {
+            Exit::Interface { .. } => self.counters.forwarded += 1,
+            Exit::Local { .. } => self.counters.local += 1,
         }
         self.counters.xovers += u64::from(f.xover);
     }
@@ -113,12 +97,38 @@ impl Element for ScionForward {
     fn name(&self) -> &str {
         "scion-forward"
     }
+
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let c = &self.counters;
+        out("forwarded", c.forwarded);
+        out("local", c.local);
+        out("xovers", c.xovers);
+        out("skipped", c.skipped);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
+    }
+
+    /// Replaces the key and the interface bindings (no packet is held, so
+    /// nothing is lost); counters and options are kept.
+    fn reconfigure(&mut self, config: &dyn Any, _now: Now) -> Result<Reconfigured, Refused> {
+        let c = config_of::<ScionForwardConfig>(config, "scion-forward")?;
+        if self.config.as_ref() == Some(c) {
+            return Ok(Reconfigured::Unchanged);
+        }
+        c.validate().map_err(Refused::Invalid)?;
+        self.fwd.set_key(c.forwarding_key());
+        self.fwd.interfaces_mut().rebind(&c.interfaces);
+        self.config = Some(c.clone());
+        Ok(Reconfigured::APPLIED)
+    }
 }
 
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let mut inputs: [Block; BURST] = [[0; 16]; BURST];
-        let mut which: [(u8, Range<u16>); BURST] = core::array::from_fn(|_| (0, 0..0));
+        let mut which: [(u8, Range<usize>); BURST] = core::array::from_fn(|_| (0, 0..0));
         let mut n = 0;
         // Pass 1: parse and gather MAC inputs.
         for i in batch.live() {
@@ -141,7 +151,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             match Forwarder::prepare(&data[loc.scion.clone()]) {
                 Ok(inp) => {
                     inputs[n] = inp;
-                    which[n] = (i as u8, loc.scion.start as u16..loc.scion.end as u16);
+                    which[n] = (i as u8, loc.scion);
                     n += 1;
                 }
                 Err(r) => batch.drop_packet(i, r),
@@ -155,33 +165,15 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             let i = usize::from(*i);
             let ingress = self.fwd.interfaces().ingress_if(batch.meta(i).port);
             let (buf, meta) = batch.get_mut(i);
-            let path = &mut buf.data_mut()[usize::from(range.start)..usize::from(range.end)];
+            let path = &mut buf.data_mut()[range.clone()];
             match self.fwd.finish(path, &macs[k], ingress, now.unix_ns) {
                 Ok(f) => {
                     let class = meta.class().unwrap_or_default();
                     self.note(&f);
-                    batch.forward(i, f.egress.port(), class);
+                    batch.forward(i, f.exit.port(), class);
                 }
                 Err(r) => batch.drop_packet(i, r),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod offset_tests {
-    use super::*;
-
-    #[test]
-    fn only_scion_or_bare_frames_are_scion() {
-        let mut m = Meta::new(0);
-        assert_eq!(scion_offset(&m), Some(0), "unparsed frame: bare SCION");
-        m.l3 = L3::Ipv4;
-        assert_eq!(scion_offset(&m), None, "IP packet the parser found not to be SCION");
-        m.proto = Proto::Scion;
-        m.proto_off = 42;
-        assert_eq!(scion_offset(&m), Some(42));
-        m.proto = Proto::Fair;
-        assert_eq!(scion_offset(&m), None);
     }
 }

@@ -1,12 +1,15 @@
 //! Whole-path forwarding: up segment (C=0) then down segment (C=1), with a
-//! cross-over, through the `ScionForward` stage; tampering and expiry drop.
+//! cross-over, through the `ScionForward` stage; tampering and expiry drop;
+//! live changes of the stage's configuration.
 
 use mac::Key;
 use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionPath, ScionRepr};
 use packet::{HostAddr, Ia};
-use pipeline::{Batch, DropReason, Now, Pipeline, Verdict};
+use pipeline::{Batch, DropReason, Element, Now, Pipeline, Reconfigured, Refused, Stage, Verdict};
 use scion::build::{self, HopSpec};
-use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
+use scion::{
+    ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward, ScionForwardConfig,
+};
 
 const NOW: u64 = 1_700_000_100_000_000_000;
 
@@ -83,4 +86,92 @@ fn three_ases_with_cross_over() {
     assert_eq!(run(&mut as3, bad, 1, NOW).1, Verdict::Drop(DropReason::BadMac));
     let late = NOW + 12 * 337_500_000_000;
     assert_eq!(run(&mut as3, p, 1, late).1, Verdict::Drop(DropReason::Expired));
+}
+
+fn pass(s: &mut ScionForward, pkt: Vec<u8>, port: u16) -> (Vec<u8>, Verdict) {
+    let mut b = Batch::new();
+    b.push(pkt, port).unwrap();
+    Stage::<Vec<u8>>::process(s, &mut b, Now::from_unix_ns(NOW));
+    let mut out = None;
+    b.drain(|buf, m| out = Some((buf, m.verdict)));
+    out.unwrap()
+}
+
+fn run_stage(s: &mut ScionForward, pkt: Vec<u8>, port: u16) -> Verdict {
+    pass(s, pkt, port).1
+}
+
+fn counters(s: &ScionForward) -> Vec<(&'static str, u64)> {
+    let mut v = Vec::new();
+    s.named_counters(&mut |n, c| v.push((n, c)));
+    v
+}
+
+fn as1(port: u16) -> ScionForwardConfig {
+    ScionForwardConfig::new(Key::from([1; 16])).with_interface(12, port)
+}
+
+fn change(s: &mut ScionForward, c: &ScionForwardConfig) -> Result<Reconfigured, Refused> {
+    s.reconfigure(c, Now::from_unix_ns(NOW))
+}
+
+const fn fwd(port: u16) -> Verdict {
+    Verdict::Forward { port, class: pipeline::Class(0) }
+}
+
+#[test]
+fn live_change_moves_an_interface_and_keeps_counters() {
+    let mut s = ScionForward::from_config(&as1(1));
+    assert_eq!(run_stage(&mut s, packet(), 0), fwd(1));
+    assert_eq!(change(&mut s, &as1(1)), Ok(Reconfigured::Unchanged));
+    assert_eq!(change(&mut s, &as1(5)), Ok(Reconfigured::APPLIED));
+    assert_eq!(s.config(), Some(&as1(5)));
+    assert_eq!(run_stage(&mut s, packet(), 0), fwd(5));
+    assert_eq!(s.counters().forwarded, 2, "counters survive the change");
+    assert_eq!(counters(&s), [("forwarded", 2), ("local", 0), ("xovers", 0), ("skipped", 0)]);
+    // The old port is no interface any more: a packet arriving there is from inside.
+    assert_eq!(s.forwarder().interfaces().ingress_if(1), scion::INTERNAL_IF);
+}
+
+#[test]
+fn live_change_of_the_key_applies_to_the_next_burst() {
+    let mut s = ScionForward::from_config(&as1(1));
+    let other = ScionForwardConfig { key: Key::from([2; 16]), ..as1(1) };
+    assert_eq!(change(&mut s, &other), Ok(Reconfigured::APPLIED));
+    assert_eq!(run_stage(&mut s, packet(), 0), Verdict::Drop(DropReason::BadMac));
+    assert_eq!(change(&mut s, &as1(1)), Ok(Reconfigured::APPLIED));
+    assert_eq!(run_stage(&mut s, packet(), 0), fwd(1));
+}
+
+#[test]
+fn refused_change_leaves_the_stage_as_it_was() {
+    let mut s = ScionForward::from_config(&as1(1));
+    assert_eq!(run_stage(&mut s, packet(), 0), fwd(1));
+    let twice = as1(5).with_interface(12, 6);
+    let Err(Refused::Invalid(e)) = change(&mut s, &twice) else { panic!("accepted") };
+    assert_eq!(e.key, "interfaces[1].ifid");
+    let Err(Refused::Invalid(_)) = s.reconfigure(&42u32, Now::from_unix_ns(NOW)) else {
+        panic!("accepted the configuration of another kind")
+    };
+    assert_eq!(s.config(), Some(&as1(1)));
+    assert_eq!(run_stage(&mut s, packet(), 0), fwd(1));
+    assert_eq!(s.counters().forwarded, 2);
+}
+
+#[test]
+fn live_change_keeps_the_forwarder_options() {
+    // Built from a forwarder (local port 99, no running configuration):
+    // the first change applies and the local port stays.
+    let table = InterfaceTable::new().with(21, 1).with(23, 2);
+    let cfg = ForwardConfig { local_port: 99, check_ingress: true };
+    let mut as2 = ScionForward::new(Forwarder::new(key(2), table, cfg));
+    let mut as3 = ScionForward::new(Forwarder::new(key(3), InterfaceTable::new(), cfg));
+    assert_eq!(as3.config(), None);
+    let as3_cfg = ScionForwardConfig::new(Key::from([3; 16])).with_interface(32, 4);
+    assert_eq!(change(&mut as3, &as3_cfg), Ok(Reconfigured::APPLIED));
+    let (p, _) = pass(&mut ScionForward::from_config(&as1(1)), packet(), 0);
+    let (p, v) = pass(&mut as2, p, 1);
+    assert_eq!(v, fwd(2));
+    assert_eq!(run_stage(&mut as3, p, 4), fwd(99));
+    assert_eq!((as2.counters().xovers, as3.counters().local), (1, 1));
 }

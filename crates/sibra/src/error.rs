@@ -47,6 +47,12 @@ pub enum Error {
     /// Invalid configuration.
     #[error("invalid configuration: {0}")]
     Config(&'static str),
+    /// A parameter that sizes or keys live state cannot change in place.
+    #[error("`{0}` cannot change while the state is live")]
+    Fixed(&'static str),
+    /// An interface that reservations cross cannot be removed in place.
+    #[error("interface {0} carries reservations")]
+    InterfaceInUse(u16),
     /// A packet could not be built or read.
     #[error("packet: {0}")]
     Packet(#[from] packet::Error),

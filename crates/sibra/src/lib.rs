@@ -13,8 +13,16 @@
 //! * [`monitor`]: edge token buckets and core count-min overuse detection
 //!   with blacklisting.
 //! * [`host`]: building requests and data paths, reading replies, renewals.
+//! * [`layout`]: the per-stage memo of SIBRA header layouts.
 //! * [`stage`]: the pipeline stages [`stage::SibraTransit`],
 //!   [`stage::SibraEdge`] and [`stage::SibraControl`]; [`stage::CLASS_R`].
+//! * [`config`]: the typed configurations of the `sibra-transit` and
+//!   `sibra-control` stage kinds ([`config::TransitConfig`],
+//!   [`config::ControlConfig`]; serde behind the `serde` feature), from
+//!   which [`stage::SibraTransit::from_config`] and
+//!   [`stage::SibraControl::from_config`] build the stages and with which
+//!   their `reconfigure` changes them live, keeping reservations, tables and
+//!   counters.
 //!
 //! Nothing here reads a clock: every call takes the time (`pipeline::Now` or
 //! a [`Tick`]). State is per worker; admission state belongs to one worker
@@ -123,9 +131,13 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod config;
 pub mod error;
 pub mod host;
+pub mod layout;
 pub mod monitor;
+#[cfg(test)]
+mod mutate;
 pub mod stage;
 pub mod token;
 pub mod types;

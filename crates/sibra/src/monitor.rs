@@ -291,18 +291,29 @@ impl EdgeMonitor {
     }
 }
 
-/// Transit/core monitoring configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Transit/core monitoring configuration (the `monitor` table of
+/// `sibra-transit`: every field optional, the times in milliseconds there,
+/// `window_ms` and `burst_ms`). `Debug` leaves out the secret seed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
 pub struct CoreConfig {
     /// Sketch rows (hash functions), 1..=4.
     pub rows: usize,
     /// Counters per row (a power of two).
     pub width: usize,
     /// Measurement window (the sketch is reset at each window boundary).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "window_ms", deserialize_with = "crate::config::ms_as_ns")
+    )]
     pub window_ns: u64,
     /// Tolerated excess over the reserved rate, in percent.
     pub margin_pct: u32,
     /// Burst allowance as time at the reserved rate.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "burst_ms", deserialize_with = "crate::config::ms_as_ns")
+    )]
     pub burst_ns: u64,
     /// Most suspects with exact buckets.
     pub max_suspects: usize,
@@ -327,6 +338,20 @@ impl Default for CoreConfig {
     }
 }
 
+impl core::fmt::Debug for CoreConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CoreConfig")
+            .field("rows", &self.rows)
+            .field("width", &self.width)
+            .field("window_ns", &self.window_ns)
+            .field("margin_pct", &self.margin_pct)
+            .field("burst_ns", &self.burst_ns)
+            .field("max_suspects", &self.max_suspects)
+            .field("max_blacklist", &self.max_blacklist)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Result of observing one packet in transit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreVerdict {
@@ -343,7 +368,8 @@ struct Suspect {
 }
 
 /// Count-min sketch overuse detection with exact confirmation and a blacklist.
-#[derive(Debug)]
+/// `Debug` shows the configuration and table sizes (no sketch cells, no
+/// hash keys).
 pub struct CoreMonitor {
     cfg: CoreConfig,
     sketch: Vec<u64>,
@@ -397,6 +423,38 @@ impl CoreMonitor {
             blacklisted_total: 0,
             cfg,
         })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    /// Changes the configuration in place: the window, margin and burst
+    /// allowance. The sketch, suspects and blacklist are kept (suspects keep
+    /// the bucket they were given; new suspects get the new margin and
+    /// burst). `rows`, `width`, `max_suspects` and `max_blacklist` size the
+    /// tables and `seed` keys them: a change of any of them is refused with
+    /// [`Error::Fixed`] naming it, and nothing changes.
+    pub fn retune(&mut self, cfg: CoreConfig) -> Result<(), Error> {
+        let c = &self.cfg;
+        let fixed = [
+            ("rows", c.rows == cfg.rows),
+            ("width", c.width == cfg.width),
+            ("max_suspects", c.max_suspects == cfg.max_suspects),
+            ("max_blacklist", c.max_blacklist == cfg.max_blacklist),
+            ("seed", c.seed == cfg.seed),
+        ];
+        if let Some((key, _)) = fixed.iter().find(|(_, same)| !same) {
+            return Err(Error::Fixed(key));
+        }
+        if cfg.window_ns == 0 {
+            return Err(Error::Config("core monitor: window_ns must be positive"));
+        }
+        self.cfg = cfg;
+        // The next burst recomputes its allowance factor.
+        self.allow_ns = u64::MAX;
+        Ok(())
     }
 
     /// Whether `key` is blacklisted at tick `now` (entries lapse after expiry).
@@ -538,6 +596,18 @@ impl CoreMonitor {
     }
 }
 
+impl core::fmt::Debug for CoreMonitor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CoreMonitor")
+            .field("cfg", &self.cfg)
+            .field("window_start", &self.window_start)
+            .field("suspects", &self.suspects.len())
+            .field("blacklist", &self.blacklist.len())
+            .field("blacklisted_total", &self.blacklisted_total)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,5 +714,27 @@ mod tests {
         assert!(m.is_blacklisted(&bad, Tick(10)));
         assert!(!m.is_blacklisted(&bad, Tick(11)));
         assert!(good.iter().all(|g| !m.is_blacklisted(g, Tick(1))));
+    }
+
+    #[test]
+    fn retune_keeps_the_blacklist_and_refuses_table_sizes() {
+        let mut m = CoreMonitor::new(CoreConfig { width: 64, ..Default::default() }).unwrap();
+        let k: ResvKey = EphemeralId([9; 16]).into();
+        m.blacklist(k, Tick(10), Tick(1)).unwrap();
+        let cfg = CoreConfig { window_ns: 500_000_000, margin_pct: 50, ..*m.config() };
+        m.retune(cfg).unwrap();
+        assert_eq!(*m.config(), cfg);
+        assert!(m.is_blacklisted(&k, Tick(5)));
+        for (bad, key) in [
+            (CoreConfig { rows: 2, ..cfg }, "rows"),
+            (CoreConfig { width: 128, ..cfg }, "width"),
+            (CoreConfig { seed: 1, ..cfg }, "seed"),
+            (CoreConfig { max_blacklist: 1, ..cfg }, "max_blacklist"),
+        ] {
+            assert_eq!(m.retune(bad), Err(Error::Fixed(key)));
+        }
+        assert_eq!(m.retune(CoreConfig { window_ns: 0, ..cfg }).map_err(|_| ()), Err(()));
+        assert_eq!(*m.config(), cfg);
+        assert!(!format!("{m:?}").contains("sketch"));
     }
 }

@@ -16,8 +16,8 @@ use packet::{HostAddr, Ia};
 use pipeline::{Batch, Egress, Now, Stage};
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::GatewayConfig;
+use zlane::config::GatewayConfig;
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
 use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
 use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, TokenBucket, ZlaneClassify};
 
@@ -78,7 +78,7 @@ fn host_packet(path: &packet::scion::ScionPathRepr, host: HostAddr) -> Vec<u8> {
     };
     let k = Cmac::new(&sv().level1(SRC).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host));
     let keys: Vec<_> = (0..path.num_hf()).map(|_| &k).collect();
-    zlane::endhost::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
+    zlane::host::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
 }
 
 /// An EPIC-Z packet over `hops` hop fields (one AS each), 100-byte payload,
@@ -203,7 +203,7 @@ fn bench(c: &mut Criterion) {
     let cfg = RouterConfig {
         local_ia: Ia::new(1, 100),
         capacity_bps: 100_000_000_000,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(6_000_000_000)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(6_000_000_000)) }],
         ..Default::default()
     };
     let mut cl = Classifier::new(&cfg, router_keys(), T0).unwrap();
@@ -281,25 +281,17 @@ fn bench(c: &mut Criterion) {
     let mut out = Vec::with_capacity(64);
     let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 100]).collect();
     let mut k = 0usize;
-    g.bench_function("sched_enqueue_dequeue", |b| {
-        b.iter(|| {
-            t += 100;
-            let buf = bufs.pop().unwrap_or_else(|| vec![0u8; 100]);
-            k = k.wrapping_add(1);
-            let _ = s.enqueue(buf, classes[k & 3], Now::from_unix_ns(t));
-            s.dequeue(Now::from_unix_ns(t), 1, &mut out);
-            bufs.append(&mut out);
-        })
-    });
+    let mut one = || {
+        t += 100;
+        let buf = bufs.pop().unwrap_or_else(|| vec![0u8; 100]);
+        k = k.wrapping_add(1);
+        let _ = s.enqueue(buf, classes[k & 3], Now::from_unix_ns(t));
+        s.dequeue(Now::from_unix_ns(t), 1, &mut out);
+        bufs.append(&mut out);
+    };
+    g.bench_function("sched_enqueue_dequeue", |b| b.iter(&mut one));
     if std::env::var_os("CPU_TIME").is_some() {
-        cpu_time("zlane_router/sched_enqueue_dequeue", 1_000_000, 1, || {
-            t += 100;
-            let buf = bufs.pop().unwrap_or_else(|| vec![0u8; 100]);
-            k = k.wrapping_add(1);
-            let _ = s.enqueue(buf, classes[k & 3], Now::from_unix_ns(t));
-            s.dequeue(Now::from_unix_ns(t), 1, &mut out);
-            bufs.append(&mut out);
-        });
+        cpu_time("zlane_router/sched_enqueue_dequeue", 1_000_000, 1, &mut one);
     }
     // Scheduler dequeue alone: a burst of 32 queued packets (mixed classes)
     // handed out at once; only the dequeue calls are timed.

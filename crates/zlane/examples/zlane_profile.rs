@@ -23,8 +23,8 @@ use packet::{HostAddr, Ia};
 use pipeline::{Batch, Egress, Now, Stage};
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::GatewayConfig;
+use zlane::config::GatewayConfig;
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
 use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
 use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, ZlaneClassify, ZlaneGateway};
 
@@ -70,7 +70,7 @@ fn host_packet(path: &ScionPathRepr, host: HostAddr) -> Vec<u8> {
     };
     let k = Cmac::new(&sv().level1(SRC).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host));
     let keys: Vec<_> = (0..path.num_hf()).map(|_| &k).collect();
-    zlane::endhost::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
+    zlane::host::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
 }
 
 fn gateway(path: &ScionPathRepr, rate: u64, hosts: u32) -> (Vec<u8>, Gateway) {
@@ -256,7 +256,7 @@ fn router_paths() {
     let cfg = RouterConfig {
         local_ia: Ia::new(1, 100),
         capacity_bps: 100_000_000_000,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(6_000_000_000)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(6_000_000_000)) }],
         ..Default::default()
     };
     let (mut pkt, mut gw) = gateway(&p3, 6_000_000_000, 0);

@@ -41,35 +41,21 @@ impl TokenBucket {
         self.tokens
     }
 
-    /// Changes the rate (the fill level is kept).
-    pub fn set_rate(&mut self, rate_units: u16) {
+    /// Changes rate and burst at `now_ns`, keeping the level: the tokens
+    /// earned so far count at the old rate (up to `old_burst`), then the
+    /// level is clamped to `new_burst`.
+    pub fn retune(&mut self, rate_units: u16, old_burst: u16, new_burst: u16, now_ns: u64) {
+        self.refill(old_burst, now_ns);
         self.rate = rate_units;
+        self.tokens = self.tokens.min(new_burst);
     }
 
     /// Refills up to `burst` at `now_ns` and takes `len` bytes if available.
     /// Returns whether the packet conforms (never at rate 0).
     #[inline]
     pub fn take(&mut self, len: usize, burst: u16, now_ns: u64) -> bool {
-        let now = now_ns as u32;
-        let elapsed = u64::from(now.wrapping_sub(self.ts));
-        let rate = u64::from(self.rate);
-        let room = u64::from(burst.saturating_sub(self.tokens));
-        if rate == 0 {
-            // Rate 0 means "no guarantee": nothing conforms, not even a burst.
-            self.ts = now;
+        if !self.refill(burst, now_ns) {
             return false;
-        } else {
-            let add = elapsed * rate / NS_PER_BYTE_UNIT;
-            if add >= room {
-                self.tokens = burst;
-                self.ts = now;
-            } else if add != 0 {
-                self.tokens += add as u16;
-                // Keep the fraction of a byte earned but not credited.
-                self.ts = self.ts.wrapping_add((add * NS_PER_BYTE_UNIT / rate) as u32);
-            }
-            // (`add == 0`, e.g. the next packet of the same burst: nothing
-            // to credit, and no division for it.)
         }
         if len <= usize::from(self.tokens) {
             self.tokens -= len as u16;
@@ -77,6 +63,32 @@ impl TokenBucket {
         } else {
             false
         }
+    }
+
+    /// Credits the tokens earned since the last update, up to `burst`;
+    /// `false` at rate 0 ("no guarantee": nothing conforms, not even a burst).
+    #[inline(always)]
+    fn refill(&mut self, burst: u16, now_ns: u64) -> bool {
+        let now = now_ns as u32;
+        let elapsed = u64::from(now.wrapping_sub(self.ts));
+        let rate = u64::from(self.rate);
+        let room = u64::from(burst.saturating_sub(self.tokens));
+        if rate == 0 {
+            self.ts = now;
+            return false;
+        }
+        let add = elapsed * rate / NS_PER_BYTE_UNIT;
+        if add >= room {
+            self.tokens = burst;
+            self.ts = now;
+        } else if add != 0 {
+            self.tokens += add as u16;
+            // Keep the fraction of a byte earned but not credited.
+            self.ts = self.ts.wrapping_add((add * NS_PER_BYTE_UNIT / rate) as u32);
+        }
+        // (`add == 0`, e.g. the next packet of the same burst: nothing
+        // to credit, and no division for it.)
+        true
     }
 }
 
@@ -239,6 +251,27 @@ mod tests {
         let expect = 1_250_000 * 10 + 3000;
         // The last offered packet comes one gap before 10 s.
         assert!(passed <= expect && passed + 3000 >= expect, "{passed} vs {expect}");
+    }
+
+    #[test]
+    fn retune_credits_the_old_rate_then_keeps_the_level() {
+        // 10 Mbit/s = 1.25 bytes/µs, emptied at 0.
+        let mut b = TokenBucket::new(100, 3000, 0);
+        assert!(b.take(3000, 3000, 0));
+        // 800 µs at the old rate earn 1000 bytes; then 40 Mbit/s (5 bytes/µs).
+        b.retune(400, 3000, 3000, 800_000);
+        assert_eq!((b.tokens(), b.rate_units()), (1000, 400));
+        assert!(!b.take(2001, 3000, 1_000_000));
+        assert!(b.take(2000, 3000, 1_000_000));
+        // A smaller burst clamps the level (after the old rate's credit).
+        b.retune(400, 3000, 1500, 2_000_000);
+        assert_eq!(b.tokens(), 1500);
+        // From rate 0 (nothing ever conforms) the level stays where it was.
+        let mut z = TokenBucket::new(0, 3000, 0);
+        assert!(!z.take(1, 3000, 5_000));
+        z.retune(100, 3000, 3000, 10_000);
+        assert_eq!(z.tokens(), 3000);
+        assert!(z.take(3000, 3000, 10_000));
     }
 
     #[test]

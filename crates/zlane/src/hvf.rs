@@ -83,8 +83,10 @@ fn dbl(b: &Block) -> Block {
     out
 }
 
-/// Freshness window for EPIC-Z packet timestamps.
+/// Freshness window for EPIC-Z packet timestamps: `freshness = { past_ns,
+/// future_ns }` of a `zlane-classify` stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
 pub struct Freshness {
     /// Oldest accepted packet age (default 2 s).
     pub past_ns: u64,

@@ -132,7 +132,7 @@ impl HostKeys {
         HostKeys { host: Cmac::new(&zero), as_k1: [0; 16], as_aes: Aes::new(&zero) }
     }
 
-    /// Ṽ_i = CMAC_K̃(V_i ‖ 0¹²)[0:4] = AES_K̃((V_i ‖ 0¹²) ⊕ K1)[0:4].
+    /// Ṽ_i = CMAC_K̃(V_i ‖ 0¹²)\[0:4\] = AES_K̃((V_i ‖ 0¹²) ⊕ K1)\[0:4\].
     #[inline]
     pub fn as_hvf(&self, v: &[u8; 4]) -> [u8; 4] {
         // V ‖ 0¹² built as one 16-byte value; the K1 XOR happens inside the
@@ -199,6 +199,13 @@ impl HostKeyCache {
     /// Number of slots.
     pub fn capacity(&self) -> usize {
         self.tags.len()
+    }
+
+    /// Derives keys for DRKey protocol id `protocol` from now on (flushes
+    /// the keys of the previous one).
+    pub fn set_protocol(&mut self, protocol: u16) {
+        self.protocol = protocol;
+        self.flush();
     }
 
     /// Forgets every key (between bursts, e.g. at an epoch change).

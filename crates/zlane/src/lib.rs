@@ -1,15 +1,25 @@
 //! Z-Lane: zero-setup intermediate-rate communication guarantees over SCION.
 //!
-//! * [`gateway`]: the source AS's gateway — per-host token buckets in a
-//!   fixed-capacity table, the Q flag, and HVF replacement V_i → Ṽ_i
-//!   ([`ZlaneGateway`] stage).
-//! * [`router`]: the border router — EPIC-Z HVF verification (host- or
-//!   AS-level per Q), freshness, optional duplicate suppression
-//!   ([`replay`]), classification into R/N/G/A/U and per-AS/per-ISD 8-byte
-//!   token buckets ([`ZlaneClassify`] stage).
+//! * [`config`]: the typed configuration of the stage kinds
+//!   `zlane-classify` ([`RouterConfig`]) and `zlane-gateway`
+//!   ([`GatewayConfig`]) and of the `zlane` egress ([`SchedulerConfig`]),
+//!   with their checks ([`pipeline::Validate`]).
+//! * [`stage`]: the pipeline stages [`ZlaneClassify`] (border router) and
+//!   [`ZlaneGateway`] (source AS), both changed live in place
+//!   ([`pipeline::Element::reconfigure`]).
+//! * [`classify`]: the border router's [`Classifier`] — EPIC-Z HVF
+//!   verification (host- or AS-level per Q), freshness, optional duplicate
+//!   suppression ([`replay`]), classification into R/N/G/A/U and
+//!   per-AS/per-ISD 8-byte token buckets ([`bucket`]).
+//! * [`gateway`]: the source AS's [`Gateway`] — per-host token buckets in a
+//!   fixed-capacity table, the Q flag, and HVF replacement V_i → Ṽ_i under
+//!   the on-path ASes' keys (mapped from hop fields), reporting each
+//!   [`rewrite`] for checksum patches.
 //! * [`sched`]: the five-queue egress scheduler ([`Scheduler`], a
 //!   `pipeline::Egress`) enforcing the μ bounds in virtual time.
-//! * [`hvf`], [`bucket`], [`keys`], [`config`], [`class`], [`endhost`].
+//! * [`host`]: what a sending host does (EPIC-Z packets with host-level HVFs).
+//! * [`hvf`], [`keys`], [`class`]: HVFs and freshness, DRKey keys, the
+//!   traffic classes.
 //!
 //! Sans-IO: every function takes `Now`. A border-router pipeline is
 //! `[ZlaneClassify, scion::ScionForward]` followed by the scheduler; SIBRA's
@@ -62,11 +72,9 @@
 //! use pipeline::{Batch, Egress, Now, Pipeline};
 //! use scion::build::{self, HopSpec};
 //! use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
-//! use zlane::config::{Origin, Rate, RouterConfig};
-//! use zlane::gateway::{Gateway, GatewayConfig};
+//! use zlane::config::{GatewayConfig, Origin, Rate, RateConfig, RouterConfig, SchedulerConfig};
 //! use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
-//! use zlane::sched::{Scheduler, SchedulerConfig};
-//! use zlane::{Classifier, ZlaneClassify, ZlaneGateway};
+//! use zlane::{Classifier, Gateway, Scheduler, ZlaneClassify, ZlaneGateway};
 //!
 //! let now = Now::from_unix_ns(1_700_000_000_000_000_000);
 //! let (src, transit) = (Ia::new(1, 10), Ia::new(1, 20));
@@ -90,7 +98,7 @@
 //! // generic level 2 with protocol id 64, from K_{transit→src}.
 //! let host_key = sv.level1(src).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &HostAddr::V4([10, 0, 0, 1]));
 //! let k = Cmac::new(&host_key);
-//! let mut pkt = zlane::endhost::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, b"hi").unwrap();
+//! let mut pkt = zlane::host::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, b"hi").unwrap();
 //!
 //! // Gateway in the source AS: K_{transit,src} fetched via DRKey, hops registered.
 //! let mut gw = Gateway::new(GatewayConfig::default()).unwrap();
@@ -102,8 +110,8 @@
 //! gw_stage.run(&mut batch, now);
 //!
 //! // Border router of the transit AS: classify, forward, schedule.
-//! let cfg = RouterConfig { local_ia: transit, rates: vec![(Origin::As(src), Some(Rate::Bps(100_000_000)))],
-//!     ..Default::default() };
+//! let rate = RateConfig { origin: Origin::As(src), rate: Some(Rate::Bps(100_000_000)) };
+//! let cfg = RouterConfig { local_ia: transit, rates: vec![rate], ..Default::default() };
 //! let mut keys = RouterKeys::new(4096, 0x5eed, DEFAULT_GRACE_NS);
 //! keys.install(sv).unwrap();
 //! let classify = ZlaneClassify::new(Classifier::new(&cfg, keys, now.mono_ns).unwrap());
@@ -122,19 +130,24 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod as_keys;
 pub mod bucket;
 pub mod class;
+pub mod classify;
 pub mod config;
-pub mod endhost;
 pub mod gateway;
+pub mod host;
+mod host_table;
 pub mod hvf;
 pub mod keys;
 pub mod replay;
-pub mod router;
+pub mod rewrite;
 pub mod sched;
+pub mod stage;
 
 pub use bucket::TokenBucket;
-pub use config::{Bounds, ConfigError, Origin, Rate, RouterConfig};
-pub use gateway::{Gateway, GatewayConfig, ZlaneGateway};
-pub use router::{Classifier, ZlaneClassify};
-pub use sched::{Scheduler, SchedulerConfig};
+pub use classify::Classifier;
+pub use config::{Bounds, GatewayConfig, Origin, Rate, RateConfig, RouterConfig, SchedulerConfig};
+pub use gateway::Gateway;
+pub use sched::Scheduler;
+pub use stage::{ZlaneClassify, ZlaneGateway};

@@ -35,10 +35,7 @@ impl ReplayFilter {
     /// A filter for `rate_pps` packets per second over `window_ns` with false
     /// positive probability `fp` (e.g. 1e-6); `seed` keys the hash.
     pub fn new(window_ns: u64, rate_pps: u64, fp: f64, seed: u64) -> Self {
-        let n = (rate_pps as f64 * window_ns as f64 / 1e9).max(1.0);
-        let fp = fp.clamp(1e-12, 0.5);
-        let m = (-n * fp.ln() / (core::f64::consts::LN_2.powi(2))).ceil() as u64;
-        let m = m.max(64).next_power_of_two();
+        let (n, m) = Self::size(window_ns, rate_pps, fp);
         let k = ((m as f64 / n) * core::f64::consts::LN_2).round().clamp(1.0, 16.0) as u32;
         let words = (m / 64) as usize;
         ReplayFilter {
@@ -50,6 +47,23 @@ impl ReplayFilter {
             rotated_at: 0,
             seed,
         }
+    }
+
+    /// Memory in bytes of [`new`](Self::new)`(window_ns, rate_pps, fp, _)`
+    /// (to bound it before allocating).
+    pub fn memory_for(window_ns: u64, rate_pps: u64, fp: f64) -> usize {
+        let (_, m) = Self::size(window_ns, rate_pps, fp);
+        usize::try_from(m / 64 * 16).unwrap_or(usize::MAX)
+    }
+
+    /// Expected entries per generation and bits per generation (a power of two).
+    fn size(window_ns: u64, rate_pps: u64, fp: f64) -> (f64, u64) {
+        let n = (rate_pps as f64 * window_ns as f64 / 1e9).max(1.0);
+        let fp = fp.clamp(1e-12, 0.5);
+        let m = (-n * fp.ln() / (core::f64::consts::LN_2.powi(2))).ceil();
+        // (Above 2^63 bits the filter is refused by its memory bound anyway.)
+        let m = if m < 9.2e18 { (m as u64).max(64).next_power_of_two() } else { 1 << 63 };
+        (n, m)
     }
 
     /// A filter whose generation length is the whole freshness window
@@ -130,5 +144,7 @@ mod tests {
         assert_eq!(f.window_ns(), 3_000_000_000);
         // 3 M packets per generation at 1e-6: ~86 Mbit rounded up to a power of two, ×2.
         assert_eq!(f.memory_bytes(), 2 * (1 << 27) / 8);
+        assert_eq!(ReplayFilter::memory_for(3_000_000_000, 1_000_000, 1e-6), f.memory_bytes());
+        assert_eq!(ReplayFilter::memory_for(u64::MAX, u64::MAX, 1e-6), 1 << 61);
     }
 }

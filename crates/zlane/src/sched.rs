@@ -1,7 +1,7 @@
 //! The five-queue egress scheduler (R, N, G, A, U) in virtual time.
 //!
 //! * R, N and G are lower = upper bounded: a policer per queue (rate μ·C,
-//!   burst [`SchedulerConfig::burst_bytes`]) admits packets at enqueue time;
+//!   burst [`SchedulerConfig::burst_bytes`](crate::config::SchedulerConfig::burst_bytes)) admits packets at enqueue time;
 //!   R and N packets over the bound are dropped (`OverRate`), G packets over
 //!   it are demoted to A (they are authenticated best effort). Admitted
 //!   packets are sent with strict priority R > N > G, so each is forwarded at
@@ -9,7 +9,7 @@
 //! * A and U share everything else by deficit round robin weighted μ_A : μ_U,
 //!   so each gets at least min(arrival, μ·C) and all leftover capacity is used.
 //!   Only A and U fill up; they drop at the tail (`QueueFull`).
-//! * The link sends at [`SchedulerConfig::capacity_bps`]: `dequeue(now)` hands
+//! * The link sends at [`SchedulerConfig::capacity_bps`](crate::config::SchedulerConfig::capacity_bps): `dequeue(now)` hands
 //!   out packets whose transmission starts no later than `now`, keeping a
 //!   virtual "link free at" clock, so the same code runs in real time (the
 //!   runtime calls it every burst) and in simulations.
@@ -17,13 +17,21 @@
 //!   of non-empty queues picks R > N > G with one `trailing_zeros`, and the
 //!   link clock advances by a precomputed fixed-point time per byte (no
 //!   128-bit division per packet).
+//! * A live change ([`Scheduler::reconfigure`]) retunes capacity, bounds,
+//!   bursts, quanta and queue lengths in place: queued packets stay queued
+//!   (a queue shrunk below its length drops its newest packets, counted as
+//!   `reconfigured`) and the policers keep their levels.
 
+use core::any::Any;
 use std::collections::VecDeque;
 
-use pipeline::{Class, DropReason, Egress, Element, Now, PacketBuf};
+use pipeline::{
+    config_of, Class, DropReason, Egress, Element, Invalid, Now, PacketBuf, Reconfigured, Refused,
+    Validate,
+};
 
 use crate::class::{queue_of, NAMES};
-use crate::config::{Bounds, ConfigError};
+use crate::config::SchedulerConfig;
 
 const QG: usize = 2;
 const QA: usize = 3;
@@ -31,56 +39,6 @@ const QA: usize = 3;
 const FP_SHIFT: u32 = 32;
 /// Bits of R, N, G in the non-empty mask.
 const RNG_MASK: u8 = 0b111;
-
-/// Scheduler configuration for one egress interface.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SchedulerConfig {
-    /// Egress capacity μ refers to, in bit/s.
-    pub capacity_bps: u64,
-    /// Bounds as fractions of the capacity (Table 2 defaults).
-    pub bounds: Bounds,
-    /// Queue lengths in packets (R, N, G, A, U).
-    pub queue_packets: [usize; 5],
-    /// Burst of the R and N policers in bytes.
-    pub burst_bytes: u64,
-    /// Burst of the G policer in bytes. G traffic is already policed per
-    /// AS/ISD; set this to at least the shared bucket burst times the number
-    /// of buckets so that simultaneous bucket bursts are not demoted.
-    pub g_burst_bytes: u64,
-    /// DRR quantum of the smaller of A and U, in bytes (≥ one MTU).
-    pub quantum_bytes: u32,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig {
-            capacity_bps: 10_000_000_000,
-            bounds: Bounds::default(),
-            queue_packets: [1024, 1024, 1024, 4096, 4096],
-            burst_bytes: 16 * 1500,
-            g_burst_bytes: 64 * 1500,
-            quantum_bytes: 1514,
-        }
-    }
-}
-
-impl SchedulerConfig {
-    /// Validates the configuration.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.bounds.validate()?;
-        if self.capacity_bps == 0 {
-            return Err(ConfigError::ZeroCapacity);
-        }
-        let smallest = self.burst_bytes.min(self.g_burst_bytes).min(self.quantum_bytes.into());
-        if smallest < 1500 {
-            return Err(ConfigError::BurstTooSmall { bytes: smallest });
-        }
-        if self.queue_packets.contains(&0) {
-            return Err(ConfigError::ZeroQueue);
-        }
-        Ok(())
-    }
-}
 
 /// Per-queue counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,6 +57,8 @@ pub struct QueueCounters {
     pub over_rate: u64,
     /// Packets demoted into A (G over its bound).
     pub demoted: u64,
+    /// Queued packets dropped by a live change that shrank the queue.
+    pub reconfigured: u64,
 }
 
 /// A policer in byte-nanoseconds (tokens × 1e9) so rates need no rounding.
@@ -119,9 +79,7 @@ impl Policer {
     /// Tokens are bit-nanoseconds: rate_bps × elapsed_ns; a byte costs 8e9.
     #[inline]
     fn take(&mut self, len: usize, now: u64) -> bool {
-        let dt = u128::from(now.saturating_sub(self.last));
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + dt * u128::from(self.rate_bps)).min(self.cap);
+        self.refill(now);
         let cost = len as u128 * 8_000_000_000;
         if self.tokens >= cost {
             self.tokens -= cost;
@@ -130,6 +88,54 @@ impl Policer {
             false
         }
     }
+
+    #[inline(always)]
+    fn refill(&mut self, now: u64) {
+        let dt = u128::from(now.saturating_sub(self.last));
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * u128::from(self.rate_bps)).min(self.cap);
+    }
+
+    /// Changes rate and burst at `now`, keeping the level: tokens earned so
+    /// far count at the old rate, then the level is clamped to the new burst.
+    fn retune(&mut self, to: Policer, now: u64) {
+        self.refill(now);
+        self.rate_bps = to.rate_bps;
+        self.cap = to.cap;
+        self.tokens = self.tokens.min(to.cap);
+    }
+}
+
+/// Largest ratio of the A and U quanta: a bound of, say, 1e-300 against
+/// 0.15 would otherwise make a quantum that overflows the deficit counter.
+const MAX_QUANTUM_RATIO: f64 = 1e6;
+
+/// The R, N and G policers of `cfg`, full.
+fn policers(cfg: &SchedulerConfig) -> [Policer; 3] {
+    let (c, b) = (cfg.capacity_bps as f64, &cfg.bounds);
+    let pol = |mu: f64, burst: u64| Policer::new((c * mu) as u64, burst);
+    [pol(b.r, cfg.burst_bytes), pol(b.n, cfg.burst_bytes), pol(b.g, cfg.g_burst_bytes)]
+}
+
+/// The DRR quanta of A and U: the smaller gets `quantum_bytes`, the other
+/// its weight ratio times that; a queue without a bound gets none unless
+/// neither has one.
+fn quanta(cfg: &SchedulerConfig) -> [u64; 2] {
+    let (wa, wu) = (cfg.bounds.a, cfg.bounds.u);
+    let q = u64::from(cfg.quantum_bytes);
+    let scaled = |ratio: f64| (q as f64 * ratio.min(MAX_QUANTUM_RATIO)) as u64;
+    match (wa > 0.0, wu > 0.0) {
+        (true, true) if wa >= wu => [scaled(wa / wu), q],
+        (true, true) => [q, scaled(wu / wa)],
+        (true, false) => [q, 0],
+        (false, true) => [0, q],
+        (false, false) => [q, q],
+    }
+}
+
+/// Transmission time of one byte at `capacity_bps`, picoseconds × 2^32.
+fn fp_per_byte(capacity_bps: u64) -> u128 {
+    (8_000_000_000_000u128 << FP_SHIFT) / u128::from(capacity_bps.max(1))
 }
 
 /// The Z-Lane egress scheduler; implements [`pipeline::Egress`].
@@ -150,37 +156,53 @@ pub struct Scheduler<B> {
 }
 
 impl<B: PacketBuf> Scheduler<B> {
-    /// A scheduler for a validated configuration; allocates all queues up front.
-    pub fn new(cfg: SchedulerConfig) -> Result<Self, ConfigError> {
+    /// A scheduler for `cfg` (validated here); allocates all queues up front.
+    pub fn new(cfg: SchedulerConfig) -> Result<Self, Invalid> {
         cfg.validate()?;
-        let c = cfg.capacity_bps as f64;
-        let b = &cfg.bounds;
-        let pol = |mu: f64, burst: u64| Policer::new((c * mu) as u64, burst);
-        let (wa, wu) = (b.a, b.u);
-        let q = u64::from(cfg.quantum_bytes);
-        let quantum = match (wa > 0.0, wu > 0.0) {
-            (true, true) if wa >= wu => [(q as f64 * wa / wu) as u64, q],
-            (true, true) => [q, (q as f64 * wu / wa) as u64],
-            (true, false) => [q, 0],
-            (false, true) => [0, q],
-            (false, false) => [q, q],
-        };
         Ok(Scheduler {
             queues: core::array::from_fn(|i| VecDeque::with_capacity(cfg.queue_packets[i])),
-            policers: [
-                pol(b.r, cfg.burst_bytes),
-                pol(b.n, cfg.burst_bytes),
-                pol(b.g, cfg.g_burst_bytes),
-            ],
+            policers: policers(&cfg),
             link_free_fp: 0,
-            fp_per_byte: (8_000_000_000_000u128 << FP_SHIFT) / u128::from(cfg.capacity_bps),
+            fp_per_byte: fp_per_byte(cfg.capacity_bps),
             nonempty: 0,
-            quantum,
+            quantum: quanta(&cfg),
             deficit: [0; 2],
             turn: 0,
             counters: Default::default(),
             cfg,
         })
+    }
+
+    /// Applies `cfg` (validated) in place at `now`: the link's capacity, the
+    /// policers' rates and bursts (each keeps its level, retuned as
+    /// [`TokenBucket`](crate::TokenBucket)s are), the DRR quanta and the
+    /// queue lengths. Queued packets stay queued; a queue shrunk below its
+    /// length drops its newest packets, counted as `reconfigured` and
+    /// reported as `lost`.
+    pub fn reconfigure(&mut self, cfg: &SchedulerConfig, now: Now) -> Reconfigured {
+        if *cfg == self.cfg {
+            return Reconfigured::Unchanged;
+        }
+        for (p, to) in self.policers.iter_mut().zip(policers(cfg)) {
+            p.retune(to, now.mono_ns);
+        }
+        self.fp_per_byte = fp_per_byte(cfg.capacity_bps);
+        self.quantum = quanta(cfg);
+        let mut lost = 0;
+        for (q, &limit) in cfg.queue_packets.iter().enumerate() {
+            let queue = &mut self.queues[q];
+            let excess = queue.len().saturating_sub(limit);
+            queue.truncate(limit);
+            // Room for the new length now, not on the packet path.
+            queue.reserve(limit - queue.len());
+            if queue.is_empty() {
+                self.nonempty &= !(1 << q);
+            }
+            self.counters[q].reconfigured += excess as u64;
+            lost += excess as u64;
+        }
+        self.cfg.clone_from(cfg);
+        Reconfigured::Applied { lost }
     }
 
     /// The configuration.
@@ -250,13 +272,44 @@ impl<B: PacketBuf> Scheduler<B> {
     }
 }
 
-/// Names of the per-queue counters (sent, queue full, over rate, demoted), R N G A U.
-const QUEUE_COUNTER_NAMES: [[&str; 4]; 5] = [
-    ["queue_r_sent", "queue_r_queue_full", "queue_r_over_rate", "queue_r_demoted"],
-    ["queue_n_sent", "queue_n_queue_full", "queue_n_over_rate", "queue_n_demoted"],
-    ["queue_g_sent", "queue_g_queue_full", "queue_g_over_rate", "queue_g_demoted"],
-    ["queue_a_sent", "queue_a_queue_full", "queue_a_over_rate", "queue_a_demoted"],
-    ["queue_u_sent", "queue_u_queue_full", "queue_u_over_rate", "queue_u_demoted"],
+/// Names of the per-queue counters (sent, queue full, over rate, demoted,
+/// reconfigured), R N G A U.
+const QUEUE_COUNTER_NAMES: [[&str; 5]; 5] = [
+    [
+        "queue_r_sent",
+        "queue_r_queue_full",
+        "queue_r_over_rate",
+        "queue_r_demoted",
+        "queue_r_reconfigured",
+    ],
+    [
+        "queue_n_sent",
+        "queue_n_queue_full",
+        "queue_n_over_rate",
+        "queue_n_demoted",
+        "queue_n_reconfigured",
+    ],
+    [
+        "queue_g_sent",
+        "queue_g_queue_full",
+        "queue_g_over_rate",
+        "queue_g_demoted",
+        "queue_g_reconfigured",
+    ],
+    [
+        "queue_a_sent",
+        "queue_a_queue_full",
+        "queue_a_over_rate",
+        "queue_a_demoted",
+        "queue_a_reconfigured",
+    ],
+    [
+        "queue_u_sent",
+        "queue_u_queue_full",
+        "queue_u_over_rate",
+        "queue_u_demoted",
+        "queue_u_reconfigured",
+    ],
 ];
 
 impl<B: PacketBuf + Send> Element for Scheduler<B> {
@@ -270,7 +323,13 @@ impl<B: PacketBuf + Send> Element for Scheduler<B> {
             out(names[1], c.queue_full);
             out(names[2], c.over_rate);
             out(names[3], c.demoted);
+            out(names[4], c.reconfigured);
         }
+    }
+
+    fn reconfigure(&mut self, config: &dyn Any, now: Now) -> Result<Reconfigured, Refused> {
+        let cfg = config_of::<SchedulerConfig>(config, "zlane")?;
+        Ok(Scheduler::reconfigure(self, cfg, now))
     }
 }
 

@@ -8,8 +8,9 @@ use packet::scion::{epic::EpicPath, ScionHeader};
 use packet::Ia;
 use pipeline::{DropReason, Now};
 use zlane::class::{A, G, U};
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::{GatewayConfig, GatewayOutcome, OverusePolicy};
+use zlane::config::{GatewayConfig, HostPrefix, OverusePolicy, PrefixRate};
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
+use zlane::gateway::GatewayOutcome;
 use zlane::replay::ReplayFilter;
 use zlane::Classifier;
 
@@ -18,7 +19,7 @@ const SRC: Ia = Ia::new(1, 10);
 fn classifier(rate_bps: u64) -> Classifier {
     let cfg = RouterConfig {
         local_ia: TRANSIT,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(rate_bps)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(rate_bps)) }],
         burst: 3000,
         ..Default::default()
     };
@@ -124,7 +125,7 @@ fn gateway_drop_policy_and_plain_scion() {
     assert_eq!(gw.process(&mut p2, now(0)), Err(DropReason::OverRate));
     // Prefix rates: a /24 with rate 0 never gets Q.
     let cfg = GatewayConfig {
-        prefixes: vec![(zlane::gateway::HostPrefix::v4([0, 0, 0, 0], 24), 0)],
+        prefixes: vec![PrefixRate { prefix: HostPrefix::v4([0, 0, 0, 0], 24), bps: 0 }],
         ..Default::default()
     };
     let mut gw = gateway(SRC, cfg);
@@ -150,7 +151,7 @@ fn previous_epoch_is_accepted_during_the_grace_period_only() {
     keys.install(sv2.clone()).unwrap();
     let cfg = RouterConfig {
         local_ia: TRANSIT,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(100_000_000)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(100_000_000)) }],
         ..Default::default()
     };
     let mut c = Classifier::new(&cfg, keys, now(0).mono_ns).unwrap();
@@ -209,7 +210,7 @@ fn stage_matches_per_packet_classification() {
     };
     let cfg = RouterConfig {
         local_ia: TRANSIT,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(10_000_000)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(10_000_000)) }],
         burst: 3000,
         ..Default::default()
     };
@@ -282,9 +283,9 @@ fn stage_with_one_or_several_source_ases_matches_per_packet_classification() {
     let cfg = RouterConfig {
         local_ia: TRANSIT,
         rates: vec![
-            (Origin::As(SRC), Some(Rate::Bps(100_000_000))),
-            (Origin::As(srcs[1]), Some(Rate::Bps(100_000_000))),
-            (Origin::Isd(2), Some(Rate::Bps(100_000_000))),
+            RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(100_000_000)) },
+            RateConfig { origin: Origin::As(srcs[1]), rate: Some(Rate::Bps(100_000_000)) },
+            RateConfig { origin: Origin::Isd(2), rate: Some(Rate::Bps(100_000_000)) },
         ],
         burst: 3000,
         ..Default::default()

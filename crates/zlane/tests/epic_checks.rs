@@ -8,8 +8,9 @@ use packet::scion::{epic::EpicPath, ScionHeader};
 use packet::Ia;
 use pipeline::DropReason;
 use zlane::class::{A, G};
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::{GatewayConfig, GatewayOutcome};
+use zlane::config::GatewayConfig;
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
+use zlane::gateway::GatewayOutcome;
 use zlane::Classifier;
 
 const SRC: Ia = Ia::new(1, 10);
@@ -21,7 +22,7 @@ fn classifier(cfg: RouterConfig) -> Classifier {
 fn cfg() -> RouterConfig {
     RouterConfig {
         local_ia: TRANSIT,
-        rates: vec![(Origin::As(SRC), Some(Rate::Bps(1_000_000_000)))],
+        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(1_000_000_000)) }],
         burst: 60_000,
         ..Default::default()
     }

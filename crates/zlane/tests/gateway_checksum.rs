@@ -8,7 +8,7 @@ use packet::checksum;
 use packet::udp::{PseudoHeader, Udp};
 use packet::Ia;
 use pipeline::{Batch, Parse, ParseConfig, Stage};
-use zlane::gateway::{GatewayConfig, OverusePolicy};
+use zlane::config::{GatewayConfig, OverusePolicy};
 use zlane::ZlaneGateway;
 
 const SRC: Ia = Ia::new(1, 10);
@@ -229,7 +229,7 @@ fn many_distinct_as_keys_in_one_burst() {
         .iter()
         .enumerate()
         .map(|(k, p)| {
-            zlane::endhost::epic_packet(&hdr(SRC, host(k as u32)), p, &[&hk, &hk], 0, 0, 1, &[1; 9])
+            zlane::host::epic_packet(&hdr(SRC, host(k as u32)), p, &[&hk, &hk], 0, 0, 1, &[1; 9])
                 .unwrap()
         })
         .collect();

@@ -9,8 +9,8 @@ use common::*;
 use packet::scion::{PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{Batch, Egress, Pipeline};
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::GatewayConfig;
+use zlane::config::GatewayConfig;
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
 use zlane::{Classifier, Scheduler, SchedulerConfig, ZlaneClassify};
 
 const CAP: u64 = 160_000_000_000;
@@ -45,9 +45,10 @@ fn with_type(mut p: Vec<u8>, ty: PathType, next_hdr: u8) -> Vec<u8> {
 fn as_x_keeps_its_guarantee_under_159_gbps_of_attack() {
     // 1000 ASes of ISD 1 (X among them) and 1000 other ISDs; X has 928 Mbit/s,
     // everyone else an equal share of the rest of mu_G = 32 Gbit/s.
-    let mut rates = vec![(Origin::As(X), Some(Rate::Bps(928_000_000)))];
-    rates.extend((1..1000u64).map(|a| (Origin::As(Ia::new(1, a)), None)));
-    rates.extend((2..1002u16).map(|i| (Origin::Isd(i), None)));
+    let mut rates = vec![RateConfig { origin: Origin::As(X), rate: Some(Rate::Bps(928_000_000)) }];
+    rates
+        .extend((1..1000u64).map(|a| RateConfig { origin: Origin::As(Ia::new(1, a)), rate: None }));
+    rates.extend((2..1002u16).map(|i| RateConfig { origin: Origin::Isd(i), rate: None }));
     let cfg = RouterConfig {
         local_ia: TRANSIT,
         capacity_bps: CAP,

@@ -26,7 +26,7 @@ pub enum Cmd {
     Channels,
     /// Apply a sending policy (CIR, CBS) to the channel of a prefix.
     SetPolicy {
-        /// The channel's destination prefix, as configured.
+        /// The channel's destination prefix (e.g. 10.2.0.0/16).
         #[arg(long)]
         prefix: String,
         /// Committed rate, bit/s.

@@ -1,4 +1,9 @@
 //! `FairControl`: data keys, channel policies, protests and verdicts.
+//!
+//! A channel's policy (`SetPolicy`) is a parameter of the `fair-source`
+//! stages: the RPC edits their stored parameters, which the router parses
+//! and applies in place like any live change. Keys (`RotateKey`,
+//! `ListKeys`) and protests are operations on the live stages' state.
 
 use std::sync::Arc;
 
@@ -6,6 +11,7 @@ use control::error::CtlError;
 use control::plane::{change_all, read_all, Plane};
 use control::service::{blocking, Reply};
 use control::text;
+use fair::config::{FairSourceConfig, Prefix};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::RoutesBuilder;
 use tonic::Request;
@@ -46,18 +52,22 @@ pub struct FairSvc(pub Arc<Plane>, pub Option<Arc<std::sync::Mutex<super::protes
 const FAIR_LIST_BEFORE: u64 = 8;
 const FAIR_LIST_AFTER: u64 = 56;
 
-/// The `channels` array of the first `fair-source` stage: (index, table).
-fn fair_channels(plane: &Plane) -> Result<(usize, Vec<toml::Table>), CtlError> {
-    let idx = plane.stages_of(KINDS_SOURCE)?;
+/// The configuration of the first `fair-source` stage, as stored (what
+/// the running stages apply).
+fn source_config(plane: &Plane) -> Result<FairSourceConfig, CtlError> {
+    let i = plane.stages_of(KINDS_SOURCE)?[0];
     let (cfg, _) = plane.config();
-    let i = idx[0];
-    let ch = cfg.pipeline[i]
-        .params
-        .get("channels")
-        .and_then(|v| v.as_array())
-        .map(|a| a.iter().filter_map(|v| v.as_table().cloned()).collect())
-        .unwrap_or_default();
-    Ok((i, ch))
+    runtime::config::typed(&cfg.pipeline[i].params)
+        .map_err(|e| CtlError::Internal(format!("pipeline[{i}]: {e}")))
+}
+
+/// The table of the channel of `prefix` in a `fair-source` parameter table.
+fn channel_of<'a>(params: &'a mut toml::Table, prefix: &Prefix) -> Option<&'a mut toml::Table> {
+    let channels = params.get_mut("channels")?.as_array_mut()?;
+    channels.iter_mut().filter_map(|c| c.as_table_mut()).find(|t| {
+        t.get("prefix").and_then(|v| v.as_str()).and_then(|p| p.parse::<Prefix>().ok())
+            == Some(*prefix)
+    })
 }
 
 #[tonic::async_trait]
@@ -122,86 +132,51 @@ impl pb::fair_control_server::FairControl for FairSvc {
     async fn list_channels(&self, _: Request<pb::ListChannelsRequest>) -> Reply<pb::ChannelList> {
         let plane = self.0.clone();
         blocking(move || {
-            let (_, cfg) = fair_channels(&plane)?;
-            let v = read_all(&plane, KINDS_SOURCE, |s: &mut fair::source::FairSource, _| {
-                let mut out = Vec::new();
-                let mut i = 0;
-                while let Some(c) = s.channel_mut(i) {
-                    out.push((c.id, c.dst_asn, c.m));
-                    i += 1;
-                }
-                Ok(out)
-            })?;
-            let live = v.into_iter().next().and_then(|w| w.into_iter().next()).unwrap_or_default();
-            let int = |t: &toml::Table, k: &str| {
-                t.get(k).and_then(|v| v.as_integer()).map_or(0, |x| x.max(0) as u64)
-            };
-            Ok(pb::ChannelList {
-                channels: live
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, dst_asn, m))| {
-                        let t = cfg.get(i).cloned().unwrap_or_default();
-                        pb::Channel {
-                            index: i as u32,
-                            prefix: t.get("prefix").and_then(|v| v.as_str()).unwrap_or("").into(),
-                            dst_asn: *dst_asn,
-                            m: u32::from(*m),
-                            cir_bps: int(&t, "cir_bps"),
-                            cbs_bytes: int(&t, "cbs_bytes"),
-                        }
-                    })
-                    .collect(),
-            })
+            let c = source_config(&plane)?;
+            let channels = c.channels.iter().enumerate().map(|(i, ch)| pb::Channel {
+                index: i as u32,
+                prefix: ch.prefix.to_string(),
+                dst_asn: ch.dst_asn,
+                m: u32::from(ch.m),
+                cir_bps: ch.cir_bps,
+                cbs_bytes: ch.cbs_bytes,
+            });
+            Ok(pb::ChannelList { channels: channels.collect() })
         })
         .await
     }
+    /// A parameter edit of every `fair-source` stage holding the channel:
+    /// validated like the configuration file, applied in place (the
+    /// channel's bucket keeps its level), recorded; a no-op if it is in
+    /// effect already.
     async fn set_policy(&self, req: Request<pb::SetPolicyRequest>) -> Reply<pb::ApplyReply> {
         let r = req.into_inner();
-        let prefix = text::prefix("prefix", &r.prefix)?;
-        let cir = text::bps("cir_bps", r.cir_bps)?;
-        if r.cbs_bytes < 1518 || r.cbs_bytes > 1 << 32 {
-            return Err(CtlError::invalid(format!(
-                "cbs_bytes: {} is not in 1518..=4294967296 (a full frame at least)",
-                r.cbs_bytes
-            ))
-            .into());
-        }
-        let cbs = r.cbs_bytes;
+        let prefix: Prefix =
+            r.prefix.parse().map_err(|why| CtlError::invalid(format!("prefix: {why}")))?;
+        let int = |k: &str, v: u64| {
+            i64::try_from(v).map_err(|_| CtlError::invalid(format!("{k}: {v} is too large")))
+        };
+        let (cir, cbs) = (int("cir_bps", r.cir_bps)?, int("cbs_bytes", r.cbs_bytes)?);
         let plane = self.0.clone();
         blocking(move || {
-            let (stage, chans) = fair_channels(&plane)?;
-            let ch = chans
-                .iter()
-                .position(|t| t.get("prefix").and_then(|v| v.as_str()) == Some(prefix.as_str()))
-                .ok_or_else(|| {
-                    CtlError::NotFound(format!("no FAIR channel with prefix {prefix}"))
-                })?;
-            let detail = format!("FAIR channel {prefix}: CIR {cir} bit/s, CBS {cbs} bytes");
-            let reply = change_all(
-                &plane,
-                KINDS_SOURCE,
-                detail,
-                move |s: &mut fair::source::FairSource, now| {
-                    let c = s.channel_mut(ch).ok_or_else(|| {
-                        CtlError::NotFound(format!("channel {ch} is not in the stage"))
-                    })?;
-                    c.set_policy(cir / 8, cbs, now.mono_ns);
-                    Ok(())
-                },
-            )?;
-            plane.record_params(stage, move |p| {
-                if let Some(t) = p
-                    .get_mut("channels")
-                    .and_then(|v| v.as_array_mut())
-                    .and_then(|a| a.get_mut(ch))
-                    .and_then(|v| v.as_table_mut())
-                {
-                    t.insert("cir_bps".into(), toml::Value::Integer(cir as i64));
-                    t.insert("cbs_bytes".into(), toml::Value::Integer(cbs as i64));
+            let found = std::cell::Cell::new(false);
+            let detail = format!(
+                "FAIR channel {prefix}: CIR {} bit/s, CBS {} bytes",
+                r.cir_bps, r.cbs_bytes
+            );
+            let edit = |params: &mut toml::Table| {
+                if let Some(t) = channel_of(params, &prefix) {
+                    t.insert("cir_bps".into(), toml::Value::Integer(cir));
+                    t.insert("cbs_bytes".into(), toml::Value::Integer(cbs));
+                    found.set(true);
                 }
-            });
-            Ok(reply)
+                Ok(())
+            };
+            let applied = plane.edit_stages(KINDS_SOURCE, edit, &detail)?;
+            if !found.get() {
+                return Err(CtlError::NotFound(format!("no FAIR channel with prefix {prefix}")));
+            }
+            Ok(applied.into())
         })
         .await
     }

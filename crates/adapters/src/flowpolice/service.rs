@@ -1,10 +1,19 @@
 //! `FlowPoliceControl`: Algorithm-1 parameters and flow-table statistics.
+//!
+//! `SetParams` is a parameter edit: the fields it sets go into the `params`
+//! table of every `flowpolice` stage ([`Plane::edit_stages`]), so the change
+//! is validated by the same parser as the configuration file, applied in
+//! place (flow tables kept), recorded (`ctl status` shows it) and counted as
+//! one generation; values already in effect change nothing. The proto
+//! message maps to that table by serde, field name = key. `GetParams` reads
+//! the running values; `GetTableStats` the tables.
 
 use std::sync::Arc;
 
 use control::error::CtlError;
-use control::plane::{change_all, read_all, Plane};
+use control::plane::{read_all, Plane};
 use control::service::{blocking, Reply};
+use flowpolice::{FlowPolice, Params};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::RoutesBuilder;
 use tonic::Request;
@@ -37,46 +46,6 @@ impl control::ControlService for Service {
 /// `FlowPoliceControl`.
 pub struct FlowPoliceSvc(pub Arc<Plane>);
 
-fn fp_to_pb(p: &flowpolice::Params) -> pb::FlowPoliceParams {
-    pb::FlowPoliceParams {
-        period_ms: Some(p.period_ms),
-        k_th: Some(u32::from(p.k_th)),
-        beta: Some(p.beta),
-        delta: Some(p.delta),
-        l_down: Some(p.l_down),
-        l_up: Some(p.l_up),
-        lambda: Some(p.lambda),
-        s_th: Some(p.s_th),
-        w_min: Some(p.w_min),
-        accept_previous_period: Some(p.accept_previous_period),
-        idle_periods: Some(p.idle_periods),
-    }
-}
-
-/// `p` with the fields set in `r` replaced.
-fn fp_merge(mut p: flowpolice::Params, r: &pb::FlowPoliceParams) -> flowpolice::Params {
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = r.$f { p.$f = v; } )* };
-    }
-    set!(
-        period_ms,
-        beta,
-        delta,
-        l_down,
-        l_up,
-        lambda,
-        s_th,
-        w_min,
-        accept_previous_period,
-        idle_periods
-    );
-    if let Some(k) = r.k_th {
-        // Range-checked by the caller; `validate` checks 1..=128.
-        p.k_th = k as u16;
-    }
-    p
-}
-
 #[tonic::async_trait]
 impl pb::flow_police_control_server::FlowPoliceControl for FlowPoliceSvc {
     async fn get_params(
@@ -85,46 +54,30 @@ impl pb::flow_police_control_server::FlowPoliceControl for FlowPoliceSvc {
     ) -> Reply<pb::FlowPoliceParams> {
         let plane = self.0.clone();
         blocking(move || {
-            let v = read_all(&plane, KINDS, |s: &mut flowpolice::FlowPolice, _| {
-                Ok(*s.router().params())
-            })?;
+            let v = read_all(&plane, KINDS, |s: &mut FlowPolice, _| Ok(*s.router().params()))?;
             let p = v.first().and_then(|w| w.first()).ok_or_else(|| CtlError::no_stage(KINDS))?;
-            Ok(fp_to_pb(p))
+            serde_json::to_value(p)
+                .and_then(serde_json::from_value)
+                .map_err(|e| CtlError::Internal(format!("flowpolice parameters: {e}")))
         })
         .await
     }
+
     async fn set_params(&self, req: Request<pb::FlowPoliceParams>) -> Reply<pb::ApplyReply> {
-        let r = req.into_inner();
-        if let Some(k) = r.k_th {
-            if k == 0 || k > u32::from(u16::MAX) {
-                return Err(CtlError::invalid(format!("k_th: {k} is not in 1..=128")).into());
-            }
-        }
-        if r == pb::FlowPoliceParams::default() {
-            return Err(CtlError::invalid("no parameter given").into());
-        }
-        // Check the merged parameters before touching any worker.
+        let asked = asked(&req.into_inner())?;
         let plane = self.0.clone();
         blocking(move || {
-            let cur = read_all(&plane, KINDS, |s: &mut flowpolice::FlowPolice, _| {
-                Ok(*s.router().params())
-            })?;
-            if let Some(p) = cur.first().and_then(|w| w.first()) {
-                fp_merge(*p, &r).validate().map_err(|e| CtlError::invalid(e.to_string()))?;
-            }
-            let detail =
-                format!("flowpolice parameters {:?} (flow tables kept)", fp_merge_names(&r));
-            change_all(&plane, KINDS, detail, move |s: &mut flowpolice::FlowPolice, _| {
-                let p = fp_merge(*s.router().params(), &r);
-                s.router_mut().set_params(p).map_err(|e| CtlError::invalid(e.to_string()))
-            })
+            let keys: Vec<&str> = asked.keys().map(String::as_str).collect();
+            let detail = format!("flowpolice parameters {} (flow tables kept)", keys.join(", "));
+            Ok(plane.edit_stages(KINDS, |stage| set(stage, &asked), &detail)?.into())
         })
         .await
     }
+
     async fn get_table_stats(&self, _: Request<pb::GetTableStatsRequest>) -> Reply<pb::TableStats> {
         let plane = self.0.clone();
         blocking(move || {
-            let v = read_all(&plane, KINDS, |s: &mut flowpolice::FlowPolice, _| {
+            let v = read_all(&plane, KINDS, |s: &mut FlowPolice, _| {
                 let t = s.router().table();
                 let c = s.counters();
                 Ok((
@@ -158,25 +111,71 @@ impl pb::flow_police_control_server::FlowPoliceControl for FlowPoliceSvc {
     }
 }
 
-fn fp_merge_names(r: &pb::FlowPoliceParams) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    let f = [
-        ("period_ms", r.period_ms.is_some()),
-        ("k_th", r.k_th.is_some()),
-        ("beta", r.beta.is_some()),
-        ("delta", r.delta.is_some()),
-        ("l_down", r.l_down.is_some()),
-        ("l_up", r.l_up.is_some()),
-        ("lambda", r.lambda.is_some()),
-        ("s_th", r.s_th.is_some()),
-        ("w_min", r.w_min.is_some()),
-        ("accept_previous_period", r.accept_previous_period.is_some()),
-        ("idle_periods", r.idle_periods.is_some()),
-    ];
-    for (n, set) in f {
-        if set {
-            v.push(n);
+/// The fields a request sets, as values of the `params` table (unset
+/// fields are left out).
+fn asked(r: &pb::FlowPoliceParams) -> Result<toml::Table, CtlError> {
+    match toml::Value::try_from(r) {
+        Ok(toml::Value::Table(t)) if !t.is_empty() => Ok(t),
+        Ok(_) => Err(CtlError::invalid("no parameter given")),
+        Err(e) => Err(CtlError::invalid(e.to_string())),
+    }
+}
+
+/// Sets the `asked` values in a stage's parameter table, leaving out those
+/// already in effect (explicitly or by default), so that a request for the
+/// running values leaves the table as it is.
+fn set(stage: &mut toml::Table, asked: &toml::Table) -> Result<(), CtlError> {
+    let current = stage.get("params").cloned().unwrap_or_else(|| toml::Table::new().into());
+    // A table that does not parse is left to the parser to report.
+    let effective =
+        current.clone().try_into::<Params>().ok().and_then(|p| toml::Value::try_from(p).ok());
+    let in_effect = |k: &str, v: &toml::Value| effective.as_ref().and_then(|e| e.get(k)) == Some(v);
+    let changes: Vec<_> = asked.iter().filter(|(k, v)| !in_effect(k, v)).collect();
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let params = stage.entry("params").or_insert(current);
+    let params =
+        params.as_table_mut().ok_or_else(|| CtlError::invalid("`params` is not a table"))?;
+    for (k, v) in changes {
+        params.insert(k.clone(), v.clone());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn requests_map_to_params_keys_and_values_in_effect_change_nothing() {
+        let none = pb::FlowPoliceParams::default();
+        assert_eq!(asked(&none).unwrap_err().code(), tonic::Code::InvalidArgument);
+        let req = pb::FlowPoliceParams { delta: Some(9), beta: Some(0.25), ..none };
+        let a = asked(&req).unwrap();
+        assert_eq!(a, stage("delta = 9\nbeta = 0.25"));
+        // Into a stage without a `params` table, and into one with it.
+        let mut s = stage("slots = 64");
+        set(&mut s, &a).unwrap();
+        assert_eq!(s, stage("slots = 64\nparams = { delta = 9, beta = 0.25 }"));
+        let mut s = stage("params = { period_ms = 500, beta = 0.25 }");
+        set(&mut s, &a).unwrap();
+        assert_eq!(s, stage("params = { period_ms = 500, beta = 0.25, delta = 9 }"));
+        // The defaults and the values already set: the table stays as it is.
+        for text in ["slots = 64", "params = { delta = 9 }"] {
+            let mut s = stage(text);
+            let same = pb::FlowPoliceParams { delta: Some(9), k_th: Some(128), ..none };
+            let same = if text == "slots = 64" {
+                pb::FlowPoliceParams { delta: Some(3), ..same }
+            } else {
+                same
+            };
+            set(&mut s, &asked(&same).unwrap()).unwrap();
+            assert_eq!(s, stage(text));
         }
     }
-    v
 }

@@ -1,195 +1,28 @@
-//! SCION forwarding: the `scion-forward` stage and the `scion` template
-//! (plain SCION through the router's hop, MACs under its `fwd_key`); the
-//! SCION half of the `epic-z` and `sibra` templates.
+//! SCION forwarding: the `scion-forward` stage kind, whose configuration is
+//! the protocol crate's [`ScionForwardConfig`] (the AS's hop-field key and
+//! the interface → port bindings; both change in place on a running stage),
+//! and the `scion` template (`templates.rs`), whose SCION half the `epic-z`
+//! and `sibra` templates share.
 
-use serde::Deserialize;
-
-use ::scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
-use pipeline::PacketBuf;
-use runtime::config::typed;
-use runtime::templates::{TemplateCtx, Templates, TAG_LEN};
+use ::scion::{ScionForward, ScionForwardConfig};
+use pipeline::{PacketBuf, Stage};
+use runtime::templates::Templates;
 use runtime::{BuildContext, ConfigError, Registry};
 
+mod templates;
+
+// The SCION half of the `epic-z` and `sibra` templates.
+#[cfg_attr(not(any(feature = "zlane", feature = "sibra")), allow(unused_imports))]
 pub(crate) use crate::params::ia;
-use crate::params::key16;
-use crate::rebuilt::rebuilt;
-
-/// `scion-forward` parameters.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScionForwardParams {
-    /// The AS's hop-field forwarding key, hex.
-    pub key: String,
-    /// Interface id → port bindings.
-    pub interfaces: Vec<IfBinding>,
-}
-
-/// One interface binding.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IfBinding {
-    /// SCION interface id.
-    pub ifid: u16,
-    /// Router port.
-    pub port: u16,
-}
-
-fn d_ingress() -> u16 {
-    2
-}
-fn d_egress() -> u16 {
-    3
-}
-fn d_host() -> std::net::Ipv4Addr {
-    std::net::Ipv4Addr::new(10, 0, 0, 1)
-}
-fn d_underlay_src() -> std::net::Ipv4Addr {
-    std::net::Ipv4Addr::new(192, 0, 2, 1)
-}
-fn d_underlay_dst() -> std::net::Ipv4Addr {
-    std::net::Ipv4Addr::new(192, 0, 2, 2)
-}
-fn d_size() -> usize {
-    200
-}
-fn d_dst_ia() -> String {
-    "1-ff00:0:130".into()
-}
-
-/// The SCION part of the `scion` and `epic-z` templates: a one-segment,
-/// three-hop path positioned at the router's hop (hop 1), whose hop-field
-/// MACs use the router's forwarding key, in Ethernet/IPv4/UDP 30041.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScionTemplateParams {
-    /// The router's hop-field key (as in its `scion-forward` stage), hex.
-    pub fwd_key: String,
-    /// Source AS.
-    pub src_ia: String,
-    /// Destination AS.
-    #[serde(default = "d_dst_ia")]
-    pub dst_ia: String,
-    /// ConsIngress of the router's hop field.
-    #[serde(default = "d_ingress")]
-    pub ingress: u16,
-    /// ConsEgress of the router's hop field.
-    #[serde(default = "d_egress")]
-    pub egress: u16,
-    /// SCION source host (IPv4); flows vary its low bits.
-    #[serde(default = "d_host")]
-    pub src_host: std::net::Ipv4Addr,
-    /// Underlay IPv4 source.
-    #[serde(default = "d_underlay_src")]
-    pub underlay_src: std::net::Ipv4Addr,
-    /// Underlay IPv4 destination.
-    #[serde(default = "d_underlay_dst")]
-    pub underlay_dst: std::net::Ipv4Addr,
-    /// Frame length including Ethernet.
-    #[serde(default = "d_size")]
-    pub size: usize,
-    /// Corrupt the router's hop-field MAC (forged path).
-    #[serde(default)]
-    pub forge_mac: bool,
-}
-
-/// A SCION path and address header built from template parameters.
-pub(crate) struct Built {
-    pub hdr: packet::scion::AddrHdrRepr,
-    pub path: packet::scion::ScionPathRepr,
-    #[cfg_attr(not(feature = "zlane"), allow(dead_code))] // read by `epic-z`
-    pub src_ia: packet::Ia,
-}
-
-/// Builds the path and header of flow `i`.
-pub(crate) fn build_flow(
-    p: &ScionTemplateParams,
-    unix_s: u64,
-    i: u32,
-) -> Result<Built, ConfigError> {
-    use ::scion::build::{self, HopSpec};
-    use packet::scion::{AddrHdrRepr, RawHostAddr};
-    let key = ForwardingKey::new(&mac::Key::from(key16("fwd_key", &p.fwd_key)?));
-    let ts = u32::try_from(unix_s).map_err(|_| ConfigError::at("", "clock past 2106"))?;
-    let hop = |i, e| HopSpec { key: key.clone(), cons_ingress: i, cons_egress: e, exp_time: 255 };
-    let hops = [hop(0, 1), hop(p.ingress, p.egress), hop(4, 0)];
-    let mut path = build::path(&[build::segment(true, 7, ts, &hops)])
-        .ok_or_else(|| ConfigError::at("", "cannot build path"))?;
-    // At the router: hop 1, SegID chained past hop 0.
-    path.curr_hf = 1;
-    path.info_fields[0].seg_id = ::scion::chain_seg_id(7, &path.hops()[0].mac);
-    if p.forge_mac {
-        path.hop_fields[1].mac[0] ^= 0x5a;
-    }
-    let src_ia = ia("src_ia", &p.src_ia)?;
-    let mut host = p.src_host.octets();
-    let low = u32::from_be_bytes(host).wrapping_add(i);
-    host = low.to_be_bytes();
-    let src_host = RawHostAddr::from(packet::HostAddr::V4(host));
-    let dst_host = RawHostAddr::from(packet::HostAddr::V4([10, 9, 0, 1]));
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: i & 0xf_ffff,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: ia("dst_ia", &p.dst_ia)?,
-        src_ia,
-        dst_host,
-        src_host,
-    };
-    Ok(Built { hdr, path, src_ia })
-}
-
-/// Puts the tag at the end of the SCION packet `pkt` and wraps it in the underlay.
-pub(crate) fn finish(
-    p: &ScionTemplateParams,
-    mut pkt: Vec<u8>,
-    tag: &[u8; TAG_LEN],
-    flow: u32,
-) -> Vec<u8> {
-    let n = pkt.len();
-    pkt[n - tag.len()..].copy_from_slice(tag);
-    runtime::templates::ipv4_udp_frame(
-        &pkt,
-        p.underlay_src,
-        p.underlay_dst,
-        30041u16.wrapping_add(1 + (flow % 1024) as u16),
-        30041,
-    )
-}
-
-/// Payload length for a frame of `size` bytes with a SCION header of `hdr_len`.
-pub(crate) fn payload_len(size: usize, hdr_len: usize) -> Result<usize, ConfigError> {
-    let min = 42 + hdr_len + TAG_LEN;
-    if size < min || size > 1514 {
-        return Err(ConfigError::at("size", format!("must be in {min}..=1514")));
-    }
-    Ok(size - 42 - hdr_len)
-}
-
-/// `scion`: plain SCION (PathType 1) packets through the router's hop.
-pub fn scion_template(
-    params: &toml::Table,
-    ctx: &TemplateCtx,
-) -> Result<Vec<Vec<u8>>, ConfigError> {
-    use packet::scion::{PathRepr, ScionRepr};
-    let p: ScionTemplateParams = typed(params)?;
-    let mut out = Vec::with_capacity(ctx.flows as usize);
-    for i in 0..ctx.flows {
-        let b = build_flow(&p, ctx.unix_s, i)?;
-        let mut repr = ScionRepr { hdr: b.hdr, path: PathRepr::Scion(b.path) };
-        let hdr_len = repr.buffer_len();
-        let pl = payload_len(p.size, hdr_len)?;
-        repr.hdr.payload_len = pl as u16;
-        let mut pkt = vec![0u8; hdr_len + pl];
-        repr.emit(&mut pkt).map_err(|e| ConfigError::at("", e.to_string()))?;
-        out.push(finish(&p, pkt, &ctx.tag, i));
-    }
-    Ok(out)
-}
+#[cfg_attr(not(feature = "zlane"), allow(unused_imports))]
+pub(crate) use templates::build_flow;
+#[cfg_attr(not(any(feature = "zlane", feature = "sibra")), allow(unused_imports))]
+pub(crate) use templates::{finish, payload_len};
+pub use templates::{scion_template, ScionTemplateParams};
 
 /// Registers `scion-forward`.
 pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
-    r.stage_with("scion-forward", |_, p| typed(p), |c, ctx| rebuilt(c, ctx, make_forward));
+    r.stage_checked("scion-forward", check_ports, build_forward);
 }
 
 /// Registers the `scion` template.
@@ -197,13 +30,117 @@ pub fn templates(t: &mut Templates) {
     t.add("scion", scion_template);
 }
 
-/// Builds a `scion-forward` stage from its parameters.
-fn make_forward(c: &ScionForwardParams, ctx: &BuildContext) -> Result<ScionForward, ConfigError> {
-    let key = ForwardingKey::new(&mac::Key::from(key16("key", &c.key)?));
-    let mut ifaces = InterfaceTable::new();
+/// Checks that every port a `scion-forward` table binds is one of the router's.
+fn check_ports(c: &ScionForwardConfig, ctx: &BuildContext) -> Result<(), ConfigError> {
     for (i, b) in c.interfaces.iter().enumerate() {
         ctx.check_port(&format!("interfaces[{i}].port"), b.port)?;
-        ifaces.bind(b.ifid, b.port);
     }
-    Ok(ScionForward::new(Forwarder::new(key, ifaces, ForwardConfig::default())))
+    Ok(())
+}
+
+fn build_forward<B: PacketBuf>(
+    c: &ScionForwardConfig,
+    _ctx: &BuildContext,
+) -> Result<Box<dyn Stage<B>>, ConfigError> {
+    Ok(Box::new(ScionForward::from_config(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use pipeline::{Batch, Now, Pipeline, Reconfigured, Verdict};
+    use runtime::templates::{tag_for, TemplateCtx};
+    use runtime::Catalog;
+
+    use super::*;
+
+    const KEY: &str = "000102030405060708090a0b0c0d0e0f";
+
+    fn ctx() -> BuildContext {
+        BuildContext { worker: 0, workers: 1, ports: vec![0, 1, 2] }
+    }
+
+    fn registry() -> Registry<Vec<u8>> {
+        Registry::with::<crate::All>()
+    }
+
+    fn table(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    fn forward_table(bindings: &str) -> toml::Table {
+        table(&format!("key = \"{KEY}\"\ninterfaces = [{bindings}]"))
+    }
+
+    #[test]
+    fn scion_forward_errors_name_their_key() {
+        let r = registry();
+        let ok = forward_table("{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }");
+        assert_eq!(r.build_stage("scion-forward", &ctx(), &ok).unwrap().name(), "scion-forward");
+        for (t, key) in [
+            (table("key = \"0011\"\ninterfaces = []"), "key"),
+            (forward_table("{ ifid = 2, port = 3 }"), "interfaces[0].port"),
+            (forward_table("{ ifid = 0, port = 0 }"), "interfaces[0].ifid"),
+            (forward_table("{ ifid = 2, port = 0 }, { ifid = 2, port = 1 }"), "interfaces[1].ifid"),
+            (forward_table("{ ifid = 2, port = 0 }, { ifid = 3, port = 0 }"), "interfaces[1].port"),
+            (table(&format!("key = \"{KEY}\"")), "interfaces"),
+        ] {
+            let e = r.build_stage("scion-forward", &ctx(), &t).err().expect("refused");
+            assert_eq!(e.key, key, "{e}");
+        }
+    }
+
+    /// Template packets through `parse` + `scion-forward`; returns the verdicts.
+    fn run(p: &mut Pipeline<Vec<u8>>, frames: &[Vec<u8>]) -> Vec<Verdict> {
+        let mut b = Batch::new();
+        for f in frames {
+            b.push(f.clone(), 0).unwrap();
+        }
+        let unix_s = TemplateCtx::new(1, tag_for(0)).unix_s;
+        p.run(&mut b, Now::from_unix_ns(unix_s * 1_000_000_000 + 1));
+        let mut v = Vec::new();
+        b.drain(|_, m| v.push(m.verdict));
+        v
+    }
+
+    #[test]
+    fn live_change_moves_the_egress_port_and_keeps_counters() {
+        let r = registry();
+        let frames = scion_template(
+            &table(&format!("fwd_key = \"{KEY}\"\nsrc_ia = \"1-ff00:0:111\"")),
+            &TemplateCtx::new(4, tag_for(0)),
+        )
+        .unwrap();
+        let before = forward_table("{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }");
+        let mut p = Pipeline::new();
+        p.push(r.build_stage("parse", &ctx(), &toml::Table::new()).unwrap());
+        p.push(r.build_stage("scion-forward", &ctx(), &before).unwrap());
+        let fwd = |port| Verdict::Forward { port, class: pipeline::Class(0) };
+        assert_eq!(run(&mut p, &frames), vec![fwd(1); 4]);
+
+        let now = Now::from_unix_ns(0);
+        let stage = p.stage_mut(1).unwrap();
+        let same = r.parse_stage("scion-forward", &ctx(), &before).unwrap();
+        assert_eq!(stage.reconfigure(&*same, now), Ok(Reconfigured::Unchanged));
+        let moved = forward_table("{ ifid = 2, port = 0 }, { ifid = 3, port = 2 }");
+        let moved = r.parse_stage("scion-forward", &ctx(), &moved).unwrap();
+        assert_eq!(stage.reconfigure(&*moved, now), Ok(Reconfigured::APPLIED));
+        assert_eq!(run(&mut p, &frames), vec![fwd(2); 4]);
+        // Interfaces swapped: arriving on port 0 now means interface 3, not
+        // the ingress interface 2 the hop field names.
+        let swapped = forward_table("{ ifid = 2, port = 1 }, { ifid = 3, port = 0 }");
+        let swapped = r.parse_stage("scion-forward", &ctx(), &swapped).unwrap();
+        let stage = p.stage_mut(1).unwrap();
+        assert_eq!(stage.reconfigure(&*swapped, now), Ok(Reconfigured::APPLIED));
+        assert_eq!(
+            run(&mut p, &frames),
+            vec![Verdict::Drop(pipeline::DropReason::WrongInterface); 4]
+        );
+        let mut forwarded = 0;
+        p.stage_mut(1).unwrap().named_counters(&mut |n, v| {
+            if n == "forwarded" {
+                forwarded = v;
+            }
+        });
+        assert_eq!(forwarded, 8, "counters survive the changes");
+    }
 }

@@ -1,10 +1,13 @@
 //! `SibraControl`: steady and core reservations admitted, listed and
-//! revoked on the live admission state; the link split.
+//! revoked on the live admission state (protocol operations); the link
+//! split, a parameter of `sibra-control` (`split`), set through the
+//! stored configuration so that it is validated like the file, applied in
+//! place and shown by `ctl status`.
 
 use std::sync::Arc;
 
 use control::error::CtlError;
-use control::plane::{change_all, reach, read_all, Plane};
+use control::plane::{reach, read_all, Plane};
 use control::service::{blocking, Reply};
 use control::text;
 use tonic::service::interceptor::InterceptedService;
@@ -306,43 +309,33 @@ impl pb::sibra_control_server::SibraControl for SibraSvc {
     async fn set_link_split(&self, req: Request<pb::LinkSplit>) -> Reply<pb::ApplyReply> {
         let s = req.into_inner();
         let parts = [
-            ("steady_percent", s.steady_percent),
-            ("ephemeral_percent", s.ephemeral_percent),
-            ("best_effort_percent", s.best_effort_percent),
+            ("ephemeral", "ephemeral_percent", s.ephemeral_percent),
+            ("best_effort", "best_effort_percent", s.best_effort_percent),
+            ("steady", "steady_percent", s.steady_percent),
         ];
-        for (f, v) in parts {
+        // Whole percents become the `split` table; its sum is checked by the
+        // stage's own parser.
+        let mut split = toml::Table::new();
+        for (key, field, v) in parts {
             if !(v.is_finite() && (0.0..=100.0).contains(&v) && v.fract() == 0.0) {
                 return Err(CtlError::invalid(format!(
-                    "{f}: {v} is not a whole percent in [0, 100]"
+                    "{field}: {v} is not a whole percent in [0, 100]"
                 ))
                 .into());
             }
+            split.insert(key.into(), toml::Value::Integer(v as i64));
         }
-        let sum: f64 = parts.iter().map(|(_, v)| v).sum();
-        if sum > 100.0 {
-            return Err(
-                CtlError::invalid(format!("the shares sum to {sum}%, more than 100%")).into()
-            );
-        }
-        let split = sibra::admission::Split {
-            steady_pct: s.steady_percent as u8,
-            ephemeral_pct: s.ephemeral_percent as u8,
-            best_effort_pct: s.best_effort_percent as u8,
-        };
+        let detail = format!(
+            "SIBRA link split steady {}% ephemeral {}% best effort {}% (reservations kept)",
+            s.steady_percent, s.ephemeral_percent, s.best_effort_percent
+        );
         let plane = self.0.clone();
         blocking(move || {
-            let detail = format!(
-                "SIBRA link split steady {}% ephemeral {}% best effort {}% (reservations kept)",
-                split.steady_pct, split.ephemeral_pct, split.best_effort_pct
-            );
-            change_all(
-                &plane,
-                KINDS_ADMISSION,
-                detail,
-                move |s: &mut sibra::stage::SibraControl, _| {
-                    s.admission_mut().set_split(split).map_err(|e| CtlError::invalid(e.to_string()))
-                },
-            )
+            let edit = |p: &mut toml::Table| {
+                p.insert("split".into(), toml::Value::Table(split.clone()));
+                Ok(())
+            };
+            plane.edit_stages(KINDS_ADMISSION, edit, &detail).map(Into::into)
         })
         .await
     }

@@ -1,5 +1,8 @@
 //! `ZlaneControl`: guaranteed rates of the classifier, the scheduler's
-//! bounds, the gateway's host rates.
+//! bounds, the gateway's host rates. Changes edit the stages' (or the
+//! egress's) parameter tables, so the router's own parser validates them and
+//! they apply in place; reads come from the typed configuration of the
+//! stored parameters.
 
 use std::sync::Arc;
 
@@ -10,6 +13,9 @@ use control::text;
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::RoutesBuilder;
 use tonic::{Request, Response};
+
+use pipeline::Validate;
+use zlane::{Bounds, RouterConfig, SchedulerConfig};
 
 use crate::pb;
 
@@ -49,6 +55,39 @@ fn port_id(p: u32) -> Result<u16, CtlError> {
     u16::try_from(p).map_err(|_| CtlError::invalid(format!("port: {p} is not a port id")))
 }
 
+/// The running typed configuration of a stored parameter table.
+fn typed<C: serde::de::DeserializeOwned>(what: &str, params: &toml::Table) -> Result<C, CtlError> {
+    runtime::config::typed(params).map_err(|e| {
+        CtlError::Internal(format!("the stored parameters of {what} do not parse: {e}"))
+    })
+}
+
+/// The bounds of a request, checked like the configuration file's.
+fn bounds_of(b: &pb::Bounds) -> Result<Bounds, CtlError> {
+    let z = Bounds { r: b.r, n: b.n, g: b.g, a: b.a, u: b.u };
+    z.validate().map_err(|e| {
+        let e = e.under("bounds");
+        CtlError::invalid(format!("{}: {}", e.key, e.reason))
+    })?;
+    Ok(z)
+}
+
+impl From<&SchedulerConfig> for pb::Bounds {
+    fn from(c: &SchedulerConfig) -> Self {
+        let b = &c.bounds;
+        pb::Bounds { r: b.r, n: b.n, g: b.g, a: b.a, u: b.u, capacity_bps: c.capacity_bps }
+    }
+}
+
+/// The parameter-table form of `bounds`.
+fn bounds_toml(b: &Bounds) -> toml::Value {
+    let t: toml::Table = [("r", b.r), ("n", b.n), ("g", b.g), ("a", b.a), ("u", b.u)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), toml::Value::Float(v)))
+        .collect();
+    toml::Value::Table(t)
+}
+
 #[tonic::async_trait]
 impl pb::zlane_control_server::ZlaneControl for ZlaneSvc {
     async fn list_rates(&self, _: Request<pb::ListRatesRequest>) -> Reply<pb::RateList> {
@@ -56,18 +95,8 @@ impl pb::zlane_control_server::ZlaneControl for ZlaneSvc {
         let (cfg, _) = self.0.config();
         let mut rates = Vec::new();
         for i in idx {
-            let Some(arr) = cfg.pipeline[i].params.get("rates").and_then(|v| v.as_array()) else {
-                continue;
-            };
-            for t in arr.iter().filter_map(|v| v.as_table()) {
-                let Some(o) = rates::Origin::of_entry(t) else { continue };
-                rates.push(pb::RateEntry {
-                    origin: Some(o.to_pb()),
-                    bps: t.get("bps").and_then(|v| v.as_integer()).map_or(0, |b| b.max(0) as u64),
-                    percent_of_g: t.get("percent_of_g").and_then(|v| v.as_float()).unwrap_or(0.0),
-                    stage: i as u32,
-                });
-            }
+            let c: RouterConfig = typed(&format!("pipeline[{i}]"), &cfg.pipeline[i].params)?;
+            rates.extend(c.rates.iter().map(|r| rates::entry_pb(r, i)));
         }
         Ok(Response::new(pb::RateList { rates }))
     }
@@ -113,70 +142,34 @@ impl pb::zlane_control_server::ZlaneControl for ZlaneSvc {
             ))
             .into());
         }
-        let d = zlane::sched::SchedulerConfig::default();
-        let b = p.egress.params.get("bounds").and_then(|v| v.as_table());
-        let f =
-            |k: &str, dv: f64| b.and_then(|t| t.get(k)).and_then(|v| v.as_float()).unwrap_or(dv);
-        Ok(Response::new(pb::Bounds {
-            r: f("r", d.bounds.r),
-            n: f("n", d.bounds.n),
-            g: f("g", d.bounds.g),
-            a: f("a", d.bounds.a),
-            u: f("u", d.bounds.u),
-            capacity_bps: p
-                .egress
-                .params
-                .get("capacity_bps")
-                .and_then(|v| v.as_integer())
-                .map_or(d.capacity_bps, |c| c.max(0) as u64),
-        }))
+        let c: SchedulerConfig = typed(&format!("port {port}'s egress"), &p.egress.params)?;
+        Ok(Response::new(pb::Bounds::from(&c)))
     }
 
     async fn set_bounds(&self, req: Request<pb::SetBoundsRequest>) -> Reply<pb::ApplyReply> {
         let r = req.into_inner();
         let port = port_id(r.port)?;
         let b = r.bounds.ok_or_else(|| CtlError::invalid("bounds: missing"))?;
-        let zb = zlane::config::Bounds { r: b.r, n: b.n, g: b.g, a: b.a, u: b.u };
-        zb.validate().map_err(|e| CtlError::invalid(format!("bounds: {e}")))?;
-        if b.capacity_bps != 0 {
-            text::bps("bounds.capacity_bps", b.capacity_bps)?;
-        }
+        let bounds = bounds_of(&b)?;
+        let capacity = match b.capacity_bps {
+            0 => None,
+            c => Some(text::bps("bounds.capacity_bps", c)?),
+        };
         let plane = self.0.clone();
         blocking(move || {
-            let detail = format!(
-                "port {port} zlane bounds R {} N {} G {} A {} U {}{}",
-                b.r,
-                b.n,
-                b.g,
-                b.a,
-                b.u,
-                if b.capacity_bps != 0 {
-                    format!(", capacity {} bit/s", b.capacity_bps)
-                } else {
-                    String::new()
+            let Bounds { r, n, g, a, u } = bounds;
+            let mut detail = format!("port {port} zlane bounds R {r} N {n} G {g} A {a} U {u}");
+            if let Some(c) = capacity {
+                detail.push_str(&format!(", capacity {c} bit/s"));
+            }
+            let edit = |p: &mut toml::Table| {
+                p.insert("bounds".into(), bounds_toml(&bounds));
+                if let Some(c) = capacity {
+                    p.insert("capacity_bps".into(), toml::Value::Integer(c as i64));
                 }
-            );
-            plane
-                .edit_egress(
-                    port,
-                    Some(KINDS_EGRESS),
-                    |p| {
-                        let mut t = toml::Table::new();
-                        for (k, v) in [("r", b.r), ("n", b.n), ("g", b.g), ("a", b.a), ("u", b.u)] {
-                            t.insert(k.into(), v.into());
-                        }
-                        p.insert("bounds".into(), toml::Value::Table(t));
-                        if b.capacity_bps != 0 {
-                            p.insert(
-                                "capacity_bps".into(),
-                                toml::Value::Integer(b.capacity_bps as i64),
-                            );
-                        }
-                        Ok(())
-                    },
-                    &detail,
-                )
-                .map(pb::ApplyReply::from)
+                Ok(())
+            };
+            plane.edit_egress(port, Some(KINDS_EGRESS), edit, &detail).map(pb::ApplyReply::from)
         })
         .await
     }
@@ -192,27 +185,7 @@ impl pb::zlane_control_server::ZlaneControl for ZlaneSvc {
         blocking(move || {
             let detail = format!("gateway host prefix {prefix} rate {bps} bit/s");
             plane
-                .edit_stages(
-                    KINDS_GATEWAY,
-                    |p| {
-                        let arr =
-                            p.entry("host_rates").or_insert_with(|| toml::Value::Array(vec![]));
-                        let arr = arr.as_array_mut().ok_or_else(|| {
-                            CtlError::FailedPrecondition(
-                                "stage parameter `host_rates` is not an array".into(),
-                            )
-                        })?;
-                        arr.retain(|v| {
-                            v.get("prefix").and_then(|x| x.as_str()) != Some(prefix.as_str())
-                        });
-                        let mut t = toml::Table::new();
-                        t.insert("prefix".into(), prefix.clone().into());
-                        t.insert("bps".into(), toml::Value::Integer(bps as i64));
-                        arr.push(toml::Value::Table(t));
-                        Ok(())
-                    },
-                    &detail,
-                )
+                .edit_stages(KINDS_GATEWAY, |p| rates::upsert_prefix(p, &prefix, bps), &detail)
                 .map(pb::ApplyReply::from)
         })
         .await

@@ -25,7 +25,7 @@ pub use path::{
     hop_expiry_unix_ns, hop_expiry_unix_secs, HopField, HopFieldRepr, InfoField, InfoFieldRepr,
     ScionPath, ScionPathRepr,
 };
-pub use sibra::{sibra_fields, sibra_fields_memo, SibraFields, SibraHop, SibraShape};
+pub use sibra::{sibra_fields, SibraFields, SibraHop};
 pub use sibra::{
     BlockRepr, PathIds, RequestRepr, ResvInfo, ResvInfoRepr, SibraPath, SibraPathRepr, Sof, SofRepr,
 };

@@ -80,11 +80,11 @@ use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+use ::flowpolice::config::{Config, LinkLayer};
 use ::flowpolice::egress::{self as fp_egress, EgressConfig};
-use ::flowpolice::flowkey::FlowKeying;
 use ::flowpolice::host::ipv4_packet;
 use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
-use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
+use ::flowpolice::FlowPolice;
 use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
 use pipeline::{Batch, Element, Frame, Now, PacketBuf, Pipeline, Stage};
 use serde::Deserialize;
@@ -542,7 +542,7 @@ pub fn fig53_run(
         cfg.link = LinkLayer::Ip;
         // The victim is a protected server: its traffic is policed per
         // source (otherwise every sender would share one per-destination flow).
-        cfg.flow_keying = FlowKeying::new(&[VICTIM], &[], [21, 22]);
+        cfg.protected_v4 = vec![VICTIM];
         cfg.puzzle = policy;
         cfg.params.period_ms = p.period_ms;
         cfg.params.k_th = p.k_th;

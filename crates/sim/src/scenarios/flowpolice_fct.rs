@@ -77,11 +77,11 @@ use std::cell::RefCell;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 
+use ::flowpolice::config::{Config, LinkLayer};
 use ::flowpolice::egress::{self as fp_egress, EgressConfig};
-use ::flowpolice::flowkey::FlowKeying;
 use ::flowpolice::host::ipv4_packet;
 use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
-use ::flowpolice::stage::{Config, FlowPolice, LinkLayer};
+use ::flowpolice::FlowPolice;
 use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
 use pipeline::{Fifo, Frame, PacketBuf, Pipeline};
 use serde::Deserialize;
@@ -573,7 +573,7 @@ pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun
         let key = [0x9d3c_5a1b_77e2_4f01, 0x2f6b_8e4d_13a7_c959];
         let mut cfg = Config::new(mac::Key::from([0x42; 16]), key, 4096, seeds.clone());
         cfg.link = LinkLayer::Ip;
-        cfg.flow_keying = FlowKeying::new(&[VICTIM], &[], [21, 22]);
+        cfg.protected_v4 = vec![VICTIM];
         cfg.puzzle = policy;
         cfg.params.period_ms = p.period_ms;
         cfg.params.k_th = p.k_th;

@@ -30,5 +30,5 @@ pub enum ScenarioError {
     Param(String),
     /// A protocol crate rejected the derived configuration.
     #[error("configuration rejected by zlane: {0}")]
-    Zlane(#[from] ::zlane::ConfigError),
+    Zlane(#[from] ::pipeline::Invalid),
 }

@@ -36,9 +36,9 @@ use packet::Ia;
 use pipeline::{Egress, Fifo, Frame, Pipeline};
 use scion::{ForwardConfig, Forwarder, InterfaceTable, ScionForward};
 use serde::Deserialize;
-use zlane::config::{Origin, Rate, RouterConfig};
-use zlane::gateway::{Gateway, GatewayConfig};
+use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
 use zlane::{Bounds, Classifier, Scheduler, SchedulerConfig, ZlaneClassify, ZlaneGateway};
+use zlane::{Gateway, GatewayConfig};
 
 use super::zworld::{self, AsKeys, EpicBuilder, IF_OUT};
 use super::{RunOpts, ScenarioError};
@@ -208,11 +208,12 @@ pub fn table4(p: &Table4Params, opts: &RunOpts) -> Result<Table4Result, Scenario
         .collect();
     others.extend((0..p.isds).map(|i| AsKeys::new(Ia::new(100 + i as u16, 1), &mut rng)));
 
-    let mut rates = vec![(Origin::As(as_x.ia), Some(Rate::Bps(x_bps as u64)))];
+    let mut rates =
+        vec![RateConfig { origin: Origin::As(as_x.ia), rate: Some(Rate::Bps(x_bps as u64)) }];
     for o in &others {
         let origin =
             if o.ia.isd() == local.isd() { Origin::As(o.ia) } else { Origin::Isd(o.ia.isd()) };
-        rates.push((origin, None));
+        rates.push(RateConfig { origin, rate: None });
     }
     let bounds: Bounds = p.bounds.into();
     let rcfg = RouterConfig {
@@ -565,13 +566,14 @@ pub fn fig4_run(
                     let k = f64::from(p.other_origins);
                     let mut rates = Vec::new();
                     let own = if external { r_i } else { r_s };
-                    rates.push((
-                        if external { Origin::Isd(1) } else { Origin::As(src.ia) },
-                        Some(Rate::Bps(own as u64)),
-                    ));
+                    rates.push(RateConfig {
+                        origin: if external { Origin::Isd(1) } else { Origin::As(src.ia) },
+                        rate: Some(Rate::Bps(own as u64)),
+                    });
                     let each = ((g_cap - own) / k).max(0.0) as u64;
                     for o in 0..p.other_origins {
-                        rates.push((other_origin(n, o, external), Some(Rate::Bps(each))));
+                        let origin = other_origin(n, o, external);
+                        rates.push(RateConfig { origin, rate: Some(Rate::Bps(each)) });
                     }
                     let rcfg = RouterConfig {
                         local_ia: r.ia,

@@ -151,7 +151,7 @@ impl EpicBuilder {
         .buffer_len();
         let payload = vec![0u8; self.packet_bytes.saturating_sub(hdr_len).max(TAG_LEN)];
         let Some(mut pkt) =
-            zlane::endhost::epic_packet(&self.hdr, &self.path, &keys, rel as u32, 0, 1, &payload)
+            zlane::host::epic_packet(&self.hdr, &self.path, &keys, rel as u32, 0, 1, &payload)
         else {
             return Vec::new();
         };

@@ -89,7 +89,7 @@ pub fn packet_under(
     payload: usize,
 ) -> Vec<u8> {
     let k = host_key(sv, src, &h);
-    zlane::endhost::epic_packet(
+    zlane::host::epic_packet(
         &hdr(src, h),
         &path(),
         &[&k, &k, &k],

@@ -1,0 +1,90 @@
+//! The `sibra` template: SIBRA data packets on one ephemeral reservation per
+//! flow, verifiable by a `sibra-transit` stage with the same SOF key.
+
+use serde::Deserialize;
+
+use runtime::config::typed;
+use runtime::templates::TemplateCtx;
+use runtime::ConfigError;
+use sibra::token::SofKeys;
+use sibra::{BwClass, EphemeralId, ResvIdx, ResvInfo, Tick, EPHEMERAL_HORIZON};
+
+use crate::params::config_err;
+use crate::scion::{finish, ia, payload_len, ScionTemplateParams};
+
+fn d_class() -> u8 {
+    24
+}
+
+/// `sibra` template parameters: the SCION addressing of `scion` (its
+/// `fwd_key` is unused: SIBRA paths carry SOFs, not hop fields) plus the
+/// router's SOF key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SibraTemplateParams {
+    /// Addresses, interfaces, size (as `scion`; set `fwd_key` to anything).
+    #[serde(flatten)]
+    pub scion: ScionTemplateParams,
+    /// The router's SOF key (as in its `sibra-transit` stage), 32 hex digits.
+    pub sof_key: mac::Key,
+    /// Bandwidth class of each flow's reservation, both ways (24 ≈ 46 Mbit/s).
+    #[serde(default = "d_class")]
+    pub bw_class: u8,
+    /// Corrupt the router's SOF MAC (forged token).
+    #[serde(default)]
+    pub forge_sof: bool,
+}
+
+/// `sibra`: data packets on one ephemeral reservation per flow over a
+/// three-hop block `(0,1) (ingress,egress) (4,0)`, positioned at the router
+/// (hop 1), SOFs issued with `sibra::token::issue_chain` (the router's hop
+/// with `sof_key`) and the path built by `sibra::host::ephemeral_data`.
+/// Reservations expire `EPHEMERAL_HORIZON` ticks (16 s) after the backend's
+/// start time.
+pub fn sibra_template(
+    params: &toml::Table,
+    ctx: &TemplateCtx,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    let p: SibraTemplateParams = typed(params)?;
+    let s = &p.scion;
+    let router = SofKeys::new(&p.sof_key);
+    // The neighbours' keys do not matter to this router: only its own SOF is checked.
+    let (up, down) =
+        (SofKeys::new(&mac::Key::from([0x11; 16])), SofKeys::new(&mac::Key::from([0x33; 16])));
+    let class = BwClass::new(p.bw_class).map_err(|e| config_err("bw_class", e))?;
+    let info = ResvInfo {
+        exp_tick: Tick::from_unix_secs(ctx.unix_s).plus(EPHEMERAL_HORIZON),
+        bw_fwd: class,
+        bw_rev: class,
+        index: ResvIdx::from_low_bits(0),
+        fwd: false,
+        fail_hop: 0,
+    };
+    let hops = [(0, 1), (s.ingress, s.egress), (4, 0)];
+    let (src, dst) = (ia("src_ia", &s.src_ia)?, ia("dst_ia", &s.dst_ia)?);
+    let mut out = Vec::with_capacity(ctx.flows as usize);
+    for i in 0..ctx.flows {
+        let mut rnd = [0u8; 10];
+        rnd[6..].copy_from_slice(&i.to_be_bytes());
+        let eid = EphemeralId::new(src.asn(), rnd);
+        let mut sofs = sibra::token::issue_chain(&[&up, &router, &down], &hops, &info, &eid.0);
+        if p.forge_sof {
+            sofs[1].mac[0] ^= 0x5a;
+        }
+        let block = sibra::host::ActiveBlock { info, sofs };
+        let path = sibra::host::ephemeral_data(eid, &block).map_err(|e| config_err("", e))?;
+        let host = u32::from_be_bytes(s.src_host.octets()).wrapping_add(i).to_be_bytes();
+        let build = |payload: &[u8]| {
+            sibra::host::packet(src, host, dst, [10, 9, 0, 1], &path, payload)
+                .map_err(|e| config_err("", e))
+        };
+        let hdr_len = build(&[])?.len();
+        let mut pkt = build(&vec![0u8; payload_len(s.size, hdr_len)?])?;
+        // At the router: the first hop has been traversed.
+        sibra::host::sibra_path_mut(&mut pkt)
+            .and_then(|mut sp| sp.set_curr_hop(1).map_err(Into::into))
+            .map_err(|e| config_err("", e))?;
+        out.push(finish(s, pkt, &ctx.tag, i));
+    }
+    Ok(out)
+}

@@ -1,0 +1,281 @@
+//! Pass 1 of the destination's burst: locate each packet's FAIR header
+//! (a parse stage's metadata through the lean reader, else from scratch),
+//! check freshness, classify the source into a channel (cached across
+//! bursts), queue the ICV input.
+
+use mac::Block;
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, BURST, L3, NO_OFFSET};
+
+use super::check::strip;
+use super::{DestChannel, DestConfig, DestStats, Todo, UnknownChannel};
+use crate::common::{hot_lean, hot_scratch, l3_of, locate_hot, Hot};
+use crate::crypto::icv_block_w;
+use crate::lpm::{key_v4, key_v6, FastMap, PrefixTable};
+use crate::time::{is_past, now16, FRESH};
+
+/// Pass 1 over the burst; returns how many packets it queued in `todo`
+/// (with their ICV inputs in `blocks`). Classification is cached (across
+/// bursts too): packets of one source (same raw address bytes, port and
+/// slot count) arrive back to back.
+#[allow(clippy::too_many_arguments)] // the stage's split borrows
+#[inline(always)]
+pub(super) fn run<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    now: Now,
+    cfg: &DestConfig,
+    t: &Tables<'_>,
+    last: &mut ClassCache,
+    todo: &mut [Todo; BURST],
+    blocks: &mut [Block; BURST],
+    stats: &mut DestStats,
+    fast_on: bool,
+) -> usize {
+    let now_s = now.unix_secs();
+    let n16 = now16(now_s);
+    let mut n = 0usize;
+    for i in batch.live() {
+        let port = batch.meta(i).port;
+        // The header goes straight to its burst slot (kept only if
+        // admitted): pass 3 reads it field by field as stored here.
+        let k = n % BURST;
+        let Some((h, raw)) = locate(batch, i, cfg, stats, fast_on, &mut todo[k].h) else {
+            continue;
+        };
+        // Fresh iff now − ts ∈ {−3..3} (mod 2^16).
+        let age = n16.wrapping_sub(h.ts());
+        if age.wrapping_add(FRESH) > 2 * FRESH {
+            stale(batch, i, stats, h.ts(), now_s);
+            continue;
+        }
+        let Some(raw) = raw else {
+            unknown(batch, i, stats, cfg, &todo[k].h);
+            continue;
+        };
+        let key = class_key(h.v6, port, h.n_slots);
+        let ci = if raw == last.raw && key == last.key {
+            last.chan
+        } else {
+            reclassify(t, last, raw, key, h.v6, h.n_slots, port)
+        };
+        let Some(ci) = ci else {
+            unknown(batch, i, stats, cfg, &todo[k].h);
+            continue;
+        };
+        blocks[k] = icv_block_w(h.len_field, h.w);
+        let t = &mut todo[k];
+        (t.pkt, t.age, t.chan) = (i as u8, age as i8, ci);
+        n += 1;
+    }
+    n
+}
+
+/// The FAIR header of packet `i` and its source address (as a raw word),
+/// also stored in `slot`; `None` for a packet pass 1 is done with (not
+/// FAIR: dropped under `require_policy`; malformed: dropped and counted).
+#[inline(always)]
+fn locate<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &DestConfig,
+    stats: &mut DestStats,
+    fast_on: bool,
+    slot: &mut Hot,
+) -> Option<(Hot, Option<u128>)> {
+    let meta = batch.meta(i);
+    let (proto, l3, l3_off, proto_off) = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
+    // Fast path: the metadata locates a well-formed FAIR header
+    // (source address read with the same view of the bytes).
+    let fast = if proto == Proto::Fair && fast_on {
+        let frame = batch.buf(i).data();
+        hot_lean(frame, l3, l3_off, proto_off).map(|h| (h, src_raw(frame, &h)))
+    } else {
+        None
+    };
+    let x = match fast {
+        Some(x) => x,
+        // Else locate from scratch (inline for fresh metadata), or
+        // classify the failure exactly.
+        None => match if proto == Proto::None && l3_off == NO_OFFSET && fast_on {
+            locate_fresh(batch, i, cfg)
+        } else {
+            locate_from_meta(batch, i, cfg)
+                .map(|o| o.map(|h| (h, src_raw(batch.buf(i).data(), &h))))
+        } {
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                if cfg.require_policy {
+                    batch.drop_packet(i, DropReason::Policy);
+                }
+                return None;
+            }
+            Err(r) => {
+                stats.malformed += 1;
+                batch.drop_packet(i, r);
+                return None;
+            }
+        },
+    };
+    *slot = x.0;
+    Some(x)
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct ClassCache {
+    raw: u128,
+    /// [`class_key`] of carrier, port and slot count ([`NO_CLASS`]: nothing cached).
+    key: u32,
+    /// Its channel (`None`: unknown).
+    chan: Option<u32>,
+}
+
+impl Default for ClassCache {
+    fn default() -> Self {
+        ClassCache { raw: 0, key: NO_CLASS, chan: None }
+    }
+}
+
+/// A [`ClassCache::key`] no packet has (bit 31 set).
+const NO_CLASS: u32 = u32::MAX;
+
+/// Carrier, ingress port and slot count packed into one word (bit 31 clear).
+#[inline(always)]
+fn class_key(v6: bool, port: u16, n_slots: u8) -> u32 {
+    (u32::from(v6) << 24) | (u32::from(port) << 8) | u32::from(n_slots)
+}
+
+/// The classification tables, borrowed for pass 1's slow path.
+pub(super) struct Tables<'a> {
+    pub(super) src_fib: &'a PrefixTable<u32>,
+    pub(super) port_neighbor: &'a [u32],
+    pub(super) index: &'a FastMap<(u32, u32, u8), u32>,
+    pub(super) channels: &'a [DestChannel],
+}
+
+/// Locates the FAIR header of packet `i` from scratch (or classifies the
+/// failure of its metadata exactly), recording it in the metadata. Inlined:
+/// its result stays in registers (returned through memory, the fields
+/// would be stored and reloaded at other widths, which stalls).
+#[inline(always)]
+fn locate_from_meta<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &DestConfig,
+) -> Result<Option<Hot>, DropReason> {
+    let (buf, meta) = batch.get_mut(i);
+    locate_hot(buf.data(), meta, cfg.framing, cfg.codes)
+}
+
+/// [`locate_hot`] for fresh metadata (no layer found yet, as
+/// `Meta::new` leaves it): the same result and recorded metadata, without
+/// the metadata round trip; with the source address read from the same view
+/// of the bytes ([`src_raw`]).
+#[inline(always)]
+fn locate_fresh<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    cfg: &DestConfig,
+) -> Result<Option<(Hot, Option<u128>)>, DropReason> {
+    let (buf, meta) = batch.get_mut(i);
+    let frame = buf.data();
+    let Some((l3_off, l3)) = l3_of(frame, meta, cfg.framing) else { return Ok(None) };
+    let Some(h) = hot_scratch(frame, l3_off, l3 == L3::Ipv6, cfg.codes.for_l3(l3))? else {
+        return Ok(None);
+    };
+    meta.l3_off = h.l3_off;
+    meta.l3 = l3;
+    meta.proto = Proto::Fair;
+    meta.proto_off = h.fair_off;
+    Ok(Some((h, src_raw(frame, &h))))
+}
+
+/// Drops a packet with a stale or future stamp.
+#[cold]
+#[inline(never)]
+fn stale<B: PacketBuf>(batch: &mut Batch<B>, i: usize, stats: &mut DestStats, ts: u16, now_s: u64) {
+    stats.stale += 1;
+    batch.drop_packet(
+        i,
+        if is_past(ts, now_s) { DropReason::Expired } else { DropReason::FromFuture },
+    );
+}
+
+/// A FAIR packet of no known channel (`unknown_channel_action`).
+#[cold]
+#[inline(never)]
+fn unknown<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    i: usize,
+    stats: &mut DestStats,
+    cfg: &DestConfig,
+    h: &Hot,
+) {
+    stats.unknown_channel += 1;
+    match cfg.unknown_channel {
+        UnknownChannel::Drop => batch.drop_packet(i, DropReason::UnknownKey),
+        UnknownChannel::Deliver => {
+            let (buf, meta) = batch.get_mut(i);
+            strip(buf, meta, h);
+        }
+    }
+}
+
+/// Classifies a source the cache does not hold and caches the result.
+#[inline(never)]
+fn reclassify(
+    t: &Tables<'_>,
+    last: &mut ClassCache,
+    raw: u128,
+    key: u32,
+    v6: bool,
+    n_slots: u8,
+    port: u16,
+) -> Option<u32> {
+    let lpm_key = if v6 {
+        key_v6(raw.to_ne_bytes())
+    } else {
+        let b = raw.to_ne_bytes();
+        key_v4([b[0], b[1], b[2], b[3]])
+    };
+    let c = classify(t.src_fib, t.port_neighbor, t.index, lpm_key, port, n_slots);
+    *last = ClassCache { raw, key, chan: c };
+    // A channel new to the cache: start loading its state (key schedule
+    // for pass 2, policer and monitor for pass 3).
+    if let Some(ch) = c.and_then(|c| t.channels.get(c as usize)) {
+        memhint::prefetch(&ch.policer);
+        memhint::prefetch(&ch.stats);
+        memhint::prefetch(&ch.k_sd);
+        memhint::prefetch(&ch.monitor);
+    }
+    c
+}
+
+/// The source address bytes as a raw (native-order) word, IPv4 in the low
+/// 4 bytes: a cheap cache key; converted to an LPM key only on a miss.
+#[inline(always)]
+fn src_raw(frame: &[u8], h: &Hot) -> Option<u128> {
+    let l3 = h.l3_off as usize;
+    if h.v6 {
+        let a: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
+        Some(u128::from_ne_bytes(a))
+    } else {
+        let a: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&a);
+        Some(u128::from_ne_bytes(b))
+    }
+}
+
+/// The channel of a source key, ingress port and slot count.
+#[inline(never)]
+fn classify(
+    src_fib: &PrefixTable<u32>,
+    port_neighbor: &[u32],
+    index: &FastMap<(u32, u32, u8), u32>,
+    key: u128,
+    port: u16,
+    n_slots: u8,
+) -> Option<u32> {
+    let asn = *src_fib.lookup(key)?;
+    let nb = port_neighbor.get(port as usize).copied().unwrap_or(0);
+    index.get(&(asn, nb, n_slots)).or_else(|| index.get(&(asn, 0, n_slots))).copied()
+}

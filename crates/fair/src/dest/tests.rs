@@ -1,0 +1,183 @@
+//! Pass 1's fast path and the run-wise policing against their references.
+
+use super::*;
+use crate::common::{locate_meta, set_meta};
+use crate::crypto::icv;
+use crate::record::Record;
+use pipeline::DropReason;
+use pipeline::{Meta, Verdict};
+
+/// A FAIR packet (bare IP, `n` slots) from `src` stamped `ts` with a
+/// valid ICV under `k` (or a wrong one), optionally behind IPv6 HBH.
+#[allow(clippy::too_many_arguments)]
+fn any_pkt(
+    v6: bool,
+    hbh: bool,
+    n: usize,
+    src: u8,
+    ts: u16,
+    seqno: u32,
+    k: &Aes,
+    good: bool,
+) -> Vec<u8> {
+    let (mut p, o) = crate::test_packets::fair_udp(v6, hbh, src, n, ts, seqno);
+    let lf = if v6 { u16::from_be_bytes([p[4], p[5]]) } else { u16::from_be_bytes([p[2], p[3]]) };
+    p[o + 7] = icv(k, lf, ts, seqno) ^ u8::from(!good);
+    p
+}
+
+fn stage(slow_only: bool) -> FairDestination<Vec<Record>> {
+    let mut d =
+        FairDestination::new(DestConfig { framing: Framing::Ip, ..Default::default() }, Vec::new());
+    d.slow_only = slow_only;
+    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
+    d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
+    d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+    for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
+        d.add_channel(
+            DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0),
+            0,
+            n as u8,
+        );
+    }
+    d
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Pass 3 keeps a run's counters and policer fill in locals: verdicts,
+    /// per-channel counters and policer state are exactly those of a
+    /// per-packet reference (one `TokenBucket::try_consume` per packet
+    /// with a valid ICV, in burst order), with interleaved channels, bad
+    /// ICVs and tight policies, detecting or dropping.
+    #[test]
+    fn run_policing_matches_per_packet_reference(
+        drop_nc in proptest::prelude::any::<bool>(),
+        bursts in proptest::collection::vec(proptest::collection::vec(
+            (0u8..3, proptest::prelude::any::<bool>(), 0u8..8), 1..=32), 1..5),
+    ) {
+        let k = Aes::new(&Key::from([7; 16]));
+        let mut d = FairDestination::new(
+            DestConfig { framing: Framing::Ip, drop_nonconforming: drop_nc, ..Default::default() },
+            Vec::new(),
+        );
+        d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+        d.add_source_prefix("10.2.0.0".parse().unwrap(), 16, 4);
+        // Tight buckets: a few 40-byte packets per second.
+        let (cir, cbs) = (90u64, 150u64);
+        for asn in [3u32, 4] {
+            d.add_channel(DestChannel::new(asn, asn, &Key::from([7; 16]), 1, cir, cbs, 0), 0, 3);
+        }
+        let mut refs = [TokenBucket::new(cir, cbs, 0), TokenBucket::new(cir, cbs, 0)];
+        let mut want = [ChannelStats::default(); 2];
+        let mut now = 1_000_000u64;
+        let mut seq = 0u32;
+        for pkts in bursts {
+            now += 1;
+            let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            let mut expect = Vec::new();
+            for (src, good, sel) in pkts {
+                seq += 1;
+                // Source 2 (10.3/16) has no channel; 1 in 16 ICVs is wrong.
+                let good = good || sel != 0;
+                let p = any_pkt(false, false, 3, src + 1, now as u16, seq, &k, good);
+                let net = u64::from(u16::from_be_bytes([p[2], p[3]]));
+                let fwd = Meta::new(0).verdict;
+                let v = if src == 2 {
+                    Verdict::Drop(DropReason::UnknownKey)
+                } else if !good {
+                    Verdict::Drop(DropReason::BadMac)
+                } else {
+                    let c = src as usize;
+                    want[c].packets += 1;
+                    want[c].bytes += net;
+                    want[c].mark_count_mismatch += u64::from(p[28] & 0x7F != 1);
+                    if refs[c].try_consume(net, t.mono_ns) {
+                        fwd
+                    } else {
+                        want[c].nonconforming += 1;
+                        if drop_nc { Verdict::Drop(DropReason::OverRate) } else { fwd }
+                    }
+                };
+                b.push(p, 0).unwrap();
+                expect.push(v);
+            }
+            d.process(&mut b, t);
+            for (i, v) in expect.iter().enumerate() {
+                proptest::prop_assert_eq!(&b.meta(i).verdict, v);
+            }
+        }
+        for (c, ch) in d.channels().iter().enumerate() {
+            proptest::prop_assert_eq!(ch.stats, want[c]);
+            proptest::prop_assert_eq!(&ch.policer, &refs[c]);
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Pass 1's fast path is an optimization only: with it, bursts end
+    /// exactly as with every packet through the slow path (bytes,
+    /// metadata, verdicts, records, counters, channel state, violations).
+    #[test]
+    fn fast_path_matches_slow_path(
+        bursts in proptest::collection::vec(proptest::collection::vec(
+            (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0usize..3,
+             0u8..4, 0u8..16, 0u32..40, 0u8..8, 0u8..4,
+             proptest::collection::vec((0usize..72, proptest::prelude::any::<u8>()), 0..3)),
+            1..=32), 1..4),
+    ) {
+        let k = Aes::new(&Key::from([7; 16]));
+        let (mut fast, mut slow) = (stage(false), stage(true));
+        let mut now = 1_000_000u64;
+        for pkts in bursts {
+            now += 1;
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for (v6, hbh, slots, src, dts, seq, icv_sel, meta_kind, mut edits) in pkts {
+                let n = if v6 { [7, 15, 23][slots] } else { [3, 6, 0][slots] };
+                let srcb = if v6 { [0xb8, 0xb8, 0x05, 0xb9][src as usize] } else { [1, 1, 2, 1][src as usize] };
+                // Mostly fresh stamps, some stale or from the future.
+                let ts = (now + 5 - (if dts >= 8 { 5 } else { dts as u64 })) as u16;
+                let mut p = any_pkt(v6, hbh && v6, n, srcb, ts, seq, &k, icv_sel != 0);
+                let mut m = Meta::new(0);
+                if meta_kind > 0 {
+                    if let Ok(Some(f)) = locate_meta(&p, &m, Framing::Ip, Codes::default()) {
+                        set_meta(&mut m, &f);
+                    }
+                }
+                if meta_kind == 3 {
+                    m.proto_off = m.proto_off.wrapping_add(8);
+                }
+                // Half the packets unedited.
+                edits.truncate(edits.len().saturating_sub(1));
+                for (at, v) in edits {
+                    if let Some(x) = p.get_mut(at) {
+                        *x = v;
+                    }
+                }
+                let i = b.push(p, 0).unwrap();
+                *b.meta_mut(i) = m;
+            }
+            let mut c: Batch<Vec<u8>> = Batch::new();
+            for i in 0..b.len() {
+                let j = c.push(b.data(i).to_vec(), 0).unwrap();
+                *c.meta_mut(j) = *b.meta(i);
+            }
+            let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+            fast.process(&mut b, t);
+            slow.process(&mut c, t);
+            for i in 0..b.len() {
+                proptest::prop_assert_eq!(b.data(i), c.data(i));
+                proptest::prop_assert_eq!(b.meta(i), c.meta(i));
+            }
+        }
+        proptest::prop_assert_eq!(fast.stats, slow.stats);
+        proptest::prop_assert_eq!(fast.sink(), slow.sink());
+        proptest::prop_assert_eq!(fast.take_violations(), slow.take_violations());
+        for (a, b) in fast.channels().iter().zip(slow.channels()) {
+            proptest::prop_assert_eq!(a.stats, b.stats);
+            proptest::prop_assert_eq!(a.monitor.violations, b.monitor.violations);
+        }
+    }
+}

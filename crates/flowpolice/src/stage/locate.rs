@@ -1,0 +1,190 @@
+//! Pass 1, locating: where a packet's FlowPolice shim and addresses are,
+//! its flow ID, and the fast path for the common regular packet.
+
+use packet::ethernet::{ethertype, Ethernet};
+use packet::flowpolice::FlowPolice as Shim;
+use packet::ipv4::{protocol, Ipv4};
+use packet::ipv6::Ipv6;
+use packet::ipv6_ext::ExtConfig;
+use pipeline::{Batch, PacketBuf, Proto, L3, NO_OFFSET};
+
+use super::scratch::{Carried, Located};
+use super::FlowPolice;
+use crate::config::LinkLayer;
+
+impl FlowPolice {
+    /// Finds the shim of packet `i`; `Ok(None)` for packets that are not FlowPolice.
+    pub(super) fn locate<B: PacketBuf>(
+        &self,
+        batch: &Batch<B>,
+        i: usize,
+    ) -> Result<Option<Located>, packet::Error> {
+        let m = batch.meta(i);
+        let data = batch.data(i);
+        let (l3, l3_off) = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
+            (m.l3, usize::from(m.l3_off))
+        } else {
+            match self.link {
+                LinkLayer::Ip => match data.first().map(|b| b >> 4) {
+                    Some(4) => (L3::Ipv4, 0),
+                    Some(6) => (L3::Ipv6, 0),
+                    Some(_) => return Ok(None),
+                    None => return Err(packet::Error::Truncated),
+                },
+                LinkLayer::Ethernet => {
+                    let eth = Ethernet::new_checked(data)?;
+                    match eth.ethertype() {
+                        ethertype::IPV4 => (L3::Ipv4, eth.header_len()),
+                        ethertype::IPV6 => (L3::Ipv6, eth.header_len()),
+                        _ => return Ok(None),
+                    }
+                }
+            }
+        };
+        let ip = data.get(l3_off..).ok_or(packet::Error::Truncated)?;
+        let parsed_shim = (m.proto == Proto::FlowPolice && m.proto_off != NO_OFFSET)
+            .then(|| usize::from(m.proto_off));
+        let (shim, end, v6) = match l3 {
+            L3::Ipv4 => {
+                let v4 = Ipv4::new_checked(ip)?;
+                if v4.protocol() != protocol::FLOWPOLICE || v4.frag_offset() != 0 {
+                    return Ok(None);
+                }
+                (
+                    parsed_shim.unwrap_or(l3_off + v4.header_len()),
+                    l3_off + usize::from(v4.total_len()),
+                    false,
+                )
+            }
+            L3::Ipv6 => {
+                let v6 = Ipv6::new_checked(ip)?;
+                let end = l3_off + packet::ipv6::HEADER_LEN + usize::from(v6.payload_len());
+                let shim = match parsed_shim {
+                    Some(s) => s,
+                    None => {
+                        let chain = v6.walk_ext(&ExtConfig::DEFAULT)?;
+                        if chain.upper_protocol != protocol::FLOWPOLICE
+                            || chain.fragment.is_some_and(|f| f.is_later_fragment())
+                        {
+                            return Ok(None);
+                        }
+                        l3_off + chain.upper_offset
+                    }
+                };
+                (shim, end, true)
+            }
+            L3::None => return Ok(None),
+        };
+        let hdr = data.get(shim..end).ok_or(packet::Error::Truncated)?;
+        Shim::new_checked(hdr)?;
+        if shim > usize::from(u16::MAX - 1) {
+            return Err(packet::Error::unsupported("shim offset"));
+        }
+        Ok(Some(Located { shim, l3_off, v6 }))
+    }
+
+    /// The packet's source and destination addresses (4 or 16 bytes each;
+    /// `locate` checked that the header holds them).
+    pub(super) fn addrs<'d>(data: &'d [u8], l: &Located) -> (&'d [u8], &'d [u8]) {
+        if l.v6 {
+            (&data[l.l3_off + 8..l.l3_off + 24], &data[l.l3_off + 24..l.l3_off + 40])
+        } else {
+            (&data[l.l3_off + 12..l.l3_off + 16], &data[l.l3_off + 16..l.l3_off + 20])
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn flow_id_of(&self, data: &[u8], l: &Located) -> u64 {
+        if !l.v6 {
+            // One bounds check for both addresses.
+            let a: Option<&[u8; 8]> =
+                data.get(l.l3_off + 12..l.l3_off + 20).and_then(|a| a.try_into().ok());
+            let Some(a) = a else { return 0 };
+            let src = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+            let dst = u32::from_be_bytes([a[4], a[5], a[6], a[7]]);
+            return self.keying.v4(src, dst);
+        }
+        let (s, d) = Self::addrs(data, l);
+        {
+            let mut a = [0u8; 16];
+            let mut b = [0u8; 16];
+            a.copy_from_slice(s);
+            b.copy_from_slice(d);
+            self.keying.v6(u128::from_be_bytes(a), u128::from_be_bytes(b))
+        }
+    }
+
+    /// The common packet in one read: an option-less, unfragmented IPv4
+    /// header directly followed by a regular shim (the case
+    /// [`Self::locate`] accepts with the shim at `l3_off + 20`), read as
+    /// one fixed 48-byte view. `None`: take the generic path (which accepts
+    /// this case too, with the same result).
+    #[inline(always)]
+    pub(super) fn fast_regular(&self, m: &pipeline::Meta, data: &[u8]) -> Option<Carried> {
+        let l3_off = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
+            if m.l3 != L3::Ipv4 {
+                return None;
+            }
+            usize::from(m.l3_off)
+        } else {
+            match self.link {
+                LinkLayer::Ip => 0,
+                LinkLayer::Ethernet => {
+                    let t: &[u8; 2] = data.get(12..14)?.try_into().ok()?;
+                    if u16::from_be_bytes(*t) != ethertype::IPV4 {
+                        return None;
+                    }
+                    packet::ethernet::HEADER_LEN
+                }
+            }
+        };
+        let shim = l3_off + 20;
+        if m.proto == Proto::FlowPolice
+            && m.proto_off != NO_OFFSET
+            && usize::from(m.proto_off) != shim
+        {
+            return None;
+        }
+        let p: &[u8; 48] = data.get(l3_off..)?.first_chunk()?;
+        let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+        let frag = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
+        // `total ≥ 48`: the 28-byte shim lies inside the datagram.
+        if p[0] != 0x45
+            || p[9] != protocol::FLOWPOLICE
+            || frag != 0
+            || total < 20 + packet::flowpolice::REGULAR_LEN
+            || l3_off + total > data.len()
+            || p[21] >> 7 == 0
+            || usize::from(u16::from_be_bytes([p[22], p[23]])) != packet::flowpolice::REGULAR_LEN
+            || shim > usize::from(u16::MAX - 1)
+        {
+            return None;
+        }
+        let src = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+        let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
+        let (_, h) = p.split_first_chunk::<20>()?;
+        let h: &[u8; 28] = h.first_chunk()?;
+        Some(Self::carried(h, shim, self.keying.v4(src, dst)))
+    }
+
+    /// The capability a regular shim carries and its MAC input (bytes 4..18
+    /// as on the wire, then two zero bytes), from one 16-byte big-endian
+    /// load: `P_id ‖ flow_id ‖ ts` are its top 14 bytes.
+    #[inline(always)]
+    pub(super) fn carried(h: &[u8; 28], shim: usize, addr_fid: u64) -> Carried {
+        let mut w = [0u8; 16];
+        w.copy_from_slice(&h[4..20]);
+        let v = u128::from_be_bytes(w) & !0xffff;
+        let mut mac = [0u8; 8];
+        mac.copy_from_slice(&h[18..26]);
+        Carried {
+            shim,
+            addr_fid,
+            pid: (v >> 112) as u16,
+            fid: (v >> 48) as u64,
+            ts: (v >> 16) as u32,
+            mac: u64::from_ne_bytes(mac),
+            block: v.to_be_bytes(),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The FlowPolice pipeline stage.
+//!
+//! Per burst (per-packet state lives in per-field arrays indexed by the
+//! packet's batch index; per-packet counters are tallied per burst):
+//! 1. **Locate and classify** every live packet: a fast path for the common
+//!    packet (option-less IPv4 directly followed by a regular shim) reads one
+//!    fixed 48-byte view; anything else uses `meta.proto/proto_off` if a
+//!    parse stage found the shim, otherwise walks Ethernet (optional) →
+//!    IPv4/IPv6 → shim with the `packet` views. Packets without the shim are
+//!    *legacy*. Requests are checked against the ingress request cap and
+//!    their puzzle, and their insertion lines prefetched. Regular packets have
+//!    their capability's MAC input gathered and the **tags** of their window
+//!    prefetched; `lag` regular packets later ([`Config::hint_lag`](crate::Config::hint_lag), same
+//!    loop) the tags name the slot of the flow
+//!    ([`FlowTable::slot_hint`](crate::FlowTable::slot_hint), the whole
+//!    window) and only that entry's one or two cache lines are prefetched
+//!    (about 1.5 lines per packet instead of the home chunk's three, and no
+//!    dependent misses for flows past their home chunk: the table is
+//!    memory-bound at 1M+ flows; measured in BENCHMARKS.md).
+//! 2. **Verify** all carried capabilities with one batched AES call; the
+//!    tags are compared as words, branch-free, into a drop mask.
+//! 3. **Update** the flow table (Algorithm 1) packet by packet, in arrival
+//!    order, at the hinted slot (a tag-guided window lookup when the hint is
+//!    wrong or the flow was created by a request earlier in the burst).
+//! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
+//!    each one (`P_id ‖ flow_id ‖ ts ‖ MAC` and the type byte) in place with
+//!    one bounds check.
+//!
+//! A live change ([`Element::reconfigure`], [`FlowPolice::apply_config`])
+//! runs between two bursts and keeps the flow table, the flows' state, the
+//! policers' levels and the counters.
+//!
+//! # Modules
+//! `locate` finds the shim and addresses, `classify` runs pass 1 (and 1b),
+//! `update` pass 3, `scratch` holds the per-burst state, `counters` the
+//! stage's [`Counters`] and `reconfigure` the live changes; passes 2 and 4
+//! are the batched AES calls in [`Stage::process`].
+
+use core::any::Any;
+
+use mac::Block;
+use pipeline::{
+    config_of, Batch, DropReason, Element, Indices, Now, PacketBuf, Reconfigured, Refused, Stage,
+    TokenBucket, BURST,
+};
+
+use crate::config::{ChannelCap, Config, LinkLayer};
+use crate::flowkey::FlowKeying;
+use crate::puzzle::{PuzzlePolicy, SeedChain};
+use crate::router::{ConfigError, Router};
+
+mod classify;
+mod counters;
+mod locate;
+mod reconfigure;
+mod scratch;
+mod update;
+
+pub use counters::Counters;
+use scratch::{Scratch, Tally, EMPTY_SCRATCH};
+
+/// Default regular packets between prefetching a packet's tags and reading
+/// them to prefetch its entry (pass 1b runs this far behind pass 1) for
+/// tables of at most [`AUTO_HINT_MAX_SLOTS`] slots (measured at 1M flows:
+/// 43–55 ns with 8 vs 57–73 with 4 and 60–68 with 32; BENCHMARKS.md).
+pub const HINT_LAG: usize = 8;
+
+/// Largest table (slots) for which [`Config::hint_lag`] `None` means
+/// [`HINT_LAG`]: 8 Mi tag bytes, a quarter of this machine's 32 MiB L3, so
+/// that the tags stay cached next to the entry traffic and a short lag
+/// suffices. Larger tables default to a lag of [`BURST`] (each tag line is a
+/// DRAM miss of its own). The same bound as the table's whole-chunk
+/// insertion prefetch: one definition of "a largely cached table".
+pub const AUTO_HINT_MAX_SLOTS: usize = crate::table::AUTO_WHOLE_CHUNK_MAX_SLOTS;
+
+/// The FlowPolice stage (one per worker).
+pub struct FlowPolice {
+    router: Router,
+    keying: FlowKeying,
+    puzzle: PuzzlePolicy,
+    seeds: SeedChain,
+    link: LinkLayer,
+    check_binding: bool,
+    slot_hints: bool,
+    request_cap: Option<TokenBucket>,
+    legacy_cap: Option<TokenBucket>,
+    counters: Counters,
+    /// [`Config::hint_lag`], resolved.
+    lag: usize,
+    s: Scratch,
+    /// AES batch (MAC inputs, then tags) and its packet indices.
+    blocks: [Block; BURST],
+    /// Pass 3/4: the plaintext of each new capability in `blocks`.
+    plain: [Block; BURST],
+    idx: [u8; BURST],
+    /// The configuration the stage runs with (what a live change is
+    /// compared against).
+    config: Config,
+}
+
+impl core::fmt::Debug for FlowPolice {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FlowPolice")
+            .field("router", &self.router)
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
+
+impl FlowPolice {
+    /// Builds the stage (allocates the whole flow table now).
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        let mut router = Router::new(
+            cfg.params,
+            &cfg.capability_key,
+            cfg.slots,
+            cfg.probe_window,
+            cfg.table_hash_key(),
+        )?;
+        if let Some(whole) = cfg.insert_whole_chunk {
+            router.table_mut().set_prefetch_whole_chunk(whole);
+        }
+        Ok(FlowPolice {
+            router,
+            keying: cfg.flow_keying(),
+            puzzle: cfg.puzzle,
+            seeds: cfg.seeds.clone(),
+            link: cfg.link,
+            check_binding: cfg.check_flow_binding,
+            slot_hints: cfg.slot_hints.unwrap_or(true),
+            request_cap: cfg.request_cap.map(|c| bucket(c, 0)),
+            legacy_cap: cfg.legacy_cap.map(|c| bucket(c, 0)),
+            counters: Counters::default(),
+            lag: resolved_lag(&cfg),
+            s: EMPTY_SCRATCH,
+            blocks: [[0; 16]; BURST],
+            plain: [[0; 16]; BURST],
+            idx: [0; BURST],
+            config: cfg,
+        })
+    }
+
+    /// The protocol state.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The protocol state, mutable (control plane, between bursts).
+    pub fn router_mut(&mut self) -> &mut Router {
+        &mut self.router
+    }
+
+    /// The stage counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The configuration the stage runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Replaces the published seed chain (control plane, between bursts).
+    pub fn set_seeds(&mut self, seeds: SeedChain) {
+        self.config.seeds = seeds.clone();
+        self.seeds = seeds;
+    }
+}
+
+/// [`Config::hint_lag`], the default for the table size filled in.
+fn resolved_lag(cfg: &Config) -> usize {
+    cfg.hint_lag
+        .unwrap_or(if cfg.slots <= AUTO_HINT_MAX_SLOTS { HINT_LAG } else { BURST })
+        .clamp(1, BURST)
+}
+
+/// A full ingress policer of `cap` at `now_ns`.
+fn bucket(cap: ChannelCap, now_ns: u64) -> TokenBucket {
+    TokenBucket::new(cap.bytes_per_sec(), cap.burst(), now_ns)
+}
+
+impl Element for FlowPolice {
+    fn name(&self) -> &str {
+        "flowpolice"
+    }
+
+    fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let c = self.counters();
+        out("requests", c.requests);
+        out("flows_created", c.flows_created);
+        out("flows_reclaimed", c.flows_reclaimed);
+        out("table_full", c.table_full);
+        out("privileged", c.privileged);
+        out("best_effort", c.best_effort);
+        out("legacy", c.legacy);
+        out("table_entries", self.router().table().len() as u64);
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
+    }
+
+    fn reconfigure(&mut self, config: &dyn Any, now: Now) -> Result<Reconfigured, Refused> {
+        self.apply_config(config_of::<Config>(config, "flowpolice")?, now)
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FlowPolice {
+    fn process(&mut self, batch: &mut Batch<B>, now: Now) {
+        let now_ms = now.mono_ns / 1_000_000;
+        let mut t = Tally::default();
+        let (mut regular, mut request) = (0u32, 0u32);
+        // Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
+        // `lag` regular packets behind, read their tags and prefetch
+        // their entries (pass 1b, see `hint`).
+        let mut n = 0;
+        for i in batch.live() {
+            match self.fast_regular(batch.meta(i), batch.data(i)) {
+                Some(c) => self.regular(batch, i, c, &mut n, &mut regular),
+                None => self.classify(batch, i, now, &mut n, &mut regular, &mut request),
+            }
+        }
+        for k in n.saturating_sub(self.lag)..n {
+            self.hint(k);
+        }
+        // Pass 2: verify every carried capability in one batched AES call
+        // (while the entries load); compare tags as words, branch-free.
+        self.router.key().mac_blocks(&mut self.blocks[..n]);
+        let mut bad = 0u32;
+        for ((&i, tag), &mac) in self.idx[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]) {
+            let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+            bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << i;
+        }
+        if bad != 0 {
+            self.counters.bad_mac += u64::from(bad.count_ones());
+            for i in Indices::of(bad) {
+                batch.drop_packet(i, DropReason::BadMac);
+            }
+        }
+        // Pass 3: table updates in arrival order; new capabilities' MAC
+        // inputs (and plaintexts) gathered for pass 4.
+        let mut n = 0;
+        if request == 0 {
+            // The common burst: regular packets only (no per-packet type test).
+            for i in Indices::of(regular & batch.live_mask()) {
+                self.regular_pass3(batch, i, now_ms, &mut n, &mut t);
+            }
+        } else {
+            for i in Indices::of((regular | request) & batch.live_mask()) {
+                if request & (1 << i) != 0 {
+                    self.request_pass3(batch, i, now_ms, &mut n);
+                } else {
+                    self.regular_pass3(batch, i, now_ms, &mut n, &mut t);
+                }
+            }
+        }
+        // Pass 4: MAC the new capabilities together and write each one
+        // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and a
+        // regular packet's type byte) with one bounds check.
+        self.router.key().mac_blocks(&mut self.blocks[..n]);
+        for k in 0..n {
+            let i = usize::from(self.idx[k]);
+            let at = usize::from(self.s.shim[i]);
+            let ty = self.s.level[i];
+            let Some(d) =
+                batch.buf_mut(i).data_mut().get_mut(at..).and_then(|d| d.first_chunk_mut::<26>())
+            else {
+                continue;
+            };
+            // Requests keep their type byte (`request` is 0 in most bursts).
+            if request == 0 || request & (1 << i) == 0 {
+                d[1] = ty;
+            }
+            d[4..18].copy_from_slice(&self.plain[k][..14]);
+            d[18..26].copy_from_slice(&self.blocks[k][..8]);
+        }
+        // Per-burst tallies into the counters.
+        let c = &mut self.counters;
+        let accepted: u64 = t.feedback.iter().sum();
+        c.regular += u64::from(regular.count_ones());
+        c.privileged += t.privileged;
+        c.best_effort += accepted - t.privileged;
+        c.feedback_current += t.feedback[0];
+        c.feedback_previous += t.feedback[1];
+        c.feedback_unissued += t.feedback[2];
+        c.restamped += t.restamped;
+    }
+}

@@ -1,0 +1,115 @@
+//! Pass 3: the flow-table updates, in arrival order: a request finds or
+//! creates its flow; a regular packet runs Algorithm 1 on its entry and is
+//! marked, and both queue their new capability for pass 4.
+
+use pipeline::{Batch, DropReason, PacketBuf};
+
+use super::scratch::{feedback_index, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE};
+use super::FlowPolice;
+use crate::capability::mac_block;
+use crate::class;
+use crate::flow::Mark;
+use crate::router::Reject;
+use crate::table::Slot as TableSlot;
+
+impl FlowPolice {
+    /// Pass 3 for a request: find or create its flow, count it, queue its
+    /// capability for pass 4 (`blocks[*n]`), or drop it when its window is full.
+    /// Out of line: keeps the regular packets' update loop small.
+    #[inline(never)]
+    pub(super) fn request_pass3<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        now_ms: u64,
+        n: &mut usize,
+    ) {
+        let (fid, hash, level) = (self.s.fid[i], self.s.hash[i], self.s.level[i]);
+        match self.router.request_update(fid, hash, now_ms) {
+            Ok((p_id, ts, slot)) => {
+                match slot {
+                    TableSlot::Created(_) => self.counters.flows_created += 1,
+                    TableSlot::Reclaimed(_) => self.counters.flows_reclaimed += 1,
+                    TableSlot::Found(_) => {}
+                }
+                batch.set_class(i, class::request(level));
+                self.counters.requests_stamped += 1;
+                let b = mac_block(p_id, fid, ts);
+                self.blocks[*n] = b;
+                self.plain[*n] = b;
+                self.idx[*n] = i as u8;
+                *n += 1;
+            }
+            Err(_) => {
+                self.counters.table_full += 1;
+                batch.drop_packet(i, DropReason::TableFull);
+            }
+        }
+    }
+
+    /// Pass 3 for a regular packet whose MAC verified: Algorithm 1 on its
+    /// entry (at the hinted slot when the hint is right), its class, and
+    /// its new capability queued for pass 4 (`blocks[*n]`) or, without
+    /// one, its type byte written now.
+    #[inline(always)]
+    pub(super) fn regular_pass3<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        now_ms: u64,
+        n: &mut usize,
+        t: &mut Tally,
+    ) {
+        let s = &self.s;
+        let (fid, home, hint) = (s.fid[i], s.home[i] as usize, s.hint[i]);
+        let hint = (hint != NO_HINT).then_some(hint as usize);
+        // Without hints the tag line was not loaded: scan the (prefetched)
+        // home chunk instead.
+        let hash = self.slot_hints.then_some(s.hash[i]);
+        let r = self.router.regular_update_fields(fid, s.pid[i], s.ts[i], hash, home, hint, now_ms);
+        match r {
+            Ok(p) => {
+                t.feedback[feedback_index(p.feedback)] += 1;
+                // `regular_update` reports drops as `Err(OverWindow)`, so a
+                // mark that is not privileged is best effort.
+                let privileged = p.mark == Mark::Privileged;
+                t.privileged += u64::from(privileged);
+                let (ty, cl) = if privileged {
+                    (PRIVILEGED_BYTE, class::PRIVILEGED)
+                } else {
+                    (BEST_EFFORT_BYTE, class::BEST_EFFORT)
+                };
+                batch.set_class(i, cl);
+                match p.issue {
+                    Some((p_id, ts)) => {
+                        self.s.level[i] = ty;
+                        let b = mac_block(p_id, fid, ts);
+                        self.blocks[*n] = b;
+                        self.plain[*n] = b;
+                        self.idx[*n] = i as u8;
+                        *n += 1;
+                        t.restamped += 1;
+                    }
+                    None => {
+                        let shim = usize::from(self.s.shim[i]);
+                        if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
+                            *b = ty;
+                        }
+                    }
+                }
+            }
+            Err(Reject::OverWindow) => {
+                self.counters.over_window += 1;
+                batch.drop_packet(i, DropReason::OverRate);
+            }
+            Err(r) => {
+                if r == Reject::Expired && self.router.table().find_at(fid, home).is_none() {
+                    self.counters.unknown_flow += 1;
+                } else {
+                    self.counters.expired += 1;
+                }
+                batch.drop_packet(i, DropReason::Expired);
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Prefetch hints: which cache lines of the table a lookup or an insertion
+//! will read, started ahead of it, and the tag-guided slot hint that lets a
+//! lookup load only its flow's entry.
+
+use super::tags::{block_candidates, block_mask, first_match, tag, tag_block, BLOCK, LO};
+use super::{FlowTable, CHUNK_SLOTS};
+
+impl FlowTable {
+    /// Whether an insertion ([`prefetch_insert`](Self::prefetch_insert))
+    /// prefetches the whole three-line home chunk (`true`) or only its first
+    /// two lines. Default: whole for tables of at most
+    /// [`AUTO_WHOLE_CHUNK_MAX_SLOTS`](super::AUTO_WHOLE_CHUNK_MAX_SLOTS)
+    /// slots. Only speed changes, never a result.
+    pub fn set_prefetch_whole_chunk(&mut self, whole: bool) {
+        self.whole_chunk = whole;
+    }
+
+    /// See [`set_prefetch_whole_chunk`](Self::set_prefetch_whole_chunk).
+    pub fn prefetches_whole_chunk(&self) -> bool {
+        self.whole_chunk
+    }
+
+    /// Starts loading the home chunk of `hash` (three cache lines) into the
+    /// cache (lookups).
+    #[inline(always)]
+    pub fn prefetch(&self, hash: u64) {
+        let c = &self.chunks[self.home(hash) / CHUNK_SLOTS];
+        memhint::prefetch(&c.0[0]);
+        memhint::prefetch(&c.0[1].w_v);
+        memhint::prefetch(&c.0[3]);
+    }
+
+    /// Starts loading the first line of the chunk at slot `home` (from
+    /// [`home`](Self::home); it holds the first entry and the second one's
+    /// flow ID).
+    #[inline(always)]
+    pub fn prefetch_first(&self, home: usize) {
+        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
+            memhint::prefetch(&c.0[0]);
+        }
+    }
+
+    /// Starts loading the second and third lines of the chunk at slot `home`.
+    #[inline(always)]
+    pub fn prefetch_rest(&self, home: usize) {
+        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
+            memhint::prefetch(&c.0[1].w_v);
+            memhint::prefetch(&c.0[3]);
+        }
+    }
+
+    /// Starts loading the line holding the first tag bytes of the window at
+    /// slot `home`, for [`slot_hint`](Self::slot_hint) (its first eight tags
+    /// run into the next line for one home in sixteen, and later tags of a
+    /// wide window may too: those are read on demand).
+    #[inline(always)]
+    pub fn prefetch_tags(&self, home: usize) {
+        if let Some(t) = self.tags.get(home) {
+            memhint::prefetch(t);
+        }
+    }
+
+    /// The likely slot of the flow whose hash is `hash` and home slot `home`
+    /// ([`home`](Self::home)): the first slot of its window whose tag
+    /// matches, from the tag bytes alone (no entry is read). `None` when no
+    /// tag matches before the window's first empty slot: then the flow is
+    /// absent (slots fill in window order and never empty again). A hint may
+    /// be wrong (tags are 8 bits): [`find_hinted`](Self::find_hinted) and
+    /// [`find_tagged`](Self::find_tagged) check it.
+    ///
+    /// Lookups of established flows use it to load only the one or two cache
+    /// lines of the flow's entry instead of the whole three-line chunk (or,
+    /// for a flow past its home chunk, several chunks).
+    #[inline(always)]
+    pub fn slot_hint(&self, hash: u64, home: usize) -> Option<usize> {
+        let pattern = u64::from(tag(hash)) * LO;
+        // The first eight tags inline (the home chunk and the next one hold
+        // ≈ 93 % of the flows at 80 % load); the rest of the window out of line.
+        // The tag array is padded (zero, never a tag).
+        let w: &[u8; 8] = self.tags.get(home..home + 8)?.try_into().ok()?;
+        match first_match(u64::from_le_bytes(*w), pattern, self.first_valid) {
+            Ok(k) => Some(home + k),
+            Err(true) if self.window > 8 => self.slot_hint_rest(pattern, home),
+            Err(_) => None,
+        }
+    }
+
+    /// [`slot_hint`](Self::slot_hint) past the first eight tags.
+    #[cold]
+    #[inline(never)]
+    fn slot_hint_rest(&self, pattern: u64, home: usize) -> Option<usize> {
+        let t = pattern as u8;
+        let mut k = 8;
+        while k < self.window {
+            let m = memhint::byte_masks(tag_block(&self.tags, home + k)?, t);
+            let (candidates, zero) = block_candidates(m, block_mask(self.window - k));
+            if candidates != 0 {
+                return Some(home + k + candidates.trailing_zeros() as usize);
+            }
+            if zero != 0 {
+                return None;
+            }
+            k += BLOCK;
+        }
+        None
+    }
+
+    /// Starts loading the cache lines of the entry at slot `i` (one, or two
+    /// for the entries that straddle a line boundary).
+    #[inline(always)]
+    pub fn prefetch_slot(&self, i: usize) {
+        if let Some(c) = self.chunks.get(i / CHUNK_SLOTS) {
+            let e = &c.0[i % CHUNK_SLOTS];
+            // First and last bytes of the 48-byte entry (`p_id` shares the
+            // last byte's line).
+            memhint::prefetch(&e.flow_id);
+            memhint::prefetch(&e.p_id);
+        }
+    }
+
+    /// Starts loading what an insertion reads: the window's tags and the
+    /// home chunk, where a new flow almost always lands. The first two lines
+    /// hold the idle checks of its first three slots; the third line (the
+    /// rest of slot 2 and slot 3) only when
+    /// [`prefetches_whole_chunk`](Self::prefetches_whole_chunk), i.e. by
+    /// default for tables small enough to be largely cached, where it is
+    /// cheap and saves the scans and writes that reach it a dependent miss.
+    #[inline(always)]
+    pub fn prefetch_insert(&self, hash: u64) {
+        let h = self.home(hash);
+        if let Some(c) = self.chunks.get(h / CHUNK_SLOTS) {
+            memhint::prefetch(&c.0[0]);
+            memhint::prefetch(&c.0[1].w_v);
+            if self.whole_chunk {
+                memhint::prefetch(&c.0[3]);
+            }
+        }
+        if let Some(t) = self.tags.get(h) {
+            memhint::prefetch(t);
+        }
+        // A wide window's tags may spill into the next cache line.
+        if let Some(t) = self.tags.get(h + self.window - 1) {
+            memhint::prefetch(t);
+        }
+    }
+}

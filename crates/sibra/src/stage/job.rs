@@ -1,0 +1,391 @@
+//! The per-packet job builder shared by the stages: where the packet's
+//! SIBRA path lies, which SOF(s) this AS processes, the reservation they
+//! belong to, where the packet leaves, and the MAC checks to run.
+//!
+//! [`inspect`] goes through the layout memo ([`crate::layout`]);
+//! [`inspect_reference`] re-derives everything through the
+//! [`SibraPath`] accessors and is the reference the memoised path is tested
+//! against.
+
+use core::ops::Range;
+
+use packet::scion::sibra::{SibraFields, SibraHop, SibraPath};
+use packet::scion::PathType;
+use pipeline::{Batch, DropReason, Meta, PacketBuf};
+
+use super::RouterConfig;
+use crate::layout::{sibra_fields_memo, SibraShape};
+use crate::token::TokenCheck;
+use crate::types::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, Sof, SteadyId, Tick};
+
+/// One SOF processed at this AS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Hop {
+    pub(super) h: u8,
+    pub(super) block: u8,
+    /// Index within the block.
+    pub(super) j: u8,
+    pub(super) sof: Sof,
+}
+
+/// Everything the stages need about one SIBRA packet at this AS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Job {
+    /// The SIBRA path's byte range in the packet.
+    pub(super) path: (usize, usize),
+    /// Where the CurrHop byte is in the packet.
+    pub(super) curr_at: usize,
+    pub(super) hops: [Hop; 2],
+    pub(super) n_hops: u8,
+    /// False for steady setups (no reservation to verify yet).
+    pub(super) verify: bool,
+    pub(super) key: ResvKey,
+    pub(super) class: BwClass,
+    pub(super) exp: Tick,
+    pub(super) index: ResvIdx,
+    /// CurrHop after this AS (`None`: the path ends here).
+    pub(super) next_curr: Option<u8>,
+    pub(super) port: u16,
+    pub(super) forward: bool,
+}
+
+/// Where the SIBRA path of a packet lies, if it has one.
+pub(super) fn locate_path(data: &[u8], meta: &Meta) -> Result<Option<Range<usize>>, DropReason> {
+    let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
+    let loc = scion::locate(data, off)?;
+    Ok((loc.path_type == PathType::SIBRA).then_some(loc.path))
+}
+
+#[inline]
+pub(super) fn sides(s: &Sof, fwd: bool) -> (u16, u16) {
+    if fwd {
+        (s.ingress, s.egress)
+    } else {
+        (s.egress, s.ingress)
+    }
+}
+
+#[inline]
+pub(super) fn step(h: usize, fwd: bool, total: usize) -> Option<usize> {
+    if fwd {
+        (h + 1 < total).then_some(h + 1)
+    } else {
+        h.checked_sub(1)
+    }
+}
+
+/// The reference (uncached) form of [`inspect`]: every layout question goes
+/// through the [`SibraPath`] accessors, which re-derive the layout from the
+/// path header each time. Same results as [`inspect`] (tested); used by
+/// [`SibraTransit::process_reference`].
+pub(super) fn inspect_reference(
+    data: &[u8],
+    meta: &Meta,
+    cfg: &RouterConfig,
+    requests: bool,
+    checks: &mut [TokenCheck],
+) -> Result<Option<Job>, DropReason> {
+    let Some(range) = locate_path(data, meta)? else { return Ok(None) };
+    let p = SibraPath::new_checked(&data[range.clone()])?;
+    if p.request() != requests {
+        return Ok(None);
+    }
+    let fwd = p.forward();
+    let total = p.total_hops();
+    let arrival = cfg.ifaces.ingress_if(meta.port);
+    let malformed = DropReason::Malformed;
+    let h0 = usize::from(p.curr_hop());
+    let (k0, j0) = p.locate(h0).ok_or(malformed)?;
+    let sof0 = Sof::from_bytes(&p.block_sof(k0, j0).ok_or(malformed)?.bytes());
+    let (arr, mut leave) = sides(&sof0, fwd);
+    if arr != arrival {
+        return Err(DropReason::WrongInterface);
+    }
+    let mut job = Job {
+        path: (range.start, range.end),
+        curr_at: range.start + 1,
+        forward: fwd,
+        ..Default::default()
+    };
+    job.hops[0] = Hop { h: h0 as u8, block: k0 as u8, j: j0 as u8, sof: sof0 };
+    job.n_hops = 1;
+    let mut last = h0;
+    if leave == 0 {
+        if let Some(h1) = step(h0, fwd, total) {
+            let (k1, j1) = p.locate(h1).ok_or(malformed)?;
+            let sof1 = Sof::from_bytes(&p.block_sof(k1, j1).ok_or(malformed)?.bytes());
+            let (a1, l1) = sides(&sof1, fwd);
+            if a1 != 0 {
+                return Err(DropReason::WrongInterface);
+            }
+            job.hops[1] = Hop { h: h1 as u8, block: k1 as u8, j: j1 as u8, sof: sof1 };
+            job.n_hops = 2;
+            leave = l1;
+            last = h1;
+        }
+    }
+    job.next_curr = step(last, fwd, total).map(|h| h as u8);
+    job.port = match (leave, job.next_curr) {
+        (0, None) => cfg.local_port,
+        (0, Some(_)) | (_, None) => return Err(DropReason::NoRoute),
+        (ifid, Some(_)) => cfg.ifaces.port(ifid).ok_or(DropReason::NoRoute)?,
+    };
+    let steady = p.steady();
+    let setup = p.setup();
+    job.verify = !(steady && setup);
+    let ids_of = |k: usize| -> Option<([u8; 16], usize, ResvKey)> {
+        let mut ids = [0u8; 16];
+        if steady {
+            let s = p.steady_id()?;
+            ids[..8].copy_from_slice(&s);
+            Some((ids, 8, SteadyId(s).into()))
+        } else if setup {
+            let s = p.setup_steady_id(k)?;
+            ids[..8].copy_from_slice(&s);
+            Some((ids, 8, SteadyId(s).into()))
+        } else {
+            let e = p.ephemeral_id()?;
+            Some((e, 16, EphemeralId(e).into()))
+        }
+    };
+    let info0 = p.block_info(k0).ok_or(malformed)?;
+    let info = ResvInfo::from_view(&info0).map_err(|_| malformed)?;
+    let (ids0, len0, key) = ids_of(k0).ok_or(malformed)?;
+    job.key = key;
+    job.class = if fwd { info.bw_fwd } else { info.bw_rev };
+    job.exp = info.exp_tick;
+    job.index = info.index;
+    if job.verify {
+        let mac0 = info0.mac_input();
+        for n in 0..usize::from(job.n_hops) {
+            let hop = job.hops[n];
+            let (k, j) = (usize::from(hop.block), usize::from(hop.j));
+            let (ids, len, mac_info) = if k == k0 {
+                (ids0, len0, mac0)
+            } else {
+                // The second hop of a junction in the next block: its own
+                // IDs (setup) and expiry.
+                let bi = p.block_info(k).ok_or(malformed)?;
+                job.exp = job.exp.min(Tick(bi.exp_tick()));
+                let (ids, len, _) = ids_of(k).ok_or(malformed)?;
+                (ids, len, bi.mac_input())
+            };
+            let prev =
+                if j == 0 { [0u8; 8] } else { p.block_sof(k, j - 1).ok_or(malformed)?.bytes() };
+            *checks.get_mut(n).ok_or(malformed)? =
+                TokenCheck::new(&hop.sof, &mac_info, &ids[..len], &prev);
+        }
+    }
+    Ok(Some(job))
+}
+
+/// The SIBRA layout of a packet through the stage's layout memo: `Ok(None)`
+/// for packets that are not SIBRA; else the SCION header's offset in the
+/// packet and the layout (offsets from that header).
+#[inline(always)]
+pub(super) fn fields_of(
+    data: &[u8],
+    meta: &Meta,
+    shape: &mut SibraShape,
+) -> Result<Option<(usize, SibraFields)>, DropReason> {
+    let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
+    let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
+    match sibra_fields_memo(pkt, shape)? {
+        Some(f) => Ok(Some((off, f))),
+        None => {
+            // Not SIBRA: still judged as `scion::locate` judges it (an
+            // invalid EPIC-Z path is dropped here, as before the memo).
+            scion::locate(data, off)?;
+            Ok(None)
+        }
+    }
+}
+
+/// `N` bytes at `at` (an offset [`SibraFields`] computed for this packet,
+/// so the read cannot fail; `Malformed` keeps it panic-free regardless).
+#[inline(always)]
+pub(super) fn take<const N: usize>(pkt: &[u8], at: u16) -> Result<[u8; N], DropReason> {
+    pkt.get(usize::from(at)..)
+        .and_then(|b| b.first_chunk::<N>())
+        .copied()
+        .ok_or(DropReason::Malformed)
+}
+
+/// The path IDs a hop's block MACs cover, zero-padded to 16 bytes (which is
+/// also how a steady ID sits in a [`ResvKey`]).
+#[inline(always)]
+pub(super) fn ids_of(pkt: &[u8], hop: &SibraHop) -> Result<[u8; 16], DropReason> {
+    if hop.ids_len == 16 {
+        take::<16>(pkt, hop.ids)
+    } else {
+        let s = take::<8>(pkt, hop.ids)?;
+        let mut ids = [0u8; 16];
+        ids[..8].copy_from_slice(&s);
+        Ok(ids)
+    }
+}
+
+/// ResvInfo bytes as SOF MACs cover them (the view's `mac_input`: F and
+/// fail_hop zeroed).
+#[inline(always)]
+pub(super) fn info_mac(b: [u8; 8]) -> [u8; 8] {
+    let [e0, e1, e2, e3, f, r, x, _] = b;
+    [e0, e1, e2, e3, f, r, x & !0x08, 0]
+}
+
+/// [`inspect`] after the layout is known: checks the packet's SOF(s) against
+/// the interface it arrived on, fills `job` and prepares (but does not run)
+/// the MAC checks into `checks[..job.n_hops]` (both in place: no copies of
+/// the job or the 48-byte inputs; on error `job` holds garbage). `pkt`
+/// starts at the SCION header, which is at `base` in the packet. Same
+/// checks, order and results as [`inspect_reference`].
+#[inline(always)]
+pub(super) fn job_of(
+    pkt: &[u8],
+    base: usize,
+    f: &SibraFields,
+    arrival: u16,
+    cfg: &RouterConfig,
+    job: &mut Job,
+    checks: &mut [TokenCheck],
+) -> Result<(), DropReason> {
+    let malformed = DropReason::Malformed;
+    let fwd = f.forward();
+    let a = &f.active;
+    let sof0b = take::<8>(pkt, a.sof)?;
+    let sof0 = Sof::from_bytes(&sof0b);
+    let (arr, mut leave) = sides(&sof0, fwd);
+    if arr != arrival {
+        return Err(DropReason::WrongInterface);
+    }
+    job.path = (base + usize::from(f.path), base + usize::from(f.header_len));
+    job.curr_at = base + f.curr_hop_offset();
+    job.forward = fwd;
+    job.hops[0] = Hop { h: a.hop, block: a.block, j: a.index, sof: sof0 };
+    job.n_hops = 1;
+    let mut sof1b = [0u8; 8];
+    job.next_curr = f.next.map(|n| n.hop);
+    if leave == 0 {
+        if let Some(n) = &f.next {
+            sof1b = take::<8>(pkt, n.sof)?;
+            let sof1 = Sof::from_bytes(&sof1b);
+            let (a1, l1) = sides(&sof1, fwd);
+            if a1 != 0 {
+                return Err(DropReason::WrongInterface);
+            }
+            job.hops[1] = Hop { h: n.hop, block: n.block, j: n.index, sof: sof1 };
+            job.n_hops = 2;
+            leave = l1;
+            job.next_curr = f.after_next;
+        }
+    }
+    job.port = match (leave, job.next_curr) {
+        (0, None) => cfg.local_port,
+        (0, Some(_)) | (_, None) => return Err(DropReason::NoRoute),
+        (ifid, Some(_)) => cfg.ifaces.port(ifid).ok_or(DropReason::NoRoute)?,
+    };
+    job.verify = !(f.steady() && f.setup());
+    let info0 = take::<8>(pkt, a.info)?;
+    let info = ResvInfo::from_view(&packet::scion::sibra::ResvInfo::new_unchecked(&info0[..]))
+        .map_err(|_| malformed)?;
+    let ids0 = ids_of(pkt, a)?;
+    job.key = ResvKey { id: ids0, steady: a.ids_len == 8 };
+    job.class = if fwd { info.bw_fwd } else { info.bw_rev };
+    job.exp = info.exp_tick;
+    job.index = info.index;
+    if job.verify {
+        let prev0 = match a.prev {
+            Some(p) => take::<8>(pkt, p)?,
+            None => [0u8; 8],
+        };
+        checks.first_mut().ok_or(malformed)?.set_from_wire(&sof0b, &info_mac(info0), &ids0, &prev0);
+        if job.n_hops == 2 {
+            if let Some(n) = &f.next {
+                let (ids, mac_info) = if n.block == a.block {
+                    (ids0, info_mac(info0))
+                } else {
+                    // The second hop of a junction in the next block: its
+                    // own IDs (setup) and expiry.
+                    let bi = take::<8>(pkt, n.info)?;
+                    job.exp = job.exp.min(Tick(u32::from_be_bytes([bi[0], bi[1], bi[2], bi[3]])));
+                    (ids_of(pkt, n)?, info_mac(bi))
+                };
+                let prev1 = match n.prev {
+                    Some(p) => take::<8>(pkt, p)?,
+                    None => [0u8; 8],
+                };
+                checks.get_mut(1).ok_or(malformed)?.set_from_wire(&sof1b, &mac_info, &ids, &prev1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks the packet's SIBRA path against the interface it arrived
+/// on; prepares (but does not run) the MAC checks. Packets that are not SIBRA,
+/// or whose R flag differs from `requests`, are `Ok(None)`: another stage's
+/// business (a stage must not judge a packet an earlier stage already moved on).
+///
+/// The layout comes from `shape` (the packet's SCION and SIBRA headers are
+/// validated structurally once per layout, see [`crate::layout`]); the
+/// MAC checks go to `checks[..job.n_hops]`.
+#[inline]
+pub(super) fn inspect(
+    data: &[u8],
+    meta: &Meta,
+    cfg: &RouterConfig,
+    requests: bool,
+    shape: &mut SibraShape,
+    checks: &mut [TokenCheck],
+) -> Result<Option<Job>, DropReason> {
+    let Some((off, f)) = fields_of(data, meta, shape)? else { return Ok(None) };
+    if f.request() != requests {
+        return Ok(None);
+    }
+    let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
+    let mut job = Job::default();
+    job_of(pkt, off, &f, cfg.ifaces.ingress_if(meta.port), cfg, &mut job, checks)?;
+    Ok(Some(job))
+}
+
+/// Whether the packet is a SIBRA request (malformed packets are not).
+pub(super) fn is_request(data: &[u8], meta: &Meta) -> bool {
+    match locate_path(data, meta) {
+        Ok(Some(r)) => {
+            data.get(r.start).is_some_and(|f| f & packet::scion::sibra::FLAG_REQUEST != 0)
+        }
+        _ => false,
+    }
+}
+
+/// Writes CurrHop for the next AS (the layout bounded it by the hop count).
+#[inline]
+pub(super) fn advance<B: PacketBuf>(buf: &mut B, job: &Job) -> Result<(), DropReason> {
+    if let Some(h) = job.next_curr {
+        *buf.data_mut().get_mut(job.curr_at).ok_or(DropReason::Truncated)? = h;
+    }
+    Ok(())
+}
+
+/// What a stage does with the outcome of inspecting packet `i`: the value
+/// to process it with, or `None` after counting a packet that is not this
+/// stage's business as `skipped`, or dropping it with the reason.
+#[inline(always)]
+pub(super) fn triage<T, B: PacketBuf>(
+    r: Result<Option<T>, DropReason>,
+    batch: &mut Batch<B>,
+    i: usize,
+    skipped: &mut u64,
+) -> Option<T> {
+    match r {
+        Ok(Some(x)) => Some(x),
+        Ok(None) => {
+            *skipped += 1;
+            None
+        }
+        Err(reason) => {
+            batch.drop_packet(i, reason);
+            None
+        }
+    }
+}

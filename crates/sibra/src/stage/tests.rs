@@ -1,0 +1,275 @@
+//! The memoised per-packet path against the reference (uncached) one:
+//! `inspect` vs `inspect_reference` (jobs and MAC inputs, data and
+//! requests) and `process` vs `process_reference` (verdicts, packet
+//! bytes, counters), over sequences of valid and mutated packets sharing
+//! one layout memo.
+
+use proptest::prelude::*;
+
+use super::edge::{edge_info, edge_info_reference};
+use super::job::{inspect, inspect_reference};
+use super::*;
+use crate::host::{self, ActiveBlock};
+use crate::layout::SibraShape;
+use crate::monitor::{CoreConfig, CoreMonitor};
+use crate::mutate::{apply, arb_mutation, Mutation};
+use crate::token::{issue_chain, Key, SofKeys, TokenCheck};
+use crate::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, SteadyId, Tick};
+use packet::scion::{next_hdr, AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr, SibraPathRepr};
+use packet::Ia;
+use pipeline::{Batch, DropReason, Meta, Now, Stage, Verdict, BURST};
+
+const NOW_S: u64 = 1_700_000_000;
+
+fn now() -> Now {
+    Now::from_unix_ns(NOW_S * 1_000_000_000)
+}
+
+fn keys(n: u8) -> SofKeys {
+    SofKeys::new(&Key::from([n; 16]))
+}
+
+fn cfg() -> RouterConfig {
+    RouterConfig {
+        ifaces: InterfaceTable::new().with(2, 2).with(3, 3),
+        local_port: 9,
+        ..Default::default()
+    }
+}
+
+fn info(exp: Tick) -> ResvInfo {
+    ResvInfo {
+        exp_tick: exp,
+        bw_fwd: BwClass::new(20).unwrap(),
+        bw_rev: BwClass::new(18).unwrap(),
+        index: ResvIdx::new(2).unwrap(),
+        fwd: true,
+        fail_hop: 0,
+    }
+}
+
+fn block(ids: &[u8], hops: &[(u16, u16)], exp: Tick) -> ActiveBlock {
+    // This AS (key 2) holds every hop with an ingress or egress 2 or 3
+    // or a junction's 0 side; the others are other ASes' (keys 1, 3).
+    let ks: Vec<SofKeys> = hops
+        .iter()
+        .map(|&(i, e)| keys(if matches!(i, 2 | 3) || matches!(e, 2 | 3) { 2 } else { 1 }))
+        .collect();
+    let refs: Vec<&SofKeys> = ks.iter().collect();
+    let i = info(exp);
+    ActiveBlock { info: i, sofs: issue_chain(&refs, hops, &i, ids) }
+}
+
+fn frame(p: &SibraPathRepr, payload: usize) -> Vec<u8> {
+    let mut v = host::packet(
+        Ia::new(1, 0xa),
+        [10, 0, 0, 1],
+        Ia::new(1, 0xc),
+        [10, 0, 0, 2],
+        p,
+        &vec![0x5a; payload],
+    )
+    .unwrap();
+    v.truncate(v.len());
+    v
+}
+
+/// Valid (and a few deliberately invalid) packets of every kind this AS
+/// sees, each with the port it would arrive on.
+fn templates() -> Vec<(Vec<u8>, u16)> {
+    let t = Tick::of(now());
+    let mut out = Vec::new();
+    let three = [(0, 1), (2, 3), (4, 0)];
+    for (n, exp) in [(1u8, t.plus(2)), (2, t), (3, Tick(t.0 - 1))] {
+        let id = EphemeralId::new(0xa, [n; 10]);
+        let mut p = host::ephemeral_data(id, &block(&id.0, &three, exp)).unwrap();
+        p.curr_hop = 1;
+        out.push((frame(&p, 20), 2));
+        // Reverse direction.
+        p.flags &= !packet::scion::sibra::FLAG_FORWARD;
+        out.push((frame(&p, 0), 3));
+    }
+    let sid = SteadyId::new(0xa, 4);
+    let sblk = block(&sid.0, &three, t.plus(10));
+    let mut p = host::steady_data(sid, &sblk).unwrap();
+    p.curr_hop = 1;
+    out.push((frame(&p, 8), 2));
+    // Steady setup flags on a data packet: Malformed.
+    p.flags |= packet::scion::sibra::FLAG_SETUP;
+    out.push((frame(&p, 8), 2));
+    // Junction: this AS holds hops 1 (2 -> 0) and 2 (0 -> 3).
+    let id = EphemeralId::new(0xa, [5; 10]);
+    let mut p =
+        host::ephemeral_data(id, &block(&id.0, &[(0, 1), (2, 0), (0, 3), (4, 0)], t.plus(1)))
+            .unwrap();
+    p.curr_hop = 1;
+    out.push((frame(&p, 4), 2));
+    // Local delivery at the last hop.
+    let id = EphemeralId::new(0xa, [6; 10]);
+    let mut p = host::ephemeral_data(id, &block(&id.0, &[(0, 1), (2, 0)], t.plus(1))).unwrap();
+    p.curr_hop = 1;
+    out.push((frame(&p, 4), 2));
+    // Ephemeral setup request over two steady blocks, at the junction
+    // between them (block 0's last hop, block 1's first).
+    let s0 = SteadyId::new(0xa, 7);
+    let s1 = SteadyId::new(0xb, 8);
+    let b0 = block(&s0.0, &[(0, 1), (2, 0)], t.plus(10));
+    let b1 = block(&s1.0, &[(0, 3), (4, 0)], t.plus(9));
+    let mut p = host::ephemeral_setup(
+        EphemeralId::new(0xa, [9; 10]),
+        &[(s0, &b0), (s1, &b1)],
+        &info(t.plus(3)),
+    )
+    .unwrap();
+    p.curr_hop = 1;
+    out.push((frame(&p, 0), 2));
+    // The same setup with its SOFs read as data (R cleared): a junction
+    // across blocks, each verified with its own steady ID.
+    p.flags &= !packet::scion::sibra::FLAG_REQUEST;
+    p.request = None;
+    out.push((frame(&p, 0), 2));
+    // Not SIBRA.
+    let repr = ScionRepr {
+        hdr: AddrHdrRepr {
+            qos: 0,
+            flow_id: 0,
+            next_hdr: next_hdr::UDP,
+            payload_len: 0,
+            dst_ia: Ia::new(1, 2),
+            src_ia: Ia::new(1, 3),
+            dst_host: RawHostAddr::new(0, &[1, 2, 3, 4]).unwrap(),
+            src_host: RawHostAddr::new(0, &[1, 2, 3, 5]).unwrap(),
+        },
+        path: PathRepr::Empty,
+    };
+    let mut pkt = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut pkt).unwrap();
+    out.push((pkt, 2));
+    out
+}
+
+/// SCION version, HdrLen, PayloadLen, path type, address types, and the
+/// SIBRA flags, CurrHop, P0..P2, first SOF bytes of the templates.
+const KEY_BYTES: [usize; 15] = [0, 5, 6, 7, 8, 9, 36, 37, 38, 39, 40, 60, 62, 69, 71];
+
+fn transit(policy: RequestPolicy) -> SibraTransit {
+    let t = Tick::of(now());
+    let mut s = SibraTransit::new(cfg(), keys(2), CoreMonitor::new(CoreConfig::default()).unwrap())
+        .with_requests(policy);
+    // One revoked reservation (the expiring-now ephemeral one, index 2).
+    let key: ResvKey = EphemeralId::new(0xa, [2; 10]).into();
+    s.revocations_mut().revoke(key, ResvIdx::new(2).unwrap(), t.plus(5), t).unwrap();
+    s
+}
+
+type Step = (usize, Mutation, u16);
+
+fn arb_steps() -> impl Strategy<Value = Vec<Vec<Step>>> {
+    let step = (any::<usize>(), arb_mutation(), prop_oneof![4 => Just(0u16), 1 => 0u16..6]);
+    prop::collection::vec(prop::collection::vec(step, 1..=BURST), 1..4)
+}
+
+/// The packet and arrival port of a step (port 0 in the step: the
+/// template's own port).
+fn realize(tpl: &[(Vec<u8>, u16)], (t, m, port): &Step) -> (Vec<u8>, u16) {
+    let (p, own) = &tpl[t % tpl.len()];
+    (apply(p.clone(), m, &KEY_BYTES), if *port == 0 { *own } else { *port })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn inspect_equals_reference(bursts in arb_steps()) {
+        let tpl = templates();
+        let cfg = cfg();
+        let mut shape = SibraShape::default();
+        for burst in &bursts {
+            for step in burst {
+                let (pkt, port) = realize(&tpl, step);
+                let meta = Meta::new(port);
+                for requests in [false, true] {
+                    let mut a = [TokenCheck::default(); 2];
+                    let mut b = [TokenCheck::default(); 2];
+                    let got = inspect(&pkt, &meta, &cfg, requests, &mut shape, &mut a);
+                    let want = inspect_reference(&pkt, &meta, &cfg, requests, &mut b);
+                    prop_assert_eq!(got, want);
+                    if let Ok(Some(j)) = want {
+                        let n = if j.verify { usize::from(j.n_hops) } else { 0 };
+                        prop_assert_eq!(&a[..n], &b[..n]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edge_info_equals_reference(bursts in arb_steps()) {
+        let tpl = templates();
+        let mut shape = SibraShape::default();
+        for step in bursts.iter().flatten() {
+            let (pkt, port) = realize(&tpl, step);
+            let meta = Meta::new(port);
+            prop_assert_eq!(
+                edge_info(&pkt, &meta, &mut shape),
+                edge_info_reference(&pkt, &meta)
+            );
+        }
+    }
+
+    #[test]
+    fn process_equals_reference(bursts in arb_steps(), to_control in any::<bool>()) {
+        let tpl = templates();
+        let policy = if to_control { RequestPolicy::ToControl } else { RequestPolicy::Skip };
+        let (mut fast, mut slow) = (transit(policy), transit(policy));
+        for burst in &bursts {
+            let mut a: Batch<Vec<u8>> = Batch::new();
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for step in burst {
+                let (pkt, port) = realize(&tpl, step);
+                a.push(pkt.clone(), port).unwrap();
+                b.push(pkt, port).unwrap();
+            }
+            Stage::<Vec<u8>>::process(&mut fast, &mut a, now());
+            slow.process_reference(&mut b, now());
+            prop_assert_eq!(a.live_mask(), b.live_mask());
+            for i in 0..a.len() {
+                prop_assert_eq!(a.meta(i).verdict, b.meta(i).verdict, "packet {}", i);
+                prop_assert_eq!(a.data(i), b.data(i));
+            }
+            prop_assert_eq!(fast.counters(), slow.counters());
+        }
+    }
+}
+
+/// The templates reach every outcome they are meant to (so the
+/// property tests above compare more than drops).
+#[test]
+fn templates_cover_the_outcomes() {
+    let tpl = templates();
+    let mut t = transit(RequestPolicy::ToControl);
+    let mut b: Batch<Vec<u8>> = Batch::new();
+    for (p, port) in &tpl {
+        b.push(p.clone(), *port).unwrap();
+    }
+    Stage::<Vec<u8>>::process(&mut t, &mut b, now());
+    let v: Vec<Verdict> = (0..b.len()).map(|i| b.meta(i).verdict).collect();
+    let fwd = |port| Verdict::Forward { port, class: CLASS_R };
+    let want = [
+        fwd(3),
+        fwd(2),
+        Verdict::Drop(DropReason::Revoked),
+        Verdict::Drop(DropReason::Revoked),
+        Verdict::Drop(DropReason::Expired),
+        Verdict::Drop(DropReason::Expired),
+        fwd(3),
+        Verdict::Drop(DropReason::Malformed),
+        fwd(3),
+        fwd(9),
+        Verdict::ToControl,
+        fwd(3),
+        Verdict::Forward { port: 2, class: pipeline::Class::BEST_EFFORT },
+    ];
+    assert_eq!(v, want);
+    assert_eq!(t.counters().junctions, 2);
+}
