@@ -4,10 +4,20 @@
 //! pure Rust and `tonic-prost-build` generates messages, clients and servers.
 //! Types of `router.proto` map to `control::pb`; the encoded descriptor set
 //! of the adapters' own files is written for gRPC reflection.
+//!
+//! Only with feature `control` (the gRPC services): without it there is
+//! nothing to generate, and the build needs neither protox nor prost.
 
+#[cfg(feature = "control")]
 use std::path::PathBuf;
 
+#[cfg(not(feature = "control"))]
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+}
+
 /// The proto files, by feature (a protocol left out of the build has no service).
+#[cfg(feature = "control")]
 const PROTOS: &[(&str, &str)] = &[
     ("CARGO_FEATURE_ZLANE", "src/zlane/zlane.proto"),
     ("CARGO_FEATURE_ZLANE", "src/zlane/drkey.proto"),
@@ -17,8 +27,10 @@ const PROTOS: &[(&str, &str)] = &[
 ];
 
 /// Messages of `router.proto` that the adapters' files use.
+#[cfg(feature = "control")]
 const SHARED: &[&str] = &["ApplyReply"];
 
+#[cfg(feature = "control")]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files: Vec<&str> =
         PROTOS.iter().filter(|(f, _)| std::env::var_os(f).is_some()).map(|(_, p)| *p).collect();

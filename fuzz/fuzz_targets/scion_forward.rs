@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use mac::Key;
-use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
-use packet::{HostAddr, Ia};
+use packet::scion::{PathRepr, ScionRepr};
+use packet::Ia;
 use pipeline::{Batch, Now, Pipeline, Verdict};
 use scion::build::{self, HopSpec};
 use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
@@ -24,17 +24,7 @@ fn template() -> Vec<u8> {
     let s0 = build::segment(false, 3, 1_700_000_000, &[hs(0, 1), hs(2, 3)]);
     let s1 = build::segment(true, 5, 1_700_000_000, &[hs(0, 4), hs(5, 0)]);
     let path = build::path(&[s0, s1]).unwrap();
-    let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 8,
-        dst_ia: Ia::new(1, 2),
-        src_ia: Ia::new(1, 1),
-        dst_host: host,
-        src_host: host,
-    };
+    let hdr = fuzz::udp_hdr(Ia::new(1, 1), Ia::new(1, 2), 8);
     let repr = ScionRepr { hdr, path: PathRepr::Scion(path) };
     let mut buf = vec![0u8; repr.buffer_len() + 8];
     repr.emit(&mut buf).unwrap();
@@ -42,18 +32,7 @@ fn template() -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 2 {
-        return;
-    }
-    let pkt = if data[1] & 1 == 0 {
-        data[2..].to_vec()
-    } else {
-        let mut t = template();
-        for (b, x) in t.iter_mut().zip(&data[2..]) {
-            *b ^= x;
-        }
-        t
-    };
+    let Some(pkt) = fuzz::raw_or_xored(data, |_| template()) else { return };
     let ifaces = InterfaceTable::new().with(1, 1).with(3, 2).with(4, 3).with(2, 4);
     let fwd = Forwarder::new(key(), ifaces, ForwardConfig::default());
     let mut p: Pipeline<Vec<u8>> = Pipeline::new().with(ScionForward::new(fwd));

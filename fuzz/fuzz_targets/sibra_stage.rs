@@ -68,20 +68,9 @@ fn templates() -> [Vec<u8>; 2] {
 }
 
 fuzz_target!(|input: &[u8]| {
-    if input.len() < 2 {
-        return;
-    }
+    let template = |sel: u8| templates()[usize::from(sel >> 1 & 1)].clone();
+    let Some(pkt) = fuzz::raw_or_xored(input, template) else { return };
     let port = u16::from(input[0] & 3);
-    let bytes = &input[2..];
-    let pkt = if input[1] & 1 == 0 {
-        bytes.to_vec()
-    } else {
-        let mut t = templates()[usize::from(input[1] >> 1 & 1)].clone();
-        for (d, s) in t.iter_mut().zip(bytes) {
-            *d ^= s;
-        }
-        t
-    };
     let now = Now::from_unix_ns(NOW_NS);
     let ifaces = InterfaceTable::new().with(2, 2).with(3, 3);
     let rc = RouterConfig { ifaces, ..Default::default() };

@@ -9,9 +9,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use mac::{Cmac, Key};
-use packet::scion::{AddrHdrRepr, RawHostAddr};
 use packet::udp::{PseudoHeader, Udp};
-use packet::{HostAddr, Ia};
+use packet::Ia;
 use pipeline::{Batch, Now, Parse, ParseConfig, Pipeline, Verdict};
 use scion::build::{self, HopSpec};
 use scion::ForwardingKey;
@@ -57,34 +56,13 @@ fn path() -> packet::scion::ScionPathRepr {
 }
 
 fn template() -> Vec<u8> {
-    let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: Ia::new(1, 30),
-        src_ia: Ia::new(1, 10),
-        dst_host: host,
-        src_host: host,
-    };
+    let hdr = fuzz::udp_hdr(Ia::new(1, 10), Ia::new(1, 30), 0);
     let k = Cmac::new(&Key::from([9; 16]));
     zlane::host::epic_packet(&hdr, &path(), &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap()
 }
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 2 {
-        return;
-    }
-    let pkt = if data[1] & 1 == 0 {
-        data[2..].to_vec()
-    } else {
-        let mut t = template();
-        for (b, x) in t.iter_mut().zip(&data[2..]) {
-            *b ^= x;
-        }
-        t
-    };
+    let Some(pkt) = fuzz::raw_or_xored(data, |_| template()) else { return };
     let overuse = if data[0] & 1 == 0 { OverusePolicy::Demote } else { OverusePolicy::Drop };
     let mut gw =
         Gateway::new(GatewayConfig { host_capacity: 16, overuse, ..Default::default() }).unwrap();

@@ -6,8 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mac::Key;
-use packet::scion::{AddrHdrRepr, RawHostAddr};
-use packet::{HostAddr, Ia};
+use packet::Ia;
 use pipeline::{Batch, Egress, Now, Pipeline, Verdict};
 use scion::build::{self, HopSpec};
 use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
@@ -35,19 +34,9 @@ fn template() -> Vec<u8> {
     let mut path = build::path(&[build::segment(true, 7, 1_700_000_000, &hops)]).unwrap();
     path.curr_hf = 1;
     path.info_fields[0].seg_id = scion::chain_seg_id(7, &path.hops()[0].mac);
-    let host = RawHostAddr::from(HostAddr::V4([10, 0, 0, 1]));
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: Ia::new(1, 30),
-        src_ia: SRC,
-        dst_host: host,
-        src_host: host,
-    };
+    let hdr = fuzz::udp_hdr(SRC, Ia::new(1, 30), 0);
     let s = sv();
-    let k = s.derive(SRC).host_cmac(EPIC_Z_PROTOCOL, 0, host.as_bytes());
+    let k = s.derive(SRC).host_cmac(EPIC_Z_PROTOCOL, 0, hdr.src_host.as_bytes());
     let mut pkt = zlane::host::epic_packet(&hdr, &path, &[&k, &k, &k], 0, 0, 1, &[0; 16]).unwrap();
     let mut gw = Gateway::new(GatewayConfig { host_capacity: 16, ..Default::default() }).unwrap();
     gw.set_as_key(TRANSIT, &Key::from(s.derive_key(SRC)));
@@ -59,18 +48,7 @@ fn template() -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 2 {
-        return;
-    }
-    let pkt = if data[1] & 1 == 0 {
-        data[2..].to_vec()
-    } else {
-        let mut t = template();
-        for (b, x) in t.iter_mut().zip(&data[2..]) {
-            *b ^= x;
-        }
-        t
-    };
+    let Some(pkt) = fuzz::raw_or_xored(data, |_| template()) else { return };
     // The router's one-pass EPIC-Z reader agrees with the full views, and
     // so does its layout-memoising variant, whether the memo holds the
     // unmodified template's layout (so the fuzzed packet takes the cheap

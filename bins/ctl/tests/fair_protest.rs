@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use adapters::pb;
 use adapters::ProtocolClients;
-use common::{config, ctl, scratch_dir, start_in, total_drops, unix_now, Env, TOKEN};
+use common::Env;
+use common::{config, counters, ctl, scratch_dir, start_in, total_drops, unix_now, wall_clock};
 use control::client::Client;
 use fair::crypto::{slot, MarkBinding, Signer};
 use fair::policy::TrustStore;
@@ -136,27 +137,13 @@ fn start_with(name: &str, keys_until: u64) -> Env {
     let key_file = dir.join("fair.ed25519");
     std::fs::write(&key_file, format!("{}\n", hex(&seed(ME)))).unwrap();
     let now = unix_now();
+    let router = wall_clock(
+        r#"traffic = [{ name = "plain", port = 0, rate_pps = 20000, flows = 16, template = "ipv4-udp", dst = "10.2.0.1", size = 200 }]"#,
+        1,
+        "",
+    );
     let toml = format!(
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        [[io.synthetic.traffic]]
-        name = "plain"
-        port = 0
-        rate_pps = 20000
-        flows = 16
-        template = "ipv4-udp"
-        dst = "10.2.0.1"
-        size = 200
-        [workers]
-        count = 1
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
+        r#"{router}
         [[pipeline]]
         kind = "parse"
         [[pipeline]]
@@ -208,9 +195,9 @@ async fn submit(c: &Client, p: &ProtestRequest) -> Result<pb::ProtestReceipt, to
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protests_are_verified_signed_listed_and_rate_limited() {
     let env = start();
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let c0 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c0 = counters(&c).await;
     let now = unix_now();
     let me_trust = {
         let mut t = trust();
@@ -332,7 +319,7 @@ async fn protests_are_verified_signed_listed_and_rate_limited() {
 
     // 7. Forwarding was not disturbed: packets kept flowing, nothing dropped.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let c1 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c1 = counters(&c).await;
     assert!(c1.tx > c0.tx + 1000, "{} -> {}", c0.tx, c1.tx);
     assert_eq!(total_drops(&c1), total_drops(&c0), "{c1:?}");
 }
@@ -360,7 +347,7 @@ async fn rotated_keys_verify_marks() {
         );
         assert!(ok, "{out}{err}");
     }
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     let pol = policy(DST, now - 60);
     let signer = Signer::from_seed(seed(DST));
     let build = |recs| ProtestRequest::build(&pol, recs, (now - 5, now - 1), now, &signer);
@@ -397,7 +384,7 @@ async fn protests_need_a_verifier_and_a_transit_stage() {
         keys_until = 1767229200
         "#;
     let env = common::start("fair-noverifier", toml);
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     let e = c.fair().list_verdicts(pb::ListVerdictsRequest { limit: 0 }).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("[control.fair]"), "{e:?}");

@@ -8,38 +8,33 @@ use std::time::Duration;
 
 use adapters::pb;
 use adapters::ProtocolClients;
-use common::{ctl, ctl_with_token, scratch_dir, start_in, total_drops, Env, TOKEN};
+use common::{config, counters, counters_over, ctl, ctl_with_token, forwarding, scratch_dir};
+use common::{start_in, status, total_drops, wall_clock, zlane_classify, Env};
 use control::client::Client;
 use tonic::Code;
 
 /// 128-byte frames: 1024 bit each.
 const FRAME_BITS: u64 = 1024;
 
+/// 20 000 packets/s into port 0, forwarded to port 1 whose Z-Lane egress
+/// runs at 5.12 Mbit/s; no other stage.
 fn router_config() -> runtime::RouterConfig {
-    runtime::config::parse(
+    let router = wall_clock(
+        r#"traffic = [{ name = "load", port = 0, rate_pps = 20000, flows = 8, template = "ipv4-udp" }]"#,
+        1,
+        r#"egress = { kind = "zlane", capacity_bps = 5120000, queue_packets = [64, 64, 64, 64, 256] }"#,
+    );
+    let text = format!(
         r#"
         [router]
         name = "ctl-test"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{ name = "load", port = 0, rate_pps = 20000, flows = 8, template = "ipv4-udp" }]
-        [workers]
-        count = 1
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        egress = { kind = "zlane", capacity_bps = 5120000, queue_packets = [64, 64, 64, 64, 256] }
+        {router}
         [[pipeline]]
         kind = "port-forward"
         port = 1
-        "#,
-        "ctl-test.toml".as_ref(),
-    )
-    .expect("test configuration")
+        "#
+    );
+    config("ctl-test", &text)
 }
 
 fn start() -> Env {
@@ -51,11 +46,19 @@ fn start() -> Env {
 /// Transmitted packets per second on port 1 over `window`.
 async fn tx_rate(c: &Client, window: Duration) -> f64 {
     let tx = |c: pb::Counters| c.ports.iter().find(|p| p.id == 1).map_or(0, |p| p.tx);
-    let a = tx(c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner());
-    let t = std::time::Instant::now();
-    tokio::time::sleep(window).await;
-    let b = tx(c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner());
-    (b - a) as f64 / t.elapsed().as_secs_f64()
+    let (a, b, dt) = counters_over(c, window).await;
+    (tx(b) - tx(a)) as f64 / dt
+}
+
+/// A `SetRate` request: `rate` for `who`.
+fn set_rate(who: pb::origin::Who, rate: pb::set_rate_request::Rate) -> pb::SetRateRequest {
+    pb::SetRateRequest { origin: Some(pb::Origin { who: Some(who) }), rate: Some(rate) }
+}
+
+/// `e` is INVALID_ARGUMENT with a message that starts with `prefix`.
+fn invalid(e: &tonic::Status, prefix: &str) {
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().starts_with(prefix), "{}", e.message());
 }
 
 fn metrics_text(addr: std::net::SocketAddr) -> String {
@@ -70,7 +73,7 @@ fn metrics_text(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_reconfiguration_auth_validation_and_flood() {
     let env = start();
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
 
     // 1. The Z-Lane egress runs at 5.12 Mbit/s = 5000 frames/s; doubling its
     //    capacity through `ctl` doubles what leaves port 1.
@@ -124,18 +127,16 @@ async fn live_reconfiguration_auth_validation_and_flood() {
         })
         .await
         .unwrap_err();
-    assert_eq!(bad.code(), Code::InvalidArgument);
-    assert!(bad.message().starts_with("bounds: "), "{}", bad.message());
+    invalid(&bad, "bounds: ");
     let bad = c
         .zlane()
-        .set_rate(pb::SetRateRequest {
-            origin: Some(pb::Origin { who: Some(pb::origin::Who::Ia("1-ff00:0:1:0".into())) }),
-            rate: Some(pb::set_rate_request::Rate::Bps(1_000_000)),
-        })
+        .set_rate(set_rate(
+            pb::origin::Who::Ia("1-ff00:0:1:0".into()),
+            pb::set_rate_request::Rate::Bps(1_000_000),
+        ))
         .await
         .unwrap_err();
-    assert_eq!(bad.code(), Code::InvalidArgument);
-    assert!(bad.message().starts_with("origin.ia: "), "{}", bad.message());
+    invalid(&bad, "origin.ia: ");
     let bad = c
         .router()
         .set_stage_params(pb::SetStageParamsRequest { index: 0, params_toml: "port = 7".into() })
@@ -180,15 +181,12 @@ async fn live_reconfiguration_auth_validation_and_flood() {
     // Valid input for a protocol whose stage is absent: FAILED_PRECONDITION.
     let e = c
         .zlane()
-        .set_rate(pb::SetRateRequest {
-            origin: Some(pb::Origin { who: Some(pb::origin::Who::Isd(2)) }),
-            rate: Some(pb::set_rate_request::Rate::PercentOfG(10.0)),
-        })
+        .set_rate(set_rate(pb::origin::Who::Isd(2), pb::set_rate_request::Rate::PercentOfG(10.0)))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert_eq!(e.message(), "stage `zlane-classify` not in this pipeline");
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     assert_eq!(st.generation, 1, "rejected requests must not change anything");
 
     // 3. Unauthenticated and wrongly authenticated calls are refused.
@@ -238,7 +236,7 @@ async fn live_reconfiguration_auth_validation_and_flood() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let c0 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c0 = counters(&c).await;
     let mut tasks = Vec::new();
     for i in 0..8 {
         let c = c.clone();
@@ -261,7 +259,7 @@ async fn live_reconfiguration_auth_validation_and_flood() {
         );
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let c1 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c1 = counters(&c).await;
     assert!(c1.tx > c0.tx && c1.rx > c0.rx, "forwarding stalled during the flood");
     assert_eq!(total_drops(&c1), total_drops(&c0), "drops during the flood: {c1:?}");
     let g0 = &c0.groups[0];
@@ -286,40 +284,24 @@ async fn live_reconfiguration_auth_validation_and_flood() {
 /// between bursts while the stage keeps processing (its counters carry on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlane_as_rates_are_changed_live() {
+    let classify = zlane_classify(
+        "000102030405060708090a0b0c0d0e0f",
+        r#"capacity_bps = 100000000
+        rates = [{ as = "1-ff00:0:111", bps = 1000000 }]"#,
+    );
     let env = common::start(
         "zlane-live",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{ name = "plain", port = 0, rate_pps = 5000, template = "ipv4-udp" }]
-        [workers]
-        count = 2
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        egress = { kind = "zlane", capacity_bps = 100000000 }
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "zlane-classify"
-        local_ia = "1-ff00:0:110"
-        sv = "000102030405060708090a0b0c0d0e0f"
-        epoch = [0, 4000000000]
-        capacity_bps = 100000000
-        rates = [{ as = "1-ff00:0:111", bps = 1000000 }]
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            r#"traffic = [{ name = "plain", port = 0, rate_pps = 5000, template = "ipv4-udp" }]"#,
+            2,
+            r#"egress = { kind = "zlane", capacity_bps = 100000000 }"#,
+            &classify,
+        ),
     );
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let stage_packets = |c: &pb::Counters| c.stages[1].packets;
-    let c0 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c0 = counters(&c).await;
 
     let (ok, out, err) =
         ctl(&env, &["zlane", "set-rate", "--ia", "1-ff00:0:111", "--bps", "5000000"]);
@@ -342,14 +324,13 @@ async fn zlane_as_rates_are_changed_live() {
     // answers, nothing is applied.
     let e = c
         .zlane()
-        .set_rate(pb::SetRateRequest {
-            origin: Some(pb::Origin { who: Some(pb::origin::Who::Ia("1-ff00:0:112".into())) }),
-            rate: Some(pb::set_rate_request::Rate::Bps(50_000_000)),
-        })
+        .set_rate(set_rate(
+            pb::origin::Who::Ia("1-ff00:0:112".into()),
+            pb::set_rate_request::Rate::Bps(50_000_000),
+        ))
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().starts_with("key `pipeline[1].rates`"), "{}", e.message());
+    invalid(&e, "key `pipeline[1].rates`");
     let (ok, _, err) = ctl(&env, &["zlane", "remove-rate", "--isd", "3"]);
     assert!(!ok && err.contains("NotFound") && err.contains("ISD 3"), "{err}");
     let (ok, out, _) = ctl(&env, &["zlane", "remove-rate", "--isd", "2"]);
@@ -357,12 +338,12 @@ async fn zlane_as_rates_are_changed_live() {
 
     // The stage kept processing through the changes; its counters carried on.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let c1 = c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner();
+    let c1 = counters(&c).await;
     assert!(stage_packets(&c1) > stage_packets(&c0), "{c0:?} -> {c1:?}");
     assert_eq!(c1.stages[1].name, "zlane-classify");
     // No runtime (egress) drops; what the classifier itself drops is its business.
     assert!(c1.ports.iter().all(|p| p.drops.is_empty()), "{c1:?}");
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     assert_eq!(st.generation, 3);
     assert!(st.stages[1].params_toml.contains("bps = 5000000"), "{}", st.stages[1].params_toml);
     env.plane.stop();

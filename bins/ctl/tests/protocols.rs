@@ -9,21 +9,10 @@ use std::time::Duration;
 
 use adapters::pb;
 use adapters::ProtocolClients;
-use common::{ctl, start, unix_now, TOKEN};
+use common::{counters, counters_over, ctl, epic_z_traffic, forwarding, named, start, status};
+use common::{unix_now, zlane_classify, EPIC_SV};
 use control::client::Client;
 use tonic::Code;
-
-fn named(c: &pb::Counters, scope_prefix: &str, name: &str) -> u64 {
-    c.named
-        .iter()
-        .filter(|n| n.scope.starts_with(scope_prefix) && n.name == name)
-        .map(|n| n.value)
-        .sum()
-}
-
-async fn counters(c: &Client) -> pb::Counters {
-    c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner()
-}
 
 /// EPIC-Z packets of 200-byte frames: 158 bytes of SCION packet each, which
 /// is what the AS bucket charges.
@@ -37,58 +26,32 @@ const SCION_BYTES: f64 = 158.0;
 async fn zlane_as_rate_change_shows_in_class_counters() {
     // Wall pacing: the template's EPIC timestamps stay fresh for ~2 s, so
     // the whole measurement runs within that window.
+    let classify = zlane_classify(
+        EPIC_SV,
+        r#"capacity_bps = 1000000000
+        rates = [{ as = "1-ff00:0:111", bps = 20000000 }]"#,
+    );
     let env = start(
         "zlane-rate",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        [[io.synthetic.traffic]]
-        name = "as111"
-        port = 0
-        rate_pps = 5000
-        flows = 16
-        template = "epic-z"
-        via_gateway = true
-        src_ia = "1-ff00:0:111"
-        fwd_key = "000102030405060708090a0b0c0d0e0f"
-        sv = "f0e0d0c0b0a090807060504030201000"
-        size = 200
-        [workers]
-        count = 1
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        egress = { kind = "zlane", capacity_bps = 1000000000 }
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "zlane-classify"
-        local_ia = "1-ff00:0:110"
-        sv = "f0e0d0c0b0a090807060504030201000"
-        epoch = [0, 4000000000]
-        capacity_bps = 1000000000
-        rates = [{ as = "1-ff00:0:111", bps = 20000000 }]
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            &epic_z_traffic(
+                r#"name = "as111"
+                flows = 16
+                via_gateway = true"#,
+            ),
+            1,
+            r#"egress = { kind = "zlane", capacity_bps = 1000000000 }"#,
+            &classify,
+        ),
     );
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let win = Duration::from_millis(400);
     let rate = |a: &pb::Counters, b: &pb::Counters, n: &str, t: f64| {
         (named(b, "stage 1", n) - named(a, "stage 1", n)) as f64 / t
     };
     // Before: 5000 pps × 158 B = 6.3 Mbit/s, all within the 20 Mbit/s guarantee.
-    let a = counters(&c).await;
-    let t = std::time::Instant::now();
-    tokio::time::sleep(win).await;
-    let b = counters(&c).await;
-    let dt = t.elapsed().as_secs_f64();
+    let (a, b, dt) = counters_over(&c, win).await;
     let g0 = rate(&a, &b, "class_g", dt);
     assert!(g0 > 3500.0, "class G before: {g0} pps ({b:?})");
     assert!(rate(&a, &b, "class_a", dt) < 100.0);
@@ -99,11 +62,7 @@ async fn zlane_as_rate_change_shows_in_class_counters() {
     assert!(out.starts_with("applied on 1 workers"), "{out}");
     // The bucket keeps its level (at most its burst): let that drain, then measure.
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let a = counters(&c).await;
-    let t = std::time::Instant::now();
-    tokio::time::sleep(win).await;
-    let b = counters(&c).await;
-    let dt = t.elapsed().as_secs_f64();
+    let (a, b, dt) = counters_over(&c, win).await;
     let g1 = rate(&a, &b, "class_g", dt);
     let a1 = rate(&a, &b, "class_a", dt);
     let expect = 1_000_000.0 / (8.0 * SCION_BYTES);
@@ -126,30 +85,12 @@ async fn zlane_as_rate_change_shows_in_class_counters() {
 async fn drkey_secret_install_is_listed() {
     let env = start(
         "drkey",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{ name = "plain", port = 0, rate_pps = 2000, template = "ipv4-udp" }]
-        [workers]
-        count = 2
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "zlane-classify"
-        local_ia = "1-ff00:0:110"
-        sv = "000102030405060708090a0b0c0d0e0f"
-        epoch = [0, 4000000000]
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            r#"traffic = [{ name = "plain", port = 0, rate_pps = 2000, template = "ipv4-udp" }]"#,
+            2,
+            "",
+            &zlane_classify("000102030405060708090a0b0c0d0e0f", ""),
+        ),
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (ok, out, err) = ctl(&env, &["--json", "drkey", "epochs"]);
@@ -216,49 +157,29 @@ async fn drkey_secret_install_is_listed() {
 async fn zlane_gateway_host_rate_changes_in_place() {
     let env = start(
         "zlane-gateway",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        [[io.synthetic.traffic]]
-        name = "host"
-        port = 0
-        rate_pps = 5000
-        flows = 1
-        template = "epic-z"
-        src_ia = "1-ff00:0:111"
-        src_host = "10.66.0.1"
-        fwd_key = "000102030405060708090a0b0c0d0e0f"
-        sv = "f0e0d0c0b0a090807060504030201000"
-        size = 200
-        [workers]
-        count = 1
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "zlane-gateway"
-        overuse = "drop"
-        burst = 30000               # wall pacing emits in bursts
-        prefixes = [{ prefix = "10.66.0.0/16", bps = 1000000 }]
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            &epic_z_traffic(
+                r#"name = "host"
+                flows = 1
+                src_host = "10.66.0.1""#,
+            ),
+            1,
+            "",
+            r#"
+            [[pipeline]]
+            kind = "zlane-gateway"
+            overuse = "drop"
+            burst = 30000               # wall pacing emits in bursts
+            prefixes = [{ prefix = "10.66.0.0/16", bps = 1000000 }]
+            "#,
+        ),
     );
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     let dropped = |c: &pb::Counters| c.stages[1].drops.iter().map(|d| d.packets).sum::<u64>();
     let win = Duration::from_millis(300);
     tokio::time::sleep(Duration::from_millis(150)).await;
     // 5000 pps × 158 B = 6.3 Mbit/s against 1 Mbit/s: most are dropped.
-    let a = counters(&c).await;
-    tokio::time::sleep(win).await;
-    let b = counters(&c).await;
+    let (a, b, _) = counters_over(&c, win).await;
     let before = dropped(&b) - dropped(&a);
     assert!(before > 500, "{b:?}");
 
@@ -266,13 +187,11 @@ async fn zlane_gateway_host_rate_changes_in_place() {
     assert!(ok, "{err}");
     assert!(out.starts_with("applied on 1 workers (generation 1)"), "{out}");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let a = counters(&c).await;
-    tokio::time::sleep(win).await;
-    let b = counters(&c).await;
+    let (a, b, _) = counters_over(&c, win).await;
     let after = dropped(&b) - dropped(&a);
     assert!(after * 20 < before, "within 50 Mbit/s: {after} dropped, before {before}: {b:?}");
     assert!(b.stages[1].packets > a.stages[1].packets);
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     let params = &st.stages[1].params_toml;
     assert!(params.contains("bps = 50000000") && !params.contains("bps = 1000000"), "{params}");
     let (ok, _, err) = ctl(&env, &["zlane", "gateway-host-rate", "10.66.0.1/16", "1"]);
@@ -285,33 +204,21 @@ async fn zlane_gateway_host_rate_changes_in_place() {
 async fn flowpolice_params_change_in_place() {
     let env = start(
         "flowpolice",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{ name = "legacy", port = 0, rate_pps = 2000, flows = 8, template = "ipv4-udp" }]
-        [workers]
-        count = 2
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "flowpolice"
-        capability_key = "c0ffee00c0ffee00c0ffee00c0ffee00"
-        table_key = "0123456789abcdef0123456789abcdef"
-        slots = 4096
-        seeds = { root = "5eed000000000000000000000000000000000000000000000000000000000001", first_epoch = 29_453_760, epochs = 1440 }
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            r#"traffic = [{ name = "legacy", port = 0, rate_pps = 2000, flows = 8, template = "ipv4-udp" }]"#,
+            2,
+            "",
+            r#"
+            [[pipeline]]
+            kind = "flowpolice"
+            capability_key = "c0ffee00c0ffee00c0ffee00c0ffee00"
+            table_key = "0123456789abcdef0123456789abcdef"
+            slots = 4096
+            seeds = { root = "5eed000000000000000000000000000000000000000000000000000000000001", first_epoch = 29_453_760, epochs = 1440 }
+            "#,
+        ),
     );
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (ok, out, err) = ctl(&env, &["--json", "flowpolice", "params"]);
     assert!(ok, "{err}");
@@ -334,7 +241,7 @@ async fn flowpolice_params_change_in_place() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("params.beta`"), "{}", e.message());
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     assert_eq!(st.generation, 1);
     // The stored configuration shows the change.
     let params = &st.stages[1].params_toml;
@@ -358,24 +265,8 @@ async fn fair_key_rotation_and_policy() {
     let now = unix_now();
     let from = now - now % 60 - 120;
     let until = from + 600;
-    let env = start(
-        "fair",
-        &format!(
-            r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{{ name = "plain", port = 0, rate_pps = 1000, template = "ipv4-udp" }}]
-        [workers]
-        count = 1
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        [[pipeline]]
-        kind = "parse"
+    let stages = format!(
+        r#"
         [[pipeline]]
         kind = "fair-source"
         channels = [{{ prefix = "10.2.0.0/16", dst_asn = 65002, k_sd = "000102030405060708090a0b0c0d0e0f", m = 2, cir_bps = 8000000, cbs_bytes = 15000 }}]
@@ -384,10 +275,15 @@ async fn fair_key_rotation_and_policy() {
         data_key = "000102030405060708090a0b0c0d0e0f"
         keys_from = {from}
         keys_until = {until}
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
         "#
+    );
+    let env = start(
+        "fair",
+        &forwarding(
+            r#"traffic = [{ name = "plain", port = 0, rate_pps = 1000, template = "ipv4-udp" }]"#,
+            1,
+            "",
+            &stages,
         ),
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -421,7 +317,7 @@ async fn fair_key_rotation_and_policy() {
     );
     assert!(!ok && err.contains("InvalidArgument") && err.contains("does not follow"), "{err}");
 
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     let stamped = |c: &pb::Counters| named(c, "stage 1", "stamped");
     let c0 = counters(&c).await;
     assert!(stamped(&c0) > 0, "the plain traffic goes to the channel's prefix");
@@ -435,7 +331,7 @@ async fn fair_key_rotation_and_policy() {
     let (ok, out, _) = ctl(&env, &["fair", "channels"]);
     assert!(ok && out.contains("CIR 2000000 bit/s CBS 3000 bytes"), "{out}");
     // The stored configuration shows the policy; the same policy again is a no-op.
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     let params = &st.stages[1].params_toml;
     assert!(
         params.contains("cir_bps = 2000000") && params.contains("cbs_bytes = 3000"),
@@ -476,35 +372,23 @@ async fn fair_key_rotation_and_policy() {
 async fn sibra_admit_list_revoke_and_split() {
     let env = start(
         "sibra",
-        r#"
-        [io]
-        backend = "synthetic"
-        [io.synthetic]
-        pacing = "wall"
-        traffic = [{ name = "plain", port = 0, rate_pps = 2000, flows = 8, template = "ipv4-udp" }]
-        [workers]
-        count = 2
-        pin = false
-        [[ports]]
-        id = 0
-        [[ports]]
-        id = 1
-        [[pipeline]]
-        kind = "parse"
-        [[pipeline]]
-        kind = "sibra-control"
-        key = "000102030405060708090a0b0c0d0e0f"
-        interfaces = [{ ifid = 1, port = 0, capacity_bps = 1000000000 }, { ifid = 2, port = 1, capacity_bps = 1000000000 }]
-        [[pipeline]]
-        kind = "sibra-transit"
-        key = "000102030405060708090a0b0c0d0e0f"
-        interfaces = [{ ifid = 1, port = 0 }, { ifid = 2, port = 1 }]
-        [[pipeline]]
-        kind = "port-forward"
-        port = 1
-        "#,
+        &forwarding(
+            r#"traffic = [{ name = "plain", port = 0, rate_pps = 2000, flows = 8, template = "ipv4-udp" }]"#,
+            2,
+            "",
+            r#"
+            [[pipeline]]
+            kind = "sibra-control"
+            key = "000102030405060708090a0b0c0d0e0f"
+            interfaces = [{ ifid = 1, port = 0, capacity_bps = 1000000000 }, { ifid = 2, port = 1, capacity_bps = 1000000000 }]
+            [[pipeline]]
+            kind = "sibra-transit"
+            key = "000102030405060708090a0b0c0d0e0f"
+            interfaces = [{ ifid = 1, port = 0 }, { ifid = 2, port = 1 }]
+            "#,
+        ),
     );
-    let c = Client::connect(&env.addr, Some(TOKEN)).await.unwrap();
+    let c = env.client().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let args = |cmd: &'static str, suffix: &'static str, class: &'static str| {
         vec![
@@ -558,7 +442,7 @@ async fn sibra_admit_list_revoke_and_split() {
     assert!(ok && out.contains("steady 0% ephemeral 90% best effort 10%"), "{out}");
     // The split is a stage parameter: stored (shown by status), and setting
     // it again changes nothing.
-    let st = c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let st = status(&c).await;
     let params = &st.stages[1].params_toml;
     assert!(params.contains("steady = 0") && params.contains("ephemeral = 90"), "{params}");
     let split =

@@ -58,13 +58,8 @@ fn change(known: Vec<(String, toml::Value)>) -> impl Strategy<Value = (String, S
 
 #[test]
 fn random_parameter_changes_never_take_the_router_down() {
-    let dir = common::scratch_dir("random-changes");
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/scion-border.toml");
-    let mut cfg = runtime::config::load_file(&path).expect("example config");
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = None;
-    let env = common::start_in(dir, cfg.clone(), |_| {});
+    let cfg = common::example("scion-border.toml");
+    let env = common::start_in(common::scratch_dir("random-changes"), cfg.clone(), |_| {});
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(Client::connect(&env.addr, Some(common::TOKEN))).unwrap();
 
@@ -157,12 +152,8 @@ fn random_parameter_changes_never_take_the_router_down() {
 
 #[test]
 fn a_closed_pipe_ends_ctl_quietly() {
-    let dir = common::scratch_dir("pipe");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/default.toml");
-    let mut cfg = runtime::config::load_file(&path).expect("example config");
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = None;
-    let env = common::start_in(dir, cfg, |_| {});
+    let env =
+        common::start_in(common::scratch_dir("pipe"), common::example("default.toml"), |_| {});
     let ctl = env!("CARGO_BIN_EXE_ctl");
     let out = std::process::Command::new("sh")
         .arg("-c")

@@ -196,3 +196,11 @@ fn gen_refuses_flow_counts_it_cannot_hold() {
     assert_ne!(code, 0);
     assert!(err.contains("flows") && err.contains("1048576"), "{err}");
 }
+
+#[test]
+fn surprising_but_legal_values_are_warned_about() {
+    let p = edited("smallpool.toml", |t| t.replace("[io.synthetic]", "[io.synthetic]\npool = 64"));
+    let (code, err) = run(&["check", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: io.synthetic.pool"), "{err}");
+}

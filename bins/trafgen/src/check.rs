@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -18,27 +18,32 @@ use runtime::{BuildContext, Registry};
 use crate::gen::Generator;
 
 /// Writes everything `gen` produces to an Ethernet pcap at `path`;
-/// returns the packet count. `progress` is called about every 1 % of
-/// `expected` packets (if given).
+/// returns the packet count. `progress` is called with the count every
+/// [`PROGRESS_EVERY`] packets (not at the end: the caller has the total).
 pub fn write_pcap(
     gen: &mut Generator,
     path: &Path,
     mut progress: impl FnMut(u64),
 ) -> Result<u64, Box<dyn std::error::Error>> {
-    let file = File::create(path)?;
+    let file = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
     let mut w = PcapWriter::new(BufWriter::new(file))?;
     let mut n = 0u64;
     while let Some(e) = gen.next_packet()? {
         let ts = Duration::from_nanos(e.unix_ns);
-        w.write_packet(&PcapPacket::new(ts, e.frame.len() as u32, e.frame))?;
+        let len = u32::try_from(e.frame.len()).map_err(|_| "a frame of 4 GiB or more")?;
+        w.write_packet(&PcapPacket::new(ts, len, e.frame))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
         n += 1;
-        if n.is_multiple_of(10_000) {
+        if n.is_multiple_of(PROGRESS_EVERY) {
             progress(n);
         }
     }
-    progress(n);
+    w.into_writer().flush().map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(n)
 }
+
+/// Packets between two progress calls of [`write_pcap`].
+pub const PROGRESS_EVERY: u64 = 10_000;
 
 /// A captured frame: (Unix ns, bytes).
 pub type Captured = (u64, Vec<u8>);

@@ -10,6 +10,25 @@ use runtime::templates::{tag_for, TemplateCtx, Templates};
 
 use crate::profile::{shifted_params, Group, Pattern, Profile, ProfileError};
 
+/// Highest total rate (`--rate`) and group rate: the runtime's bound, 1 Gpps.
+pub const MAX_RATE_PPS: f64 = runtime::limits::MAX_RATE_PPS;
+/// Lowest rate a group may end up with (after `--rate` and `--mix` scaling):
+/// one packet every 1000 s.
+pub const MIN_RATE_PPS: f64 = 1e-3;
+/// Longest capture (`--duration`): the runtime's longest run, one year.
+pub const MAX_DURATION_NS: u64 = runtime::limits::MAX_DURATION_MS * 1_000_000;
+/// Most packets (`--count`): 10^12, tens of terabytes of pcap.
+pub const MAX_COUNT: u64 = 1_000_000_000_000;
+/// Largest `--mix` weight (weights are relative: the rest are smaller).
+pub const MAX_WEIGHT: f64 = 1e9;
+/// The first instant no packet may carry (exclusive), in Unix ns:
+/// 2106-02-07 06:28:16 UTC. SCION info fields and FAIR headers carry Unix
+/// seconds in 32 bits, and pcap records too; a later capture would wrap
+/// to 1970.
+pub const END_UNIX_NS: u64 = (1 << 32) * 1_000_000_000;
+/// [`END_UNIX_NS`] for people.
+pub const END_UNIX_TEXT: &str = "2106-02-07 06:28:16 UTC";
+
 /// Generation options (the command line's `--rate`, `--mix`, `--count`,
 /// `--duration`, `--seed`, `--start-unix-ns`).
 #[derive(Debug, Clone)]
@@ -30,6 +49,64 @@ pub struct GenOptions {
     pub start_unix_ns: u64,
 }
 
+impl GenOptions {
+    /// Checks every option, naming the command-line flag: rates, weights,
+    /// counts and durations within their bounds, and a capture whose
+    /// timestamps stay before [`END_UNIX_NS`] (2106), the end of 32-bit Unix
+    /// seconds.
+    pub fn validate(&self) -> Result<(), GenError> {
+        let bad = |flag: &str, why: String| Err(GenError::Option(format!("{flag}: {why}")));
+        if let Some(r) = self.rate_pps {
+            if !(r.is_finite() && r > 0.0 && r <= MAX_RATE_PPS) {
+                return bad(
+                    "--rate",
+                    format!("must be a rate in (0, {MAX_RATE_PPS:e}] pps, not {r:?}"),
+                );
+            }
+        }
+        if let Some(mix) = &self.mix {
+            check_mix(mix).or_else(|e| bad("--mix", e))?;
+        }
+        match self.count {
+            Some(0) => return bad("--count", "must be at least 1".into()),
+            Some(c) if c > MAX_COUNT => {
+                return bad("--count", format!("{c} is more than the limit of {MAX_COUNT}"))
+            }
+            _ => {}
+        }
+        match self.duration_ns {
+            Some(0) => return bad("--duration", "must be > 0".into()),
+            Some(d) if d > MAX_DURATION_NS => {
+                return bad("--duration", format!("{d} ns is longer than one year"))
+            }
+            _ => {}
+        }
+        if self.start_unix_ns >= END_UNIX_NS {
+            return bad(
+                "--start-unix-ns",
+                format!(
+                    "{} is at or after {END_UNIX_TEXT} (Unix ns {END_UNIX_NS}): SCION and FAIR \
+                     timestamps and pcap records hold 32-bit Unix seconds",
+                    self.start_unix_ns
+                ),
+            );
+        }
+        if let Some(d) = self.duration_ns {
+            if self.start_unix_ns.checked_add(d).is_none_or(|end| end > END_UNIX_NS) {
+                return bad(
+                    "--start-unix-ns",
+                    format!(
+                        "a capture of {d} ns from {} would end after {END_UNIX_TEXT} (32-bit \
+                         Unix seconds); start earlier or shorten --duration",
+                        self.start_unix_ns
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for GenOptions {
     fn default() -> Self {
         GenOptions {
@@ -43,18 +120,70 @@ impl Default for GenOptions {
     }
 }
 
-/// Parses `name=weight,name=weight` (a bare `name` has weight 1).
+/// Parses `name=weight,name=weight` (a bare `name` has weight 1): names
+/// non-empty and distinct, weights finite numbers in (0, [`MAX_WEIGHT`]].
 pub fn parse_mix(s: &str) -> Result<Vec<(String, f64)>, String> {
-    s.split(',')
+    let mix: Vec<(String, f64)> = s
+        .split(',')
         .filter(|p| !p.trim().is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((n, w)) => match w.trim().parse::<f64>() {
-                Ok(w) if w > 0.0 && w.is_finite() => Ok((n.trim().to_string(), w)),
-                _ => Err(format!("bad weight in {p:?}")),
-            },
-            None => Ok((p.trim().to_string(), 1.0)),
+        .map(|p| {
+            let (name, w) = match p.split_once('=') {
+                Some((n, w)) => match w.trim().parse::<f64>() {
+                    Ok(w) => (n.trim(), w),
+                    Err(_) => return Err(format!("bad weight in {p:?}: not a number")),
+                },
+                None => (p.trim(), 1.0),
+            };
+            if name.is_empty() {
+                return Err(format!("{p:?} names no group"));
+            }
+            check_weight(name, w)?;
+            Ok((name.to_string(), w))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    check_mix(&mix)?;
+    Ok(mix)
+}
+
+fn check_weight(name: &str, w: f64) -> Result<(), String> {
+    if w.is_finite() && w > 0.0 && w <= MAX_WEIGHT {
+        Ok(())
+    } else {
+        Err(format!("weight of `{name}` must be a number in (0, {MAX_WEIGHT:e}], not {w:?}"))
+    }
+}
+
+fn check_mix(mix: &[(String, f64)]) -> Result<(), String> {
+    if mix.is_empty() {
+        return Err("names no group".into());
+    }
+    for (i, (name, w)) in mix.iter().enumerate() {
+        check_weight(name, *w)?;
+        if mix[..i].iter().any(|(n, _)| n == name) {
+            return Err(format!("names group `{name}` twice"));
+        }
+    }
+    Ok(())
+}
+
+/// `--duration` (seconds) in ns: a finite number of seconds, at least 1 ns
+/// and at most [`MAX_DURATION_NS`] (one year).
+pub fn duration_ns_from_secs(s: f64) -> Result<u64, String> {
+    let max_s = MAX_DURATION_NS as f64 / 1e9;
+    if !(s.is_finite() && s > 0.0 && s <= max_s) {
+        return Err(format!("must be a number of seconds in (0, {max_s}] (one year), not {s:?}"));
+    }
+    let ns = (s * 1e9).round() as u64;
+    if ns == 0 {
+        return Err(format!("{s:?} s is shorter than a nanosecond"));
+    }
+    Ok(ns)
+}
+
+/// A time in ns from a float (saturating, NaN and negative as 0).
+fn ns(f: f64) -> u64 {
+    // `as` saturates: NaN -> 0, +inf -> u64::MAX.
+    f as u64
 }
 
 /// Why generation stopped early.
@@ -62,6 +191,14 @@ pub fn parse_mix(s: &str) -> Result<Vec<(String, f64)>, String> {
 pub enum GenError {
     /// The profile or options are inconsistent.
     Profile(ProfileError),
+    /// A command-line option is out of range (the message names it).
+    Option(String),
+    /// The capture would run past [`END_UNIX_NS`] (only with `--count`
+    /// and no `--duration`: the end is not known in advance).
+    PastEnd {
+        /// Packets generated before.
+        emitted: u64,
+    },
     /// A template rejected its parameters.
     Template {
         /// The group.
@@ -75,7 +212,22 @@ impl std::fmt::Display for GenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GenError::Profile(e) => write!(f, "{e}"),
-            GenError::Template { group, error } => write!(f, "traffic group `{group}`: {error}"),
+            GenError::Option(e) => write!(f, "{e}"),
+            GenError::PastEnd { emitted } => write!(
+                f,
+                "after {emitted} packets the capture reaches {END_UNIX_TEXT}, past what 32-bit \
+                 Unix seconds (SCION and FAIR timestamps, pcap records) hold; start earlier \
+                 (--start-unix-ns), lower --count or give a --duration"
+            ),
+            GenError::Template { group, error } => {
+                // The error comes from a template, not a file: name the
+                // group and the key only.
+                write!(f, "traffic group `{group}`: ")?;
+                if !error.key.is_empty() {
+                    write!(f, "key `{}`: ", error.key)?;
+                }
+                write!(f, "{}", error.reason)
+            }
         }
     }
 }
@@ -140,6 +292,7 @@ pub struct Generator {
 impl Generator {
     /// A generator over `profile` with `opts`.
     pub fn new(profile: &Profile, opts: GenOptions) -> Result<Self, GenError> {
+        opts.validate()?;
         let all = profile.groups()?;
         let picked: Vec<(Group, f64)> = match &opts.mix {
             None => all.into_iter().map(|g| (g.clone(), g.rate_pps)).collect(),
@@ -161,17 +314,22 @@ impl Generator {
         let scaled = |g: &Group| g.max_packets.is_none();
         let total_w: f64 = picked.iter().filter(|p| scaled(&p.0)).map(|p| p.1).sum();
         let total_rate = opts.rate_pps.unwrap_or(total_w);
-        if !(total_rate > 0.0 && total_rate.is_finite()) && total_w > 0.0 {
-            return Err(ProfileError::Parse("--rate must be > 0".into()).into());
-        }
         let mut rng = Rng(opts.seed ^ 0x7472_6166_6765_6e00);
         let mut states = Vec::with_capacity(picked.len());
         let mut heap = BinaryHeap::new();
         for (g, w) in picked {
             let rate = if scaled(&g) { total_rate * w / total_w } else { g.rate_pps };
+            // Weights and rates are bounded, but their quotients may not be.
+            if !(rate.is_finite() && (MIN_RATE_PPS..=MAX_RATE_PPS).contains(&rate)) {
+                return Err(GenError::Option(format!(
+                    "traffic group `{}` would send at {rate:?} pps (--rate and --mix weights must \
+                     give every group a rate in [{MIN_RATE_PPS:e}, {MAX_RATE_PPS:e}] pps)",
+                    g.name
+                )));
+            }
             let interval_ns = 1e9 / rate;
             // Random phase, so that constant senders do not emit in lockstep.
-            let first = g.start_ns + (rng.unit() * interval_ns) as u64;
+            let first = g.start_ns.saturating_add(ns(rng.unit() * interval_ns));
             let mut s = State { g, interval_ns, seq: 0, key: None, frames: Vec::new() };
             let first = next_on(&s.g, first);
             s.g.rate_pps = rate;
@@ -200,21 +358,26 @@ impl Generator {
         if self.opts.count.is_some_and(|c| self.emitted >= c) {
             return Ok(None);
         }
-        let Some(Reverse((t, i))) = self.heap.pop() else { return Ok(None) };
+        let Some(&Reverse((t, i))) = self.heap.peek() else { return Ok(None) };
         if self.opts.duration_ns.is_some_and(|d| t >= d) {
             return Ok(None);
         }
+        // Validated: without a duration, only the count bounds the capture.
+        let unix_ns = match self.opts.start_unix_ns.checked_add(t) {
+            Some(u) if u < END_UNIX_NS => u,
+            _ => return Err(GenError::PastEnd { emitted: self.emitted }),
+        };
+        self.heap.pop();
         // Schedule the group's next packet.
         let gap = match self.states[i].g.pattern {
             Pattern::Constant => self.states[i].interval_ns,
             Pattern::Poisson => -self.rng.unit().ln() * self.states[i].interval_ns,
         };
-        let next = next_on(&self.states[i].g, t + gap.max(1.0) as u64);
+        let next = next_on(&self.states[i].g, t.saturating_add(ns(gap).max(1)));
         if self.states[i].g.max_packets.is_none_or(|m| self.states[i].seq + 1 < m) {
             self.heap.push(Reverse((next, i)));
         }
         self.emitted += 1;
-        let unix_ns = self.opts.start_unix_ns + t;
         let refresh_ns = self.refresh_ns;
         let st = &mut self.states[i];
         // Replays carry the packets built for an earlier instant.
@@ -236,6 +399,10 @@ impl Generator {
                 .templates
                 .build(&st.g.template, &params, &ctx)
                 .map_err(|error| GenError::Template { group: st.g.name.clone(), error })?;
+            if st.frames.is_empty() {
+                let error = runtime::ConfigError::at("template", "built no packets");
+                return Err(GenError::Template { group: st.g.name.clone(), error });
+            }
             st.key = Some((refresh, generation));
         }
         let frame = &st.frames[(st.seq % st.frames.len() as u64) as usize];
@@ -254,12 +421,13 @@ fn next_on(g: &Group, t: u64) -> u64 {
     match g.on_off_ns {
         None => t,
         Some((on, off)) => {
-            let cycle = on + off;
+            // Both >= 1 ns (see `Profile::groups`).
+            let cycle = on.saturating_add(off);
             let phase = t % cycle;
             if phase < on {
                 t
             } else {
-                t - phase + cycle
+                (t - phase).saturating_add(cycle)
             }
         }
     }

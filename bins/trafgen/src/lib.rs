@@ -15,6 +15,8 @@
 //!   another group's packets after a delay, request floods.
 //! * [`check`]: pcap writing and reading, and replay of a capture through
 //!   the real stages of a router configuration, tallying verdicts per group.
+//! * [`progress`]: the progress counter (terminals only) and output that
+//!   ends quietly on a closed pipe.
 //!
 //! Timestamps in the capture follow the rates: a constant sender at R pps
 //! has packets exactly 1/R apart; templates are rebuilt every `refresh_ms`
@@ -49,6 +51,7 @@
 pub mod check;
 pub mod gen;
 pub mod profile;
+pub mod progress;
 
 pub use gen::{GenOptions, Generator};
 pub use profile::{Expect, Profile};

@@ -8,6 +8,12 @@
 //! trafgen check --profile flowpolice fp.pcap      # verdicts per group vs `expect`
 //! trafgen list
 //! ```
+//!
+//! Every option is checked before any work, with a message naming it
+//! (exit code 2). `check` finds the router configuration a profile names
+//! relative to the profile file (built-in profiles: the repository's
+//! `config/`), from any directory. Output into a pipe that closes early
+//! (`| head`) ends quietly; the progress counter shows only on a terminal.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,8 +21,9 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use trafgen::check::{read_pcap, replay_through, write_pcap};
-use trafgen::gen::parse_mix;
-use trafgen::profile::{self, Expect};
+use trafgen::gen::{duration_ns_from_secs, parse_mix};
+use trafgen::profile::{self, Expect, Origin};
+use trafgen::progress::{note, Lines, Progress};
 use trafgen::{GenOptions, Generator, Profile};
 
 #[derive(Parser, Debug)]
@@ -46,23 +53,23 @@ enum Cmd {
         #[arg(short, long)]
         out: PathBuf,
         /// Total packets per second over the selected groups (default: the profile's rates).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         rate: Option<f64>,
         /// Groups and weights, `name=weight,...` (default: all, weighted by their rates).
         #[arg(long)]
         mix: Option<String>,
         /// Stop after this many packets.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         count: Option<u64>,
         /// Stop after this many seconds of capture time (default 1 unless --count).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         duration: Option<f64>,
         /// Seed for Poisson gaps and sender phases.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
         seed: u64,
         /// Unix time (ns) of the first instant (default: the runtime's virtual epoch,
         /// which the example router configurations' keys and puzzle seeds cover).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         start_unix_ns: Option<u64>,
     },
     /// Replay a capture through a router configuration's stages and compare
@@ -80,88 +87,109 @@ enum Cmd {
     List,
 }
 
-fn load(source: &Source) -> Result<Profile> {
+/// A profile and where its `router` path is relative to (`None`: the
+/// profile is a router configuration's traffic, `router` as given).
+fn load(source: &Source) -> Result<(Profile, Option<Origin>)> {
     if let Some(p) = &source.router_config {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         let mut prof = Profile::from_router_config(&text)
             .with_context(|| format!("reading traffic groups of {}", p.display()))?;
         prof.router = Some(p.display().to_string());
-        return Ok(prof);
+        return Ok((prof, None));
     }
     let name =
         source.profile.as_deref().ok_or_else(|| anyhow!("give --profile or --router-config"))?;
     if let Some(p) = profile::builtin(name) {
-        return p.with_context(|| format!("built-in profile {name}"));
+        let p = p.with_context(|| format!("built-in profile {name}"))?;
+        return Ok((p, Some(Origin::Builtin(name.to_string()))));
     }
-    let text = std::fs::read_to_string(name).with_context(|| format!("reading {name}"))?;
-    Profile::parse(&text).with_context(|| format!("parsing {name}"))
+    let text = std::fs::read_to_string(name).with_context(|| {
+        let known: Vec<&str> = profile::BUILTIN.iter().map(|(n, _)| *n).collect();
+        format!("reading {name} (not a built-in profile either: {})", known.join(", "))
+    })?;
+    let prof = Profile::parse(&text).with_context(|| format!("parsing {name}"))?;
+    Ok((prof, Some(Origin::File(PathBuf::from(name)))))
 }
 
 fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("trafgen: {e:#}");
+            note(format_args!("trafgen: {e:#}"));
             ExitCode::from(2)
         }
     }
 }
 
+/// `--start-unix-ns` and friends, checked before any work.
+fn gen_options(
+    rate: Option<f64>,
+    mix: Option<&str>,
+    count: Option<u64>,
+    duration: Option<f64>,
+    seed: u64,
+    start_unix_ns: Option<u64>,
+) -> Result<GenOptions> {
+    let mix = mix.map(parse_mix).transpose().map_err(|e| anyhow!("--mix: {e}"))?;
+    let duration_ns = match (duration, count) {
+        (Some(d), _) => Some(duration_ns_from_secs(d).map_err(|e| anyhow!("--duration: {e}"))?),
+        (None, Some(_)) => None,
+        (None, None) => Some(1_000_000_000),
+    };
+    let mut opts =
+        GenOptions { rate_pps: rate, mix, count, duration_ns, seed, ..Default::default() };
+    if let Some(s) = start_unix_ns {
+        opts.start_unix_ns = s;
+    }
+    opts.validate()?;
+    Ok(opts)
+}
+
 fn run() -> Result<ExitCode> {
     let args = Args::parse();
-    match args.cmd {
+    let mut out = Lines::stdout();
+    let code = match args.cmd {
         Cmd::List => {
             for (n, t) in profile::BUILTIN {
                 let p = Profile::parse(t)?;
-                println!("{n:12} {}", p.description);
+                out.line(format_args!("{n:12} {}", p.description))?;
             }
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-        Cmd::Gen { source, out, rate, mix, count, duration, seed, start_unix_ns } => {
-            let prof = load(&source)?;
-            let mut opts = GenOptions {
-                rate_pps: rate,
-                mix: mix
-                    .as_deref()
-                    .map(parse_mix)
-                    .transpose()
-                    .map_err(|e| anyhow!("--mix: {e}"))?,
-                count,
-                duration_ns: None,
-                seed,
-                ..Default::default()
-            };
-            if let Some(s) = start_unix_ns {
-                opts.start_unix_ns = s;
-            }
-            opts.duration_ns = match (duration, count) {
-                (Some(d), _) if d > 0.0 => Some((d * 1e9) as u64),
-                (Some(_), _) => bail!("--duration must be > 0"),
-                (None, Some(_)) => None,
-                (None, None) => Some(1_000_000_000),
-            };
+        Cmd::Gen { source, out: path, rate, mix, count, duration, seed, start_unix_ns } => {
+            let opts = gen_options(rate, mix.as_deref(), count, duration, seed, start_unix_ns)?;
+            let (prof, _) = load(&source)?;
             let mut gen = Generator::new(&prof, opts)?;
             for g in gen.groups() {
-                eprintln!(
+                note(format_args!(
                     "  {:24} {:>12.1} pps  {} flows  {}",
                     g.name, g.rate_pps, g.flows, g.template
-                );
+                ));
             }
-            let n = write_pcap(&mut gen, &out, |n| eprint!("\r{n} packets"))
-                .map_err(|e| anyhow!("{e}"))?;
-            eprintln!();
-            println!("wrote {n} packets to {}", out.display());
-            Ok(ExitCode::SUCCESS)
+            let mut progress = Progress::stderr();
+            let n = write_pcap(&mut gen, &path, |n| progress.update(n)).map_err(|e| {
+                progress.interrupt();
+                anyhow!("{e}")
+            })?;
+            progress.finish(n);
+            out.line(format_args!("wrote {n} packets to {}", path.display()))?;
+            ExitCode::SUCCESS
         }
         Cmd::Check { source, router, pcap } => {
-            let prof = load(&source)?;
+            let (prof, origin) = load(&source)?;
             let groups = prof.groups()?;
-            let router = router
-                .or_else(|| prof.router.as_ref().map(PathBuf::from))
-                .ok_or_else(|| anyhow!("give --router (the profile names none)"))?;
+            let router = match (router, &prof.router, &origin) {
+                (Some(r), _, _) => r,
+                (None, Some(r), Some(origin)) => {
+                    profile::resolve_router(origin, r).map_err(|e| anyhow!("{e}"))?
+                }
+                (None, Some(r), None) => PathBuf::from(r),
+                (None, None, _) => bail!("give --router (the profile names none)"),
+            };
             let cfg = runtime::config::load_file(Path::new(&router)).map_err(|e| anyhow!("{e}"))?;
-            let frames = read_pcap(&pcap).map_err(|e| anyhow!("{e}"))?;
+            let frames =
+                read_pcap(&pcap).map_err(|e| anyhow!("reading {}: {e}", pcap.display()))?;
             let tallies = replay_through(&cfg, &frames).map_err(|e| anyhow!("{e}"))?;
             let mut ok = true;
             for (key, t) in &tallies {
@@ -171,15 +199,21 @@ fn run() -> Result<ExitCode> {
                 };
                 let pass = t.meets(expect);
                 ok &= pass;
-                println!(
+                out.line(format_args!(
                     "{:24} {:>8} pkts  {:40} {}",
                     name,
                     t.packets,
                     t.summary(),
                     if pass { "ok" } else { "UNEXPECTED" }
-                );
+                ))?;
             }
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
-    }
+    };
+    out.flush()?;
+    Ok(code)
 }

@@ -24,6 +24,7 @@
 //! | `port` | ignored (router configurations name the ingress port) |
 
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use pipeline::{DropReason, Verdict};
 use serde::Deserialize;
@@ -35,8 +36,10 @@ pub struct Profile {
     /// What the profile exercises.
     #[serde(default)]
     pub description: String,
-    /// The router configuration (path relative to the workspace root) whose
-    /// stages the `expect` keys refer to.
+    /// The router configuration whose stages the `expect` keys refer to: a
+    /// path relative to the profile file (built-in profiles: relative to the
+    /// repository root, the folder holding `config/`; see
+    /// [`router_candidates`]).
     #[serde(default)]
     pub router: Option<String>,
     /// Templates are rebuilt this often (ms), stamped with the current
@@ -217,11 +220,35 @@ impl std::fmt::Display for ProfileError {
 
 impl std::error::Error for ProfileError {}
 
+/// Longest period or offset of a profile key (`*_ms`): the longest capture.
+const MAX_MS: f64 = runtime::limits::MAX_DURATION_MS as f64;
+
+/// Most groups: the group index is a 16-bit tag in every packet.
+pub const MAX_GROUPS: usize = 1 << 16;
+
+/// A period (`on_ms`, `off_ms`, `regenerate_ms`) in ns: > 0, at least 1 ns
+/// (the generator divides by it), at most a year.
 fn ms_to_ns(name: &str, key: &str, ms: f64) -> Result<u64, ProfileError> {
-    if ms > 0.0 && ms.is_finite() {
-        Ok((ms * 1e6) as u64)
+    let ns = (ms * 1e6).round();
+    if ms.is_finite() && ms > 0.0 && ms <= MAX_MS && ns >= 1.0 {
+        Ok(ns as u64)
     } else {
-        Err(ProfileError::Group { name: name.into(), reason: format!("`{key}` must be > 0") })
+        Err(ProfileError::Group {
+            name: name.into(),
+            reason: format!("`{key}` must be a number of ms in [1e-6, {MAX_MS:e}], not {ms:?}"),
+        })
+    }
+}
+
+/// An offset (`start_ms`, `replay_delay_ms`) in ns: 0 to a year.
+fn offset_ms_to_ns(name: &str, key: &str, ms: f64) -> Result<u64, ProfileError> {
+    if (0.0..=MAX_MS).contains(&ms) {
+        Ok((ms * 1e6).round() as u64)
+    } else {
+        Err(ProfileError::Group {
+            name: name.into(),
+            reason: format!("`{key}` must be a number of ms in [0, {MAX_MS:e}], not {ms:?}"),
+        })
     }
 }
 
@@ -249,17 +276,38 @@ impl Profile {
 
     /// Checks the groups and resolves replays.
     pub fn groups(&self) -> Result<Vec<Group>, ProfileError> {
-        if self.refresh_ms.is_nan() || self.refresh_ms <= 0.0 {
-            return Err(ProfileError::Parse("`refresh_ms` must be > 0".into()));
+        let r = self.refresh_ms;
+        if !(1e-6..=MAX_MS).contains(&r) {
+            return Err(ProfileError::Parse(format!(
+                "`refresh_ms` must be a number of ms in [1e-6, {MAX_MS:e}], not {r:?}"
+            )));
+        }
+        if self.traffic.len() > MAX_GROUPS {
+            return Err(ProfileError::Parse(format!(
+                "{} traffic groups: at most {MAX_GROUPS} (16-bit group tags)",
+                self.traffic.len()
+            )));
         }
         let mut out = Vec::with_capacity(self.traffic.len());
         for (i, g) in self.traffic.iter().enumerate() {
             let err = |reason: String| ProfileError::Group { name: g.name.clone(), reason };
-            if !(g.rate_pps > 0.0 && g.rate_pps.is_finite()) {
-                return Err(err("`rate_pps` must be > 0".into()));
+            if self.traffic[..i].iter().any(|o| o.name == g.name) {
+                return Err(err("a second group of this name".into()));
             }
-            if g.flows == 0 {
-                return Err(err("`flows` must be > 0".into()));
+            let (min, max) = (crate::gen::MIN_RATE_PPS, crate::gen::MAX_RATE_PPS);
+            if !(g.rate_pps.is_finite() && g.rate_pps >= min && g.rate_pps <= max) {
+                return Err(err(format!(
+                    "`rate_pps` must be a number in [{min:e}, {max:e}], not {:?}",
+                    g.rate_pps
+                )));
+            }
+            // Each flow is a frame built up front (and rebuilt every refresh).
+            let max_flows = runtime::synthetic::MAX_FLOWS;
+            if g.flows == 0 || g.flows > max_flows {
+                return Err(err(format!("`flows` must be in 1..={max_flows}, not {}", g.flows)));
+            }
+            if g.max_packets == Some(0) {
+                return Err(err("`max_packets` must be at least 1".into()));
             }
             let (template, params, flows, replay) = match &g.replay_of {
                 Some(of) => {
@@ -276,11 +324,7 @@ impl Profile {
                     }
                     let t =
                         src.template.clone().ok_or_else(|| err("source has no template".into()))?;
-                    let d = if g.replay_delay_ms >= 0.0 && g.replay_delay_ms.is_finite() {
-                        (g.replay_delay_ms * 1e6) as u64
-                    } else {
-                        return Err(err("`replay_delay_ms` must be >= 0".into()));
-                    };
+                    let d = offset_ms_to_ns(&g.name, "replay_delay_ms", g.replay_delay_ms)?;
                     (t, src.params.clone(), src.flows, Some(d))
                 }
                 None => {
@@ -319,11 +363,7 @@ impl Profile {
                 regenerate_ns,
                 replay_delay_ns: replay,
                 max_packets: g.max_packets,
-                start_ns: if g.start_ms >= 0.0 && g.start_ms.is_finite() {
-                    (g.start_ms * 1e6) as u64
-                } else {
-                    return Err(err("`start_ms` must be >= 0".into()));
-                },
+                start_ns: offset_ms_to_ns(&g.name, "start_ms", g.start_ms)?,
                 expect,
             });
         }
@@ -344,6 +384,79 @@ pub fn shifted_params(params: &toml::Table, shift: u32) -> toml::Table {
         }
     }
     p
+}
+
+/// Where a profile came from, which its `router` path is relative to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A built-in profile, by name: `router` is relative to the repository
+    /// root (the folder holding `config/`).
+    Builtin(String),
+    /// A profile file: `router` is relative to the file's folder.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Builtin(n) => write!(f, "built-in profile `{n}`"),
+            Origin::File(p) => write!(f, "profile {}", p.display()),
+        }
+    }
+}
+
+/// The repository roots (folders holding `config/`) a built-in profile's
+/// `router` may be relative to, most specific first: the first ancestor of
+/// the running executable that holds `config/` (e.g. `<root>/target/debug/
+/// trafgen`), then the checkout `trafgen` was built from.
+pub fn repository_roots() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(a) = exe.ancestors().skip(1).find(|a| a.join("config").is_dir()) {
+            v.push(a.to_path_buf());
+        }
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(root) = built.parent().and_then(Path::parent) {
+        if !v.iter().any(|r| r == root) {
+            v.push(root.to_path_buf());
+        }
+    }
+    v
+}
+
+/// The places a profile's `router` path names, in the order they are
+/// tried: an absolute path as is; for a profile file, its folder, then the
+/// current directory; for a built-in profile, each of
+/// [`repository_roots`], then the current directory.
+pub fn router_candidates(origin: &Origin, router: &str) -> Vec<PathBuf> {
+    let r = Path::new(router);
+    if r.is_absolute() {
+        return vec![r.to_path_buf()];
+    }
+    let mut v: Vec<PathBuf> = match origin {
+        Origin::File(p) => p.parent().map(|d| d.join(r)).into_iter().collect(),
+        Origin::Builtin(_) => repository_roots().into_iter().map(|root| root.join(r)).collect(),
+    };
+    // The current directory last (where earlier versions looked).
+    if !v.iter().any(|c| c == r) {
+        v.push(r.to_path_buf());
+    }
+    v
+}
+
+/// The router configuration a profile names: the first of
+/// [`router_candidates`] that exists; the error names every place tried.
+pub fn resolve_router(origin: &Origin, router: &str) -> Result<PathBuf, String> {
+    let tried = router_candidates(origin, router);
+    if let Some(p) = tried.iter().find(|p| p.is_file()) {
+        return Ok(p.clone());
+    }
+    let list: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    Err(format!(
+        "the router configuration `{router}` of {origin} is not found (tried {}); give --router",
+        list.join(", ")
+    ))
 }
 
 /// The built-in profiles: name, text. Each names the example router

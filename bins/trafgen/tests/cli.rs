@@ -15,6 +15,7 @@ fn trafgen() -> Command {
 fn gen_then_check() {
     let dir = std::env::temp_dir().join(format!("trafgen-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _clean = Clean(dir.clone());
     let pcap = dir.join("fair.pcap");
     let out = trafgen()
         .args(["gen", "--profile", "fair", "--rate", "20000", "--duration", "0.05", "-o"])
@@ -38,4 +39,15 @@ fn gen_then_check() {
     let out = trafgen().args(["gen", "--profile", "nope.toml", "-o"]).arg(&pcap).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope.toml"));
+}
+
+/// Removes a test's directory when the test passes.
+struct Clean(std::path::PathBuf);
+
+impl Drop for Clean {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }

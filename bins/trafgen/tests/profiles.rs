@@ -13,20 +13,37 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("trafgen-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// A directory of the test's own, removed when the test passes.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(test: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("trafgen-test-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Tmp(d)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 #[test]
 fn every_builtin_profile_is_classified_as_expected() {
+    let tmp = Tmp::new("builtin");
     for (name, _) in profile::BUILTIN {
         let prof = profile::builtin(name).unwrap().unwrap();
         let groups = prof.groups().unwrap();
         let opts = GenOptions { duration_ns: Some(150_000_000), seed: 7, ..Default::default() };
         let mut gen = Generator::new(&prof, opts.clone()).unwrap();
-        let path = tmp(&format!("{name}.pcap"));
+        let path = tmp.join(&format!("{name}.pcap"));
         let n = write_pcap(&mut gen, &path, |_| {}).unwrap();
         let frames = read_pcap(&path).unwrap();
         assert_eq!(frames.len() as u64, n);

@@ -22,15 +22,23 @@
 //! ```
 //!
 //! Each protocol is behind a cargo feature of its name (all on by default),
-//! so that a build can leave a protocol out.
+//! so that a build can leave a protocol out. Feature `control` (on by
+//! default) adds what the control plane needs: the gRPC services
+//! (`control::Services` for [`All`]), the generated messages and clients
+//! (`pb`, `ProtocolClients`) and the `ctl` subcommands (each protocol's
+//! `cli`). Without it the crate is the stage kinds and templates only, and
+//! builds without tonic, prost, tokio or clap (as the fuzz targets do).
 //!
 //! Key material in parameters is hex (32 digits = 16 bytes). A production
 //! deployment would load it from a key service; the router only needs it at
 //! construction.
 
+#[cfg(feature = "control")]
 use std::sync::Arc;
 
+#[cfg(feature = "control")]
 use control::config::{ControlConfig, ControlConfigError};
+#[cfg(feature = "control")]
 use control::{ControlService, Plane};
 use pipeline::PacketBuf;
 use runtime::{Registry, Templates};
@@ -38,6 +46,7 @@ use runtime::{Registry, Templates};
 mod params;
 
 /// Messages, clients and servers generated from the adapters' `.proto` files.
+#[cfg(feature = "control")]
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
     tonic::include_proto!("ddos.control.v1");
@@ -96,6 +105,7 @@ impl runtime::Protocols for All {
     }
 }
 
+#[cfg(feature = "control")]
 impl control::Services for All {
     fn check(cfg: &ControlConfig) -> Result<(), ControlConfigError> {
         for (name, table) in &cfg.protocols {
@@ -136,6 +146,7 @@ impl control::Services for All {
 
 /// Clients of the protocol services over one control connection, e.g.
 /// `client.sibra().list_reservations(..)`.
+#[cfg(feature = "control")]
 pub trait ProtocolClients {
     /// `ZlaneControl`.
     #[cfg(feature = "zlane")]
@@ -156,6 +167,7 @@ pub trait ProtocolClients {
     fn fair(&self) -> pb::fair_control_client::FairControlClient<control::client::Authed>;
 }
 
+#[cfg(feature = "control")]
 impl ProtocolClients for control::client::Client {
     #[cfg(feature = "zlane")]
     fn zlane(&self) -> pb::zlane_control_client::ZlaneControlClient<control::client::Authed> {

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
-use pipeline::DropReason;
+use pipeline::{DropReason, StageCounters};
 use runtime::config::{self, BackendKind, RouterConfig};
 use runtime::pcap::{PcapConfig, PcapFile, PcapPacing};
+use runtime::stats::GroupSnapshot;
 use runtime::templates::{tag_for, TemplateCtx, Templates};
+use runtime::Snapshot;
 
 fn config_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
@@ -42,6 +44,61 @@ fn shrink(cfg: &mut RouterConfig, duration_ms: u64) {
             t.rate_pps = t.rate_pps.min(200_000.0);
         }
     }
+}
+
+/// Runs example `file` of `config/` unpinned for `ms` of its clock, after
+/// `edit`, to the end.
+fn run_example_with(file: &str, ms: u64, edit: impl FnOnce(&mut RouterConfig)) -> Snapshot {
+    let mut cfg = config::load_file(&config_dir().join(file)).unwrap();
+    cfg.workers.pin = false;
+    cfg.run.duration_ms = Some(ms);
+    edit(&mut cfg);
+    runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap()
+}
+
+/// [`run_example_with`] the example as it is.
+fn run_example(file: &str, ms: u64) -> Snapshot {
+    run_example_with(file, ms, |_| {})
+}
+
+/// Traffic group `name` of a run.
+fn group<'a>(s: &'a Snapshot, name: &str) -> &'a GroupSnapshot {
+    s.groups.iter().find(|g| g.name == name).unwrap_or_else(|| panic!("no group {name}"))
+}
+
+/// The counters of the stage `kind` of a run.
+fn stage<'a>(s: &'a Snapshot, kind: &str) -> &'a StageCounters {
+    &s.stages.iter().find(|(k, _)| k == kind).unwrap_or_else(|| panic!("no stage {kind}")).1
+}
+
+/// The share of its offered packets group `name` got delivered.
+fn delivered_ratio(s: &Snapshot, name: &str) -> f64 {
+    let g = group(s, name);
+    g.delivered as f64 / g.offered as f64
+}
+
+/// Groups `names` offered packets and got every one delivered.
+fn all_delivered(s: &Snapshot, names: &[&str]) {
+    for name in names {
+        let g = group(s, name);
+        assert!(g.offered > 0, "{name} offered nothing");
+        assert_eq!(g.delivered, g.offered, "{name}");
+    }
+}
+
+/// Groups `names` got at least 99 % of what they offered delivered.
+fn mostly_delivered(s: &Snapshot, names: &[&str]) {
+    for name in names {
+        let ratio = delivered_ratio(s, name);
+        assert!(ratio >= 0.99, "{name} got {ratio:.4} of its offered load");
+    }
+}
+
+/// Group `name` got nothing delivered: stage `kind` dropped all of it for `reason`.
+fn all_dropped(s: &Snapshot, name: &str, kind: &str, reason: DropReason) {
+    let g = group(s, name);
+    assert_eq!(g.delivered, 0, "{name} got through");
+    assert_eq!(stage(s, kind).drops.get(reason), g.offered, "{name}: {kind} drops for {reason:?}");
 }
 
 #[test]
@@ -106,19 +163,18 @@ fn to_pcap(cfg: &mut RouterConfig, tag: &str) -> Vec<(u16, PathBuf)> {
     }
     let outputs: Vec<(u16, PathBuf)> =
         cfg.ports.iter().map(|p| (p.id, tmp(&format!("{tag}-out{}.pcap", p.id)))).collect();
+    let files = outputs.iter().map(|(port, file)| PcapFile { port: *port, file: file.clone() });
+    replay(cfg, inputs, files.collect());
+    outputs
+}
+
+/// Switches `cfg` to the pcap backend, replaying `inputs` at their capture
+/// times into `outputs`, unpinned, until the captures end.
+fn replay(cfg: &mut RouterConfig, inputs: Vec<PcapFile>, outputs: Vec<PcapFile>) {
     cfg.io.backend = BackendKind::Pcap;
-    cfg.io.pcap = Some(PcapConfig {
-        inputs,
-        outputs: outputs
-            .iter()
-            .map(|(port, file)| PcapFile { port: *port, file: file.clone() })
-            .collect(),
-        pacing: PcapPacing::Capture,
-        pool: 256,
-    });
+    cfg.io.pcap = Some(PcapConfig { inputs, outputs, pacing: PcapPacing::Capture, pool: 256 });
     cfg.workers.pin = false;
     cfg.run = Default::default();
-    outputs
 }
 
 #[test]
@@ -139,16 +195,10 @@ fn every_example_config_forwards_on_pcap() {
 
 #[test]
 fn zlane_border_keeps_the_guaranteed_as_rate_under_attack() {
-    let mut cfg = config::load_file(&config_dir().join("zlane-border.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(200);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    let guaranteed = g("guaranteed-as");
-    let ratio = guaranteed.delivered as f64 / guaranteed.offered as f64;
-    assert!(ratio >= 0.99, "guaranteed AS got {ratio:.4} of its offered load");
-    assert_eq!(g("forged-hvf").delivered, 0, "forged HVFs are dropped");
-    let over = g("overusing-as");
+    let s = run_example("zlane-border.toml", 200);
+    mostly_delivered(&s, &["guaranteed-as"]);
+    assert_eq!(group(&s, "forged-hvf").delivered, 0, "forged HVFs are dropped");
+    let over = group(&s, "overusing-as");
     assert!((over.delivered as f64) < 0.6 * over.offered as f64, "overuse is cut");
 }
 
@@ -298,111 +348,65 @@ fn config_errors_name_stage_key() {
 
 #[test]
 fn sibra_transit_forwards_reserved_traffic_in_class_r_and_drops_forged_sofs() {
-    let mut cfg = config::load_file(&config_dir().join("sibra-transit.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(50);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    let reserved = g("reserved");
-    assert!(reserved.offered > 0);
-    assert_eq!(reserved.delivered, reserved.offered, "valid reservations all get through");
-    let forged = g("forged-sof");
-    assert_eq!(forged.delivered, 0, "forged SOFs are dropped");
-    let stage = &s.stages.iter().find(|(n, _)| n == "sibra-transit").unwrap().1;
-    assert_eq!(stage.drops.get(DropReason::BadMac), forged.offered);
+    let s = run_example("sibra-transit.toml", 50);
+    // Valid reservations all get through.
+    all_delivered(&s, &["reserved"]);
+    // Forged SOFs are dropped.
+    all_dropped(&s, "forged-sof", "sibra-transit", DropReason::BadMac);
 }
 
 #[test]
 fn scion_border_serves_reservations_and_guarantees_and_drops_forgeries() {
-    let mut cfg = config::load_file(&config_dir().join("scion-border.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(100);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    for name in ["sibra-reserved", "guaranteed-as"] {
-        let ratio = g(name).delivered as f64 / g(name).offered as f64;
-        assert!(ratio >= 0.99, "{name} got {ratio:.4} of its offered load");
-    }
-    assert_eq!(g("sibra-forged").delivered, 0);
-    assert_eq!(g("forged-hvf").delivered, 0);
-    let plain = g("plain-scion");
+    let s = run_example("scion-border.toml", 100);
+    mostly_delivered(&s, &["sibra-reserved", "guaranteed-as"]);
+    all_dropped(&s, "sibra-forged", "sibra-transit", DropReason::BadMac);
+    all_dropped(&s, "forged-hvf", "zlane-classify", DropReason::BadMac);
+    let plain = group(&s, "plain-scion");
     assert!(plain.delivered > 0 && plain.delivered < plain.offered, "U gets the rest");
-    let stage = |n: &str| &s.stages.iter().find(|(k, _)| k == n).unwrap().1;
-    assert_eq!(stage("sibra-transit").drops.get(DropReason::BadMac), g("sibra-forged").offered);
-    assert_eq!(stage("zlane-classify").drops.get(DropReason::BadMac), g("forged-hvf").offered);
 }
 
 #[test]
 fn flowpolice_edge_serves_requests_and_capabilities_and_caps_the_rest() {
-    let mut cfg = config::load_file(&config_dir().join("flowpolice-edge.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(100);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    for name in ["requests", "regular"] {
-        let ratio = g(name).delivered as f64 / g(name).offered as f64;
-        assert!(ratio >= 0.99, "{name} got {ratio:.4} of its offered load");
-    }
-    assert_eq!(g("unsolved-puzzles").delivered, 0);
-    assert_eq!(g("forged-capabilities").delivered, 0);
-    let stage = &s.stages.iter().find(|(k, _)| k == "flowpolice").unwrap().1;
-    assert_eq!(stage.drops.get(DropReason::BadPuzzle), g("unsolved-puzzles").offered);
-    assert_eq!(stage.drops.get(DropReason::BadMac), g("forged-capabilities").offered);
+    let s = run_example("flowpolice-edge.toml", 100);
+    mostly_delivered(&s, &["requests", "regular"]);
+    all_dropped(&s, "unsolved-puzzles", "flowpolice", DropReason::BadPuzzle);
+    all_dropped(&s, "forged-capabilities", "flowpolice", DropReason::BadMac);
     // Legacy: 10 % of 1 Gbit/s over 100 ms at 200-byte frames, plus the cap's burst.
-    let legacy = g("legacy-flood").delivered;
+    let legacy = group(&s, "legacy-flood").delivered;
     assert!(legacy > 5_000 && legacy < 8_000, "legacy delivered {legacy}");
 }
 
 #[test]
 fn fair_transit_marks_fresh_packets_and_drops_stale_and_slotless_ones() {
-    let mut cfg = config::load_file(&config_dir().join("fair-transit.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(50);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    for name in ["fair", "plain-udp"] {
-        assert!(g(name).offered > 0);
-        assert_eq!(g(name).delivered, g(name).offered, "{name}");
-    }
-    assert_eq!(g("stale").delivered, 0);
-    assert_eq!(g("no-slot").delivered, 0);
-    let stage = &s.stages.iter().find(|(k, _)| k == "fair-transit").unwrap().1;
-    assert_eq!(stage.drops.get(DropReason::Expired), g("stale").offered);
-    assert_eq!(stage.drops.get(DropReason::Policy), g("no-slot").offered);
+    let s = run_example("fair-transit.toml", 50);
+    all_delivered(&s, &["fair", "plain-udp"]);
+    all_dropped(&s, "stale", "fair-transit", DropReason::Expired);
+    all_dropped(&s, "no-slot", "fair-transit", DropReason::Policy);
 }
 
 #[test]
 fn zlane_gateway_authorizes_hosts_within_rate_and_drops_an_overusing_one() {
-    let mut cfg = config::load_file(&config_dir().join("zlane-gateway.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(200);
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = |name: &str| s.groups.iter().find(|g| g.name == name).unwrap();
-    for name in ["hosts-within-rate", "plain-scion"] {
-        assert!(g(name).offered > 0);
-        assert_eq!(g(name).delivered, g(name).offered, "{name}");
-    }
-    let over = g("overusing-host");
+    let s = run_example("zlane-gateway.toml", 200);
+    all_delivered(&s, &["hosts-within-rate", "plain-scion"]);
+    let over = group(&s, "overusing-host");
     // 1 Mbit/s of 158-byte SCION packets for 0.2 s plus a 3000-byte burst: ~177 packets.
     assert!(over.delivered > 100 && over.delivered < 260, "overusing host got {}", over.delivered);
-    let stage = &s.stages.iter().find(|(k, _)| k == "zlane-gateway").unwrap().1;
-    assert_eq!(stage.drops.get(DropReason::OverRate), over.offered - over.delivered);
+    let dropped = stage(&s, "zlane-gateway").drops.get(DropReason::OverRate);
+    assert_eq!(dropped, over.offered - over.delivered);
 }
 
 /// The guaranteed AS of `zlane-border` alone, at a low rate, for `ms` of `pacing`.
 fn epic_only(pacing: &str, ms: u64, refresh_ms: u64) -> f64 {
-    let mut cfg = config::load_file(&config_dir().join("zlane-border.toml")).unwrap();
-    cfg.workers.pin = false;
-    cfg.run.duration_ms = Some(ms);
-    let s = cfg.io.synthetic.as_mut().unwrap();
-    s.traffic.retain(|t| t.name == "guaranteed-as");
-    s.traffic[0].rate_pps = 4_000.0;
-    s.pacing = toml::Value::from(pacing).try_into().unwrap();
-    s.refresh_ms = refresh_ms;
-    let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
-    let g = &s.groups[0];
-    assert!(g.offered > 0);
-    g.delivered as f64 / g.offered as f64
+    let s = run_example_with("zlane-border.toml", ms, |cfg| {
+        let s = cfg.io.synthetic.as_mut().unwrap();
+        s.traffic.retain(|t| t.name == "guaranteed-as");
+        s.traffic[0].rate_pps = 4_000.0;
+        s.pacing = toml::Value::from(pacing).try_into().unwrap();
+        s.refresh_ms = refresh_ms;
+    });
+    assert_eq!(s.groups.len(), 1);
+    assert!(s.groups[0].offered > 0);
+    delivered_ratio(&s, "guaranteed-as")
 }
 
 /// EPIC-Z timestamps are only fresh for 2 s: the generator rebuilds the
@@ -456,15 +460,8 @@ fn generated_capture_replays_through_fair_transit() {
     .unwrap();
     assert_eq!(n, 128);
     let output = tmp("gen-fair-out1.pcap");
-    cfg.io.backend = BackendKind::Pcap;
-    cfg.io.pcap = Some(PcapConfig {
-        inputs: vec![PcapFile { port: 0, file: input }],
-        outputs: vec![PcapFile { port: 1, file: output.clone() }],
-        pacing: PcapPacing::Capture,
-        pool: 256,
-    });
-    cfg.workers.pin = false;
-    cfg.run = Default::default();
+    let outputs = vec![PcapFile { port: 1, file: output.clone() }];
+    replay(&mut cfg, vec![PcapFile { port: 0, file: input }], outputs);
     let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     assert_eq!(s.rx(), 128);
     assert_eq!(s.drops().total(), 0);

@@ -150,6 +150,7 @@ const CASES: &[Case] = &[
     set(ZG, "pipeline[1].hops[0].mac", "\"42\"", "pipeline[1].hops[0].mac"),
     set(FP, "pipeline[2].slots", "0", "pipeline[2].slots"),
     set(FP, "pipeline[2].slots", "1_000_000_000_000_000", "pipeline[2].slots"),
+    set(FP, "pipeline[2].slots", "4_000_000_000", "pipeline[2]"),
     set(FP, "pipeline[2].params.beta", "2.0", "pipeline[2].params.beta"),
     set(FP, "pipeline[2].params.beta", "0.0", "pipeline[2].params.beta"),
     set(FP, "pipeline[2].params.k_th", "0", "pipeline[2].params.k_th"),

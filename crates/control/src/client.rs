@@ -98,6 +98,15 @@ pub trait Show: serde::Serialize + std::fmt::Debug {
     }
 }
 
+/// One line per item, or `none` when there is none: the `human` form of a
+/// list reply.
+pub fn lines<T>(items: &[T], line: impl Fn(&T) -> String, none: &str) -> String {
+    if items.is_empty() {
+        return format!("{none}\n");
+    }
+    items.iter().map(|i| line(i) + "\n").collect()
+}
+
 impl Show for pb::ApplyReply {
     fn human(&self) -> String {
         format!(

@@ -47,6 +47,39 @@ pub trait ControlService: Send {
     fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: Auth);
 }
 
+/// Implements [`ControlService`] for an adapter's service handle
+/// `$service(Arc<Plane>)` whose tonic-generated server is `$server`, built
+/// from `$svc(plane)`, with the descriptor set `$descriptors`:
+///
+/// ```ignore
+/// control::control_service!(Service, SibraControlServer<SibraSvc>, SibraSvc, pb::FILE_DESCRIPTOR_SET);
+/// ```
+#[macro_export]
+macro_rules! control_service {
+    ($service:ident, $server:ty, $svc:ident, $descriptors:expr) => {
+        impl $crate::ControlService for $service {
+            fn name(&self) -> &'static str {
+                <$server as ::tonic::server::NamedService>::NAME
+            }
+
+            fn descriptor_set(&self) -> &'static [u8] {
+                $descriptors
+            }
+
+            fn add_to(
+                self: ::std::boxed::Box<Self>,
+                routes: &mut ::tonic::service::RoutesBuilder,
+                auth: $crate::auth::Auth,
+            ) {
+                routes.add_service(::tonic::service::interceptor::InterceptedService::new(
+                    <$server>::new($svc(self.0)),
+                    auth,
+                ));
+            }
+        }
+    };
+}
+
 /// The protocols' control services of a router build (implemented by the
 /// build's protocol adapters, e.g. `adapters::All`).
 pub trait Services: 'static {

@@ -4,98 +4,32 @@
 //! (source stamping to random destinations over an 18k-prefix IPv6 FIB).
 
 use std::hint::black_box;
-use std::net::IpAddr;
-use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use fair::common::Framing;
 use fair::crypto::{slot, MarkBinding, Signer};
-use fair::dest::{DestChannel, DestConfig, FairDestination};
-use fair::keys::{KeyRing, TestKeySource, T_M};
-use fair::policy::{self, AsEntry, Grant, TrustStore};
+use fair::keys::KeyRing;
+use fair::policy::{self, Grant};
 use fair::protest::{ProtestRequest, Verifier, VerifyConfig};
-use fair::record::{Record, RecordRing};
-use fair::source::{FairSource, SourceChannel, SourceConfig};
+use fair::record::Record;
 use fair::store::{HeaderStore, StoreConfig};
-use fair::transit::{FairTransit, TransitConfig};
 use mac::Key;
-use pipeline::{Batch, Frame, Meta, Now, PacketBuf, Stage, BURST};
+use pipeline::{Meta, Now, PacketBuf, Stage, BURST};
 
 #[path = "support/bm3.rs"]
 mod bm3;
+#[path = "support/fixture.rs"]
+mod fixture;
+/// The integration tests' harness (the trust store of a path).
+#[path = "../tests/common/mod.rs"]
+mod harness;
 
-const T0: u64 = 1_700_000_000;
-
-/// IPv6/UDP, 14 B payload → 74-byte frame once a 16-byte FAIR EH is in (no Ethernet here: 60 + 16 = 76 B network layer).
-fn plain_v6() -> Vec<u8> {
-    let mut p = vec![0u8; 60];
-    p[0] = 0x60;
-    p[4..6].copy_from_slice(&20u16.to_be_bytes());
-    p[6] = 17;
-    p[7] = 64;
-    p[8..12].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-    p[24..28].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb9]);
-    p[39] = 2;
-    p
-}
-
-fn stamped_v6(now: Now) -> Vec<u8> {
-    let mut s = source();
-    let mut b: Batch<Vec<u8>> = Batch::new();
-    b.push(plain_v6(), 0).unwrap();
-    s.process(&mut b, now);
-    b.data(0).to_vec()
-}
-
-fn source() -> FairSource {
-    let mut s = FairSource::new(SourceConfig { framing: Framing::Ip, ..Default::default() });
-    let ch = SourceChannel::new(
-        0,
-        2,
-        &Key::from([7; 16]),
-        1,
-        u64::MAX / 4_000_000_000,
-        u64::MAX / 4_000_000_000,
-        0,
-        Arc::new(AtomicU32::new(0)),
-    );
-    let i = s.add_channel(ch);
-    s.route("2001:db9::".parse().unwrap(), 32, i);
-    s
-}
-
-fn batch_of(pkt: &[u8]) -> Batch<Frame> {
-    let mut b = Batch::new();
-    for _ in 0..BURST {
-        b.push(Frame::from_slice(pkt).unwrap(), 0).unwrap();
-    }
-    b
-}
-
-fn reset(b: &mut Batch<Frame>, pkt: &[u8]) {
-    for i in 0..BURST {
-        b.buf_mut(i).set(pkt).unwrap();
-        *b.meta_mut(i) = Meta::new(0);
-    }
-}
-
-fn data_ring() -> Arc<KeyRing> {
-    let mut r = KeyRing::data(60, T_M).unwrap();
-    let mut ks = TestKeySource::new(1);
-    // Keys for the first 200 s (the protest benchmark's records span 100 s).
-    r.rotate(T0, 200, MarkBinding::Paper, || ks.next_key());
-    Arc::new(r)
-}
+use fixture::{batch_of, data_ring, destination, fib_packets, load, now, parsed_meta, plain_v6};
+use fixture::{reset, source, stamped_v6, transit, Restore, T0};
 
 fn bench_transit(c: &mut Criterion) {
-    let now = Now::from_unix_ns(T0 * 1_000_000_000);
-    let pkt = stamped_v6(now);
-    let mut t = FairTransit::new(
-        TransitConfig { framing: Framing::Ip, ..Default::default() },
-        data_ring(),
-        5,
-    );
+    let now = now();
+    let pkt = stamped_v6(&mut source(), now);
+    let mut t = transit();
     let mut b = batch_of(&pkt);
     let mut g = c.benchmark_group("fair");
     g.throughput(Throughput::Elements(BURST as u64));
@@ -134,84 +68,43 @@ fn bench_transit(c: &mut Criterion) {
             black_box(b.data(0)[47]);
         })
     });
-    let mut d = FairDestination::new(
-        DestConfig { framing: Framing::Ip, ..Default::default() },
-        RecordRing::new(1 << 14),
-    );
-    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
-    d.add_channel(
-        DestChannel::new(
-            1,
-            1,
-            &Key::from([7; 16]),
-            0,
-            u64::MAX / 4_000_000_000,
-            u64::MAX / 4_000_000_000,
-            0,
-        ),
-        0,
-        7,
-    );
+    let mut d = destination();
     let mut b = batch_of(&pkt);
     // Metadata as the parse stage leaves it (FAIR header found), as in a router pipeline.
-    let mut parsed = Meta::new(0);
-    let p =
-        fair::common::locate_meta(&pkt, &parsed, Framing::Ip, Default::default()).unwrap().unwrap();
-    fair::common::set_meta(&mut parsed, &p);
-    // The destination strips the 16-byte header: it moves the IPv6 header and
-    // advances the packet start, leaving the payload in place. The harness
-    // restores just that (start/end and the first 56 bytes, a fixed-size
-    // copy) and the metadata; `dest_restore_only_burst32` measures it alone.
-    let head: [u8; 56] = pkt[..56].try_into().unwrap();
-    let restore = |b: &mut Batch<Frame>, m: Meta| {
-        for i in 0..BURST {
-            let f = b.buf_mut(i);
-            f.reset();
-            f.append(pkt.len()).unwrap();
-            f.data_mut()[..56].copy_from_slice(&head);
-            *b.meta_mut(i) = m;
-        }
-    };
+    let parsed = parsed_meta(&pkt);
+    // The harness restores what the destination changed (see `Restore`);
+    // `dest_restore_only_burst32` measures it alone.
+    let restore = Restore::new(&pkt);
     g.bench_function("dest_check_police_capture_burst32_parsed_incl_restore", |bch| {
         bch.iter(|| {
-            restore(&mut b, parsed);
+            restore.apply(&mut b, parsed);
             d.process(&mut b, now);
             black_box(b.data(0).len());
         })
     });
     g.bench_function("dest_check_police_capture_burst32_incl_restore", |bch| {
         bch.iter(|| {
-            restore(&mut b, Meta::new(0));
+            restore.apply(&mut b, Meta::new(0));
             d.process(&mut b, now);
             black_box(b.data(0).len());
         })
     });
     g.bench_function("dest_restore_only_burst32", |bch| {
         bch.iter(|| {
-            restore(&mut b, parsed);
+            restore.apply(&mut b, parsed);
             black_box(b.data(0).len());
         })
     });
     // The restore rebuilt the stamped packets exactly.
-    restore(&mut b, parsed);
+    restore.apply(&mut b, parsed);
     assert!((0..BURST).all(|i| b.data(i) == &pkt[..]));
     assert_eq!(d.stats.icv_fail, 0);
     g.finish();
 }
 
 fn bench_protest(c: &mut Criterion) {
-    let mut trust = TrustStore::new();
-    let signers: Vec<Signer> = (0..3u8).map(|i| Signer::from_seed([i + 1; 32])).collect();
-    for (i, s) in signers.iter().enumerate() {
-        trust.insert(
-            100 + i as u32,
-            AsEntry {
-                sign_pk: s.public(),
-                dh_pk: [0; 32],
-                prefixes: vec![(IpAddr::from([10, i as u8, 0, 0]), 16)],
-            },
-        );
-    }
+    // ASes 100 → 101 → 102, prefixes 10.0/16, 10.1/16, 10.2/16.
+    let (trust, signers) = harness::members(3);
     let mut ctrl = KeyRing::control(86_400, 3 * 86_400);
     ctrl.install(T0 / 86_400, &Key::from([9; 16]), MarkBinding::Paper).unwrap();
     let req = policy::setup_initiate(&signers[0], 100, 102, vec![101], T0);
@@ -340,16 +233,9 @@ fn bench_fib(c: &mut Criterion) {
     const PKTS: usize = 8192;
     let mut rng = fair::rng::Xoshiro::new(42);
     let (mut s, dests) = bm3::bm3_source(&mut rng);
-    let pkt_to = |d: &[u8; 16]| {
-        let mut p = plain_v6();
-        p[24..40].copy_from_slice(d);
-        p
-    };
-    let random: Vec<Vec<u8>> = (0..PKTS)
-        .map(|_| pkt_to(&dests[(rng.next_u64() % bm3::PREFIXES as u64) as usize]))
-        .collect();
-    let single: Vec<Vec<u8>> = (0..PKTS).map(|_| pkt_to(&dests[0])).collect();
-    let now = Now::from_unix_ns(T0 * 1_000_000_000);
+    let random = fib_packets(&dests, &mut rng, true, PKTS);
+    let single = fib_packets(&dests, &mut rng, false, PKTS);
+    let now = now();
     let mut g = c.benchmark_group("fair_fib");
     g.throughput(Throughput::Elements(BURST as u64));
     for (name, pkts) in [
@@ -366,11 +252,7 @@ fn bench_fib(c: &mut Criterion) {
         g.bench_function(name, |bch| {
             ran = true;
             bch.iter(|| {
-                for i in 0..BURST {
-                    b.buf_mut(i).set(&pkts[(at + i) % PKTS]).unwrap();
-                    *b.meta_mut(i) = Meta::new(0);
-                }
-                at = (at + BURST) % PKTS;
+                load(&mut b, pkts, &mut at);
                 tick += 1_000;
                 s.process(&mut b, Now::from_unix_ns(now.unix_ns + tick));
                 black_box(b.data(0)[47]);

@@ -1,182 +1,62 @@
 //! End-to-end scenarios over a 5-AS path AS_0 → c1 → c2 → c3 → AS_n (m = 3),
 //! running the real stages, setup, protest and attribution (spec §6.3).
 
-use std::net::IpAddr;
-use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
+mod common;
 
-use fair::common::Framing;
-use fair::crypto::{MarkBinding, Signer};
-use fair::dest::{DestChannel, DestConfig, FairDestination};
-use fair::keys::{KeyRing, TestKeySource, DELTA_LEAD, T_M};
-use fair::policy::{self, AsEntry, Grant, PolicyPacket, TrustStore};
-use fair::protest::{
-    evaluate_outcome, select_window, Culprit, Decision, ProtestOutcome, ProtestRequest, Reason,
-    Verifier, VerifyConfig,
-};
+use common::CIR;
+use common::{attribute, duplicate, ipv4_packet, members, PathSpec, World, T0};
+use fair::crypto::MarkBinding;
+use fair::keys::{DELTA_LEAD, T_M};
+use fair::protest::{select_window, Culprit, Decision, ProtestRequest, Reason, SignedVerdict};
 use fair::record::Record;
-use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
-use fair::transit::{FairTransit, TransitConfig};
-use mac::Key;
-use pipeline::{Batch, Now, Stage, Verdict};
+use fair::source::NonConforming;
 
-const SRC: u32 = 100;
 const DST: u32 = 104;
 const PATH: [u32; 3] = [101, 102, 103];
-const T0: u64 = 1_700_000_000;
-const CIR: u64 = 10_000;
-const CBS: u64 = 2_000;
 
-struct World {
-    trust: TrustStore,
-    signers: Vec<Signer>,
-    policy: PolicyPacket,
-    transit: Vec<FairTransit>,
-    verifiers: Vec<Verifier>,
-    src: FairSource,
-    dst: FairDestination<Vec<Record>>,
-}
-
+/// AS 100 (10.0/16) → 101 → 102 → 103 → AS 104 (10.4/16), three slots.
 fn world(nonconforming: NonConforming) -> World {
-    let mut trust = TrustStore::new();
-    let signers: Vec<Signer> = (0..5u8).map(|i| Signer::from_seed([i + 1; 32])).collect();
-    for (i, s) in signers.iter().enumerate() {
-        trust.insert(
-            100 + i as u32,
-            AsEntry {
-                sign_pk: s.public(),
-                dh_pk: [0; 32],
-                prefixes: vec![(IpAddr::from([10, i as u8, 0, 0]), 16)],
-            },
-        );
-    }
-    let mut ctrl: Vec<KeyRing> = Vec::new();
-    let mut data: Vec<Arc<KeyRing>> = Vec::new();
-    for (i, _) in PATH.iter().enumerate() {
-        let mut c = KeyRing::control(86_400, 3 * 86_400);
-        c.install(T0 / 86_400, &Key::from([0x40 + i as u8; 16]), MarkBinding::Paper).unwrap();
-        ctrl.push(c);
-        let mut d = KeyRing::data(60, T_M).unwrap();
-        let mut ks = TestKeySource::new(i as u64 + 10);
+    let (trust, signers) = members(5);
+    let spec = PathSpec {
+        path: PATH.to_vec(),
+        dst: (DST, 4),
+        slots: 3,
+        binding: MarkBinding::Paper,
+        nonconforming,
         // Keys for the whole simulated hour.
-        d.rotate(T0, 3600 + DELTA_LEAD, MarkBinding::Paper, || ks.next_key());
-        data.push(Arc::new(d));
-    }
-    // Setup (§5.6).
-    let req = policy::setup_initiate(&signers[0], SRC, DST, PATH.to_vec(), T0);
-    let mut bytes = req.encode();
-    for (i, asn) in PATH.iter().enumerate() {
-        bytes = policy::setup_relay(&bytes, *asn, &ctrl[i], None, T0).unwrap();
-    }
-    let grant = Grant { cir: CIR, cbs: CBS, expiration: T0 + 7200, l_min: 32 };
-    let resp = policy::setup_complete(&bytes, DST, &signers[4], &trust, grant, T0).unwrap();
-    let policy = policy::setup_finalize(&req, &resp.encode(), &trust).unwrap();
-
-    let k_sd = Key::from([0x77; 16]);
-    let mut src =
-        FairSource::new(SourceConfig { framing: Framing::Ip, nonconforming, ..Default::default() });
-    let ch = SourceChannel::new(
-        0,
-        DST,
-        &k_sd,
-        3,
-        CIR,
-        CBS,
-        T0 * 1_000_000_000,
-        Arc::new(AtomicU32::new(0)),
-    );
-    let idx = src.add_channel(ch);
-    src.route(IpAddr::from([10, 4, 0, 0]), 16, idx);
-    let mut dst =
-        FairDestination::new(DestConfig { framing: Framing::Ip, ..Default::default() }, Vec::new());
-    dst.add_source_prefix(IpAddr::from([10, 0, 0, 0]), 16, SRC);
-    dst.add_channel(DestChannel::new(1, SRC, &k_sd, 3, CIR, CBS, T0 * 1_000_000_000), 0, 3);
-    let transit = data
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            FairTransit::new(
-                TransitConfig { framing: Framing::Ip, ..Default::default() },
-                d.clone(),
-                99 + i as u64,
-            )
-        })
-        .collect();
-    let verifiers = ctrl
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| Verifier {
-            asn: PATH[i],
-            data_keys: data[i].clone(),
-            ctrl_keys: c,
-            signer: Signer::from_seed([i as u8 + 2; 32]),
-            cfg: VerifyConfig::default(),
-        })
-        .collect();
-    World { trust, signers, policy, transit, verifiers, src, dst }
+        key_secs: 3600 + DELTA_LEAD,
+        dup_window: None,
+    };
+    World::new(spec, trust, signers)
 }
 
-/// A 100-byte IPv4/UDP packet 10.0.0.1 → 10.4.0.9 (before FAIR).
-fn packet() -> Vec<u8> {
-    let mut p = vec![0u8; 100];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&100u16.to_be_bytes());
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    p[16..20].copy_from_slice(&[10, 4, 0, 9]);
-    let mut v4 = packet::ipv4::Ipv4::new_unchecked(&mut p[..]);
-    v4.fill_checksum();
-    p
-}
-
-/// Runs `secs` seconds at `pps` packets per second; `replay_at` makes transit
-/// index `k` send every packet `copies` times.
+/// Runs `secs` seconds at `pps` packets per second (100-byte IPv4/UDP
+/// packets 10.0.0.1 → 10.4.0.9); `replay_at` makes transit index `k` send
+/// every packet `copies` times.
 fn run(w: &mut World, secs: u64, pps: u64, replay_at: Option<(usize, usize)>) {
-    for t in 0..secs {
-        let mut sent = 0;
-        while sent < pps {
-            let n = (pps - sent).min(10);
-            let now =
-                Now::from_unix_ns((T0 + 1 + t) * 1_000_000_000 + sent * (1_000_000_000 / pps));
-            let mut b: Batch<Vec<u8>> = Batch::new();
-            for _ in 0..n {
-                b.push(packet(), 0).unwrap();
+    let pkt = ipv4_packet([10, 0, 0, 1], [10, 4, 0, 9]);
+    common::run(w, secs, pps, 10, &pkt, &mut |k, b| {
+        if let Some((rk, copies)) = replay_at {
+            if rk == k {
+                duplicate(b, copies);
             }
-            w.src.process(&mut b, now);
-            for (k, tr) in w.transit.iter_mut().enumerate() {
-                tr.process(&mut b, now);
-                if let Some((rk, copies)) = replay_at {
-                    if rk == k {
-                        let mut nb: Batch<Vec<u8>> = Batch::new();
-                        b.drain(|buf, meta| {
-                            if matches!(meta.verdict, Verdict::Forward { .. }) {
-                                for _ in 0..copies {
-                                    let _ = nb.push(buf.clone(), 0);
-                                }
-                            }
-                        });
-                        b = nb;
-                    }
-                }
-            }
-            w.dst.process(&mut b, now);
-            sent += n;
         }
-    }
-    w.dst.tick(T0 + secs + 20);
+    });
 }
 
-fn protest(
-    w: &World,
-    records: Vec<Record>,
-    now: u64,
-) -> (ProtestRequest, Vec<fair::protest::SignedVerdict>) {
-    let req = ProtestRequest::build(&w.policy, records, (0, 0), now, &w.signers[4]);
+fn protest(w: &World, records: Vec<Record>, now: u64) -> (ProtestRequest, Vec<SignedVerdict>) {
+    let req = w.protest_request(records, now);
     let wire = req.encode();
     let req = ProtestRequest::decode(&wire, 1 << 20).unwrap();
     let verdicts = w.verifiers.iter().map(|v| v.verify_protest(&req, &w.trust, now)).collect();
     (req, verdicts)
+}
+
+/// Asserts that every verdict decides `want`.
+fn every(verdicts: &[SignedVerdict], want: (Decision, Reason)) {
+    for v in verdicts {
+        assert_eq!((v.body.decision, v.body.reason), want, "{:?}", v.body);
+    }
 }
 
 #[test]
@@ -200,8 +80,7 @@ fn source_over_cir_every_honest_transit_acks() {
         );
         assert!(v.verify(&w.trust));
     }
-    let out = ProtestOutcome { protest_id: req.protest_id, policy: req.policy.clone(), verdicts };
-    let a = evaluate_outcome(&out, &w.trust).unwrap();
+    let a = attribute(&req, verdicts, &w.trust);
     assert_eq!(
         (a.culprit, a.proven_to, a.tampering, a.replay, a.inconsistent),
         (Culprit::SourceAs, vec![1, 2, 3], None, None, false)
@@ -216,18 +95,12 @@ fn conforming_source_is_not_blamed_and_replayer_is_localized() {
     let records: Vec<Record> = w.dst.sink().clone();
     let (req, verdicts) = protest(&w, records, T0 + 60);
     let mut jstars = vec![];
+    every(&verdicts, (Decision::Reject, Reason::NoViolation));
     for v in &verdicts {
-        assert_eq!(
-            (v.body.decision, v.body.reason),
-            (Decision::Reject, Reason::NoViolation),
-            "{:?}",
-            v.body
-        );
         assert!(v.body.n_dup_groups > 0);
         jstars.push(v.body.replay_prefix);
     }
-    let out = ProtestOutcome { protest_id: req.protest_id, policy: req.policy.clone(), verdicts };
-    let a = evaluate_outcome(&out, &w.trust).unwrap();
+    let a = attribute(&req, verdicts, &w.trust);
     assert_eq!(a.culprit, Culprit::NotProven);
     // Copies made after c2 marked share the nonces of c1 and c2: j* = 2, segment [c2, c3] contains c2.
     assert_eq!(a.replay, Some(2), "{jstars:?}");
@@ -242,33 +115,18 @@ fn framing_destination_is_rejected() {
     let dup: Vec<Record> = honest.iter().flat_map(|r| [*r, *r, *r]).collect();
     let (req, verdicts) = protest(&w, dup, T0 + 60);
     assert!(verdicts.iter().all(|v| v.body.reason == Reason::NoViolation));
-    let a = evaluate_outcome(
-        &ProtestOutcome { protest_id: req.protest_id, policy: req.policy.clone(), verdicts },
-        &w.trust,
-    )
-    .unwrap();
+    let a = attribute(&req, verdicts, &w.trust);
     assert_eq!((a.culprit, a.replay), (Culprit::NotProven, Some(3)));
     // (b) Crafted timestamps: squeeze records into fewer seconds (SEC-10) → MF at every AS.
     let crafted: Vec<Record> = honest.iter().map(|r| Record { ts: r.ts & !3, ..*r }).collect();
     let (req, verdicts) = protest(&w, crafted, T0 + 60);
-    for v in &verdicts {
-        assert_eq!(
-            (v.body.decision, v.body.reason),
-            (Decision::Reject, Reason::MarkFailures),
-            "{:?}",
-            v.body
-        );
-    }
-    let a = evaluate_outcome(
-        &ProtestOutcome { protest_id: req.protest_id, policy: req.policy.clone(), verdicts },
-        &w.trust,
-    )
-    .unwrap();
+    every(&verdicts, (Decision::Reject, Reason::MarkFailures));
+    let a = attribute(&req, verdicts, &w.trust);
     assert_eq!((a.culprit, a.tampering), (Culprit::NotProven, Some(3)));
     // (c) Stale complaint (SEC-19) and a forged protest signature.
     let (_, verdicts) = protest(&w, honest.clone(), T0 + T_M + 60);
     assert!(verdicts.iter().all(|v| v.body.reason == Reason::NoEvidenceInWindow));
-    let mut req = ProtestRequest::build(&w.policy, honest, (0, 0), T0 + 60, &w.signers[4]);
+    let mut req = w.protest_request(honest, T0 + 60);
     req.dest_sig = w.signers[0].sign(&req.protest_id).to_vec();
     let v = w.verifiers[0].verify_protest(&req, &w.trust, T0 + 60);
     assert_eq!(v.body.reason, Reason::BadPolicySignature);

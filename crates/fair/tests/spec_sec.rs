@@ -2,43 +2,28 @@
 //! each test named after its ID (see tests/README.md for the checklist).
 //! A path AS_0 → c1 … cm → AS_n of real stages, with per-hop tamper hooks.
 
+mod common;
+
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-use fair::common::Framing;
+use common::{attribute, control_ring, duplicate, ipv4_packet, member, no_hook, verifier};
+use common::{Hook, PathSpec, World, CBS, CIR, PKT, SRC, T0};
 use fair::crypto::{MarkBinding, Signer};
-use fair::dest::{DestChannel, DestConfig, FairDestination};
-use fair::keys::{KeyRing, TestKeySource, DELTA_LEAD, T_M};
-use fair::policy::{self, AsEntry, Grant, PolicyPacket, TrustStore};
+use fair::keys::{KeyRing, DELTA_LEAD, T_M};
+use fair::policy::{self, Grant, PolicyPacket, TrustStore};
 use fair::protest::{
-    attribute_with_misplaced, evaluate_outcome, Attribution, Culprit, Decision, GateConfig,
-    ProtestGate, ProtestOutcome, ProtestRequest, Reason, SignedVerdict, Verifier, VerifyConfig,
+    attribute_with_misplaced, Attribution, Culprit, Decision, GateConfig, ProtestGate, Reason,
+    SignedVerdict,
 };
 use fair::record::Record;
 use fair::rng::Xoshiro;
-use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
-use fair::transit::{FairTransit, TransitConfig};
+use fair::source::{NonConforming, SourceChannel};
 use mac::Key;
 use pipeline::{Batch, DropReason, Now, PacketBuf, Stage, Verdict};
 
-const SRC: u32 = 100;
 const DST: u32 = 200;
-const T0: u64 = 1_700_000_000;
-const CIR: u64 = 10_000;
-const CBS: u64 = 2_000;
-const PKT: u64 = 100;
-
-struct World {
-    m: usize,
-    trust: TrustStore,
-    signers: Vec<Signer>,
-    policy: PolicyPacket,
-    transit: Vec<FairTransit>,
-    verifiers: Vec<Verifier>,
-    src: FairSource,
-    dst: FairDestination<Vec<Record>>,
-}
 
 fn asn(k: usize) -> u32 {
     101 + k as u32
@@ -48,91 +33,24 @@ fn asn(k: usize) -> u32 {
 /// source reserving `slots` slots (IPv4, so N = slots).
 fn world(m: usize, slots: u8, binding: MarkBinding, nonconforming: NonConforming) -> World {
     let mut trust = TrustStore::new();
-    let mut signers = vec![];
     let mut ases = vec![SRC];
     ases.extend((0..m).map(asn));
     ases.push(DST);
-    for (i, a) in ases.iter().enumerate() {
-        let s = Signer::from_seed([i as u8 + 1; 32]);
-        trust.insert(
-            *a,
-            AsEntry {
-                sign_pk: s.public(),
-                dh_pk: [0; 32],
-                prefixes: vec![(IpAddr::from([10, i as u8, 0, 0]), 16)],
-            },
-        );
-        signers.push(s);
-    }
-    // Destination prefix: 10.9/16 owned by DST.
-    let dsign = Signer::from_seed([ases.len() as u8; 32]);
-    trust.insert(
-        DST,
-        AsEntry {
-            sign_pk: dsign.public(),
-            dh_pk: [0; 32],
-            prefixes: vec![(IpAddr::from([10, 9, 0, 0]), 16)],
-        },
-    );
-    let mut ctrl = vec![];
-    let mut data = vec![];
-    for k in 0..m {
-        let mut c = KeyRing::control(86_400, 3 * 86_400);
-        c.install(T0 / 86_400, &Key::from([0x40 + k as u8; 16]), MarkBinding::Paper).unwrap();
-        ctrl.push(c);
-        let mut d = KeyRing::data(60, T_M).unwrap();
-        let mut ks = TestKeySource::new(k as u64 + 10);
-        d.rotate(T0, 4000 + DELTA_LEAD, binding, || ks.next_key());
-        data.push(Arc::new(d));
-    }
-    let path: Vec<u32> = (0..m).map(asn).collect();
-    let req = policy::setup_initiate(&signers[0], SRC, DST, path.clone(), T0);
-    let mut bytes = req.encode();
-    for (k, a) in path.iter().enumerate() {
-        bytes = policy::setup_relay(&bytes, *a, &ctrl[k], None, T0).unwrap();
-    }
-    let grant = Grant { cir: CIR, cbs: CBS, expiration: T0 + 7200, l_min: 32 };
-    let resp = policy::setup_complete(&bytes, DST, &dsign, &trust, grant, T0).unwrap();
-    let policy = policy::setup_finalize(&req, &resp.encode(), &trust).unwrap();
-    let k_sd = Key::from([0x77; 16]);
-    let mut src =
-        FairSource::new(SourceConfig { framing: Framing::Ip, nonconforming, ..Default::default() });
-    let ch = SourceChannel::new(0, DST, &k_sd, slots, CIR, CBS, T0 * 1_000_000_000, {
-        Arc::new(AtomicU32::new(0))
-    });
-    let idx = src.add_channel(ch);
-    src.route(IpAddr::from([10, 9, 0, 0]), 16, idx);
-    let mut dst =
-        FairDestination::new(DestConfig { framing: Framing::Ip, ..Default::default() }, Vec::new());
-    dst.add_source_prefix(IpAddr::from([10, 0, 0, 0]), 16, SRC);
-    dst.add_channel(
-        DestChannel::new(1, SRC, &k_sd, m as u8, CIR, CBS, T0 * 1_000_000_000).with_dup_window(0),
-        0,
+    let signers: Vec<Signer> = (ases.iter().enumerate())
+        .map(|(i, a)| member(&mut trust, *a, i as u8 + 1, i as u8))
+        .collect();
+    // Destination prefix: 10.9/16 owned by DST (its signer unchanged).
+    member(&mut trust, DST, ases.len() as u8, 9);
+    let spec = PathSpec {
+        path: (0..m).map(asn).collect(),
+        dst: (DST, 9),
         slots,
-    );
-    let transit = data
-        .iter()
-        .enumerate()
-        .map(|(k, d)| {
-            FairTransit::new(
-                TransitConfig { framing: Framing::Ip, ..Default::default() },
-                d.clone(),
-                99 + k as u64,
-            )
-        })
-        .collect();
-    let verifiers = ctrl
-        .into_iter()
-        .enumerate()
-        .map(|(k, c)| Verifier {
-            asn: asn(k),
-            data_keys: data[k].clone(),
-            ctrl_keys: c,
-            signer: Signer::from_seed([k as u8 + 2; 32]),
-            cfg: VerifyConfig::default(),
-        })
-        .collect();
-    World { m, trust, signers, policy, transit, verifiers, src, dst }
+        binding,
+        nonconforming,
+        key_secs: 4000 + DELTA_LEAD,
+        dup_window: Some(0),
+    };
+    World::new(spec, trust, signers)
 }
 
 fn std_world(m: usize) -> World {
@@ -141,46 +59,13 @@ fn std_world(m: usize) -> World {
 
 /// A 100-byte IPv4/UDP packet 10.0.0.1 → 10.9.0.9 (before FAIR).
 fn packet() -> Vec<u8> {
-    let mut p = vec![0u8; PKT as usize];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(PKT as u16).to_be_bytes());
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    p[16..20].copy_from_slice(&[10, 9, 0, 9]);
-    packet::ipv4::Ipv4::new_unchecked(&mut p[..]).fill_checksum();
-    p
+    ipv4_packet([10, 0, 0, 1], [10, 9, 0, 9])
 }
-
-/// A hook run on the burst after transit `k` marked it (k = usize::MAX: after the source).
-type Hook<'a> = &'a mut dyn FnMut(usize, &mut Batch<Vec<u8>>);
 
 /// Runs `secs` seconds at `pps` packets per second through the path.
 fn run(w: &mut World, secs: u64, pps: u64, hook: Hook) {
-    for t in 0..secs {
-        let mut sent = 0;
-        while sent < pps {
-            let n = (pps - sent).min(16);
-            let now =
-                Now::from_unix_ns((T0 + 1 + t) * 1_000_000_000 + sent * (1_000_000_000 / pps));
-            let mut b: Batch<Vec<u8>> = Batch::new();
-            for _ in 0..n {
-                b.push(packet(), 0).unwrap();
-            }
-            w.src.process(&mut b, now);
-            hook(usize::MAX, &mut b);
-            for (k, tr) in w.transit.iter_mut().enumerate() {
-                tr.process(&mut b, now);
-                hook(k, &mut b);
-            }
-            w.dst.process(&mut b, now);
-            sent += n;
-        }
-    }
-    w.dst.tick(T0 + secs + 20);
+    common::run(w, secs, pps, 16, &packet(), hook);
 }
-
-fn no_hook(_: usize, _: &mut Batch<Vec<u8>>) {}
 
 /// Rewrites live packets' FAIR shim bytes (IPv4, shim at 20): `f(shim)`.
 fn tamper(b: &mut Batch<Vec<u8>>, mut f: impl FnMut(&mut [u8])) {
@@ -191,32 +76,22 @@ fn tamper(b: &mut Batch<Vec<u8>>, mut f: impl FnMut(&mut [u8])) {
     }
 }
 
-fn duplicate(b: &mut Batch<Vec<u8>>, copies: usize) {
-    let mut nb: Batch<Vec<u8>> = Batch::new();
-    b.drain(|buf, meta| {
-        if matches!(meta.verdict, Verdict::Forward { .. }) {
-            for _ in 0..copies {
-                let _ = nb.push(buf.clone(), 0);
-            }
-        }
-    });
-    *b = nb;
-}
-
 fn protest(w: &World, records: Vec<Record>, now: u64) -> (Vec<SignedVerdict>, Attribution) {
-    let req = ProtestRequest::build(&w.policy, records, (0, 0), now, w.signers.last().unwrap());
+    let req = w.protest_request(records, now);
     let verdicts: Vec<SignedVerdict> =
         w.verifiers.iter().map(|v| v.verify_protest(&req, &w.trust, now)).collect();
     for v in &verdicts {
         assert!(v.verify(&w.trust));
     }
-    let out = ProtestOutcome {
-        protest_id: req.protest_id,
-        policy: req.policy.clone(),
-        verdicts: verdicts.clone(),
-    };
-    let a = evaluate_outcome(&out, &w.trust).unwrap();
+    let a = attribute(&req, verdicts.clone(), &w.trust);
     (verdicts, a)
+}
+
+/// The destination's records, each changed by `f`.
+fn altered(w: &World, mut f: impl FnMut(&mut Record)) -> Vec<Record> {
+    let mut records = w.dst.sink().clone();
+    records.iter_mut().for_each(&mut f);
+    records
 }
 
 fn reasons(v: &[SignedVerdict]) -> Vec<Reason> {
@@ -231,17 +106,24 @@ fn violating_pps() -> u64 {
     2 * CIR / (PKT + 13)
 }
 
-#[test]
-fn sec_2_collusion_overwrites_earlier_slot() {
+/// A violating source over 4 cooperating ASes for 10 s; transit index `k`
+/// overwrites slot 0 of every packet with random bytes (seed `seed`); the
+/// destination protests everything it received.
+fn slot_0_overwritten_by(k: usize, seed: u64) -> (Vec<SignedVerdict>, Attribution) {
     let mut w = std_world(4);
-    let mut rng = Xoshiro::new(1);
-    // c2 (index 1) overwrites slot 0 with random bytes on every packet.
-    run(&mut w, 10, violating_pps(), &mut |k, b| {
-        if k == 1 {
+    let mut rng = Xoshiro::new(seed);
+    run(&mut w, 10, violating_pps(), &mut |at, b| {
+        if at == k {
             tamper(b, |s| s[9] = rng.next_u64() as u8);
         }
     });
-    let (v, a) = protest(&w, w.dst.sink().clone(), T0 + 60);
+    protest(&w, w.dst.sink().clone(), T0 + 60)
+}
+
+#[test]
+fn sec_2_collusion_overwrites_earlier_slot() {
+    // c2 (index 1) overwrites slot 0 with random bytes on every packet.
+    let (v, a) = slot_0_overwritten_by(1, 1);
     assert_eq!(reasons(&v), vec![MF, ACK, ACK, ACK]);
     // ≈ 15/16 of c1's records fail.
     let b = &v[0].body;
@@ -252,14 +134,7 @@ fn sec_2_collusion_overwrites_earlier_slot() {
 
 #[test]
 fn sec_3_partial_corruption_more_ases_acknowledge() {
-    let mut w = std_world(4);
-    let mut rng = Xoshiro::new(2);
-    run(&mut w, 10, violating_pps(), &mut |k, b| {
-        if k == 2 {
-            tamper(b, |s| s[9] = rng.next_u64() as u8);
-        }
-    });
-    let (v, a) = protest(&w, w.dst.sink().clone(), T0 + 60);
+    let (v, a) = slot_0_overwritten_by(2, 2);
     assert_eq!(reasons(&v), vec![MF, ACK, ACK, ACK]);
     assert_eq!(a.tampering, Some(1));
 }
@@ -334,19 +209,12 @@ fn sec_9_fabricated_evidence_fails_everywhere() {
     let mut w = std_world(4);
     run(&mut w, 5, 9 * CIR / 10 / (PKT + 13), &mut no_hook);
     let mut rng = Xoshiro::new(9);
-    let fake: Vec<Record> = w
-        .dst
-        .sink()
-        .iter()
-        .map(|r| {
-            let mut r = *r;
-            r.seqno ^= 0x40_0000;
-            for s in r.slots.iter_mut().take(4) {
-                *s = rng.next_u64() as u8;
-            }
-            r
-        })
-        .collect();
+    let fake = altered(&w, |r| {
+        r.seqno ^= 0x40_0000;
+        for s in r.slots.iter_mut().take(4) {
+            *s = rng.next_u64() as u8;
+        }
+    });
     let (v, a) = protest(&w, fake, T0 + 60);
     assert_eq!(reasons(&v), vec![MF; 4]);
     assert_eq!(a.tampering, Some(4));
@@ -387,16 +255,7 @@ fn sec_15_cross_channel_substitution_paper_accepts_bound_rejects() {
         run(&mut w, 10, violating_pps(), &mut no_hook);
         // The destination presents the records with a rewritten source address
         // (another channel's traffic passed off as this source's).
-        let moved: Vec<Record> = w
-            .dst
-            .sink()
-            .iter()
-            .map(|r| {
-                let mut r = *r;
-                r.src[..4].copy_from_slice(&[10, 5, 0, 1]);
-                r
-            })
-            .collect();
+        let moved = altered(&w, |r| r.src[..4].copy_from_slice(&[10, 5, 0, 1]));
         let (v, _) = protest(&w, moved, T0 + 60);
         assert_eq!(reasons(&v), vec![want; 2], "{binding:?}");
         // Addresses kept but outside the source's prefixes: prefix ownership fails in Bound mode.
@@ -412,12 +271,7 @@ fn sec_15_cross_channel_substitution_paper_accepts_bound_rejects() {
 fn sec_16_17_18_policy_path_attacks() {
     let w = std_world(3);
     let signers = &w.signers;
-    let mut ctrl = vec![];
-    for k in 0..3 {
-        let mut c = KeyRing::control(86_400, 3 * 86_400);
-        c.install(T0 / 86_400, &Key::from([0x40 + k as u8; 16]), MarkBinding::Paper).unwrap();
-        ctrl.push(c);
-    }
+    let ctrl: Vec<KeyRing> = (0..3).map(control_ring).collect();
     let grant = Grant { cir: CIR, cbs: CBS, expiration: T0 + 7200, l_min: 32 };
     let dsign = signers.last().unwrap();
     let relay_all = |path: Vec<u32>, skip: Option<usize>| {
@@ -494,13 +348,7 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     assert_eq!(fair::protest::attribute(&kinds, None).tampering, Some(4));
     assert_eq!(a.tampering, Some(2));
     // The misplaced-mark histogram: c3's marks sit in slot 0, c4's in slot 1.
-    let req = ProtestRequest::build(
-        &w.policy,
-        w.dst.sink().clone(),
-        (0, 0),
-        T0 + 60,
-        w.signers.last().unwrap(),
-    );
+    let req = w.protest_request(w.dst.sink().clone(), T0 + 60);
     let reports: Vec<_> =
         w.verifiers.iter().map(|x| x.verify_protest_report(&req, &w.trust, T0 + 60)).collect();
     for (r, sv) in reports.iter().zip(&v) {
@@ -528,18 +376,12 @@ fn sec_21_nextas_rewind_fails_every_as_without_blaming_the_destination() {
     // (destroyed after c2), not by the destination.
     let a2 = attribute_with_misplaced(&kinds, None, &sig);
     assert_eq!(a2.tampering, Some(2));
-    assert_ne!(a2.tampering, Some(w.m));
+    assert_ne!(a2.tampering, Some(w.transit.len()));
     assert_eq!(a2.culprit, Culprit::NotProven);
     // An honest run has no failures and an empty histogram.
     let mut h = std_world(4);
     run(&mut h, 3, violating_pps(), &mut no_hook);
-    let req = ProtestRequest::build(
-        &h.policy,
-        h.dst.sink().clone(),
-        (0, 0),
-        T0 + 60,
-        h.signers.last().unwrap(),
-    );
+    let req = h.protest_request(h.dst.sink().clone(), T0 + 60);
     for x in &h.verifiers {
         let r = x.verify_protest_report(&req, &h.trust, T0 + 60);
         assert_eq!((r.misplaced.probed, r.misplaced.significant()), (0, None));
@@ -564,13 +406,7 @@ fn sec_22_sb_abuse() {
 fn sec_24_protest_flooding_is_bounded_before_per_record_work() {
     let mut w = std_world(1);
     run(&mut w, 5, violating_pps(), &mut no_hook);
-    let req = ProtestRequest::build(
-        &w.policy,
-        w.dst.sink().clone(),
-        (0, 0),
-        T0 + 60,
-        w.signers.last().unwrap(),
-    );
+    let req = w.protest_request(w.dst.sink().clone(), T0 + 60);
     let mut gate = ProtestGate::new(GateConfig::default(), T0 + 60);
     let mut answered = 0;
     let mut verified = 0;
@@ -661,7 +497,7 @@ fn x_6_protest_across_the_t_m_boundary() {
         assert!(b.n_excluded_old > 0 && b.n_considered > 0, "{b:?}");
         assert_eq!(b.decision, Decision::Ack, "the rest still decide");
     }
-    assert_eq!(w.m, 2);
+    assert_eq!(w.transit.len(), 2);
 }
 
 #[test]
@@ -670,8 +506,7 @@ fn u_v1_every_reject_reason_and_ack() {
     run(&mut w, 10, violating_pps(), &mut no_hook);
     let records = w.dst.sink().clone();
     let now = T0 + 60;
-    let dsign = w.signers.last().unwrap();
-    let good = ProtestRequest::build(&w.policy, records.clone(), (0, 0), now, dsign);
+    let good = w.protest_request(records.clone(), now);
     let v = &w.verifiers[0];
     assert_eq!(v.verify_protest(&good, &w.trust, now).body.decision, Decision::Ack);
     // MALFORMED: undecodable policy.
@@ -683,13 +518,7 @@ fn u_v1_every_reject_reason_and_ack() {
     bad.dest_sig[0] ^= 1;
     assert_eq!(v.verify_protest(&bad, &w.trust, now).body.reason, Reason::BadPolicySignature);
     // NOT_ON_PATH: a verifier of an AS outside the policy's path.
-    let outsider = Verifier {
-        asn: 999,
-        data_keys: v.data_keys.clone(),
-        ctrl_keys: KeyRing::control(86_400, 86_400),
-        signer: Signer::from_seed([9; 32]),
-        cfg: VerifyConfig::default(),
-    };
+    let outsider = verifier(999, &v.data_keys, KeyRing::control(86_400, 86_400), 9);
     assert_eq!(outsider.verify_protest(&good, &w.trust, now).body.reason, Reason::NotOnPath);
     // NO_EVIDENCE_IN_WINDOW, NO_VIOLATION, MARK_FAILURES, BAD_CONTROL_MAC and
     // RATE_LIMITED: sec_19 (end_to_end), sec_6, sec_2, sec_16_17_18, sec_24.

@@ -1,11 +1,13 @@
 //! U-W8, U-P1..U-P3, U-W7: the worked examples of spec §2.8 through the real stages.
 
+mod common;
+
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use fair::common::Framing;
 use fair::crypto::MarkBinding;
-use fair::dest::{DestChannel, DestConfig, FairDestination};
+use fair::dest::{DestChannel, FairDestination};
 use fair::keys::KeyRing;
 use fair::record::Record;
 use fair::rng::NonceGen;
@@ -63,6 +65,16 @@ fn source(m: u8, first_seq: u32, dst: &str, plen: u8) -> FairSource {
     s
 }
 
+/// The destination of the examples: source AS 64500 owns `prefix`; its
+/// channel `id` (key KSD, `m` marks expected, 1 Gbit/s) reads `slots` slots.
+fn destination(prefix: (&str, u8), id: u32, m: u8, slots: u8) -> FairDestination<Vec<Record>> {
+    let mut d = common::destination();
+    d.add_source_prefix(prefix.0.parse().unwrap(), prefix.1, 64500);
+    let k = Key::from_hex(KSD).unwrap();
+    d.add_channel(DestChannel::new(id, 64500, &k, m, 125_000_000, 12_500_000, 0), 0, slots);
+    d
+}
+
 #[test]
 fn u_w8_ipv6_send_forward_receive() {
     let orig = hx("60 00 00 00 00 0c 11 40 20 01 0d b8 00 00 00 00 00 00 00 00 00 00 00 01
@@ -87,16 +99,7 @@ fn u_w8_ipv6_send_forward_receive() {
     assert_eq!(b.data(0), &fwd[..]);
 
     // Destination: checks, captures, strips back to the original bytes (U-W7).
-    let mut d = FairDestination::new(
-        DestConfig { framing: Framing::Ip, ..Default::default() },
-        Vec::<Record>::new(),
-    );
-    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 64500);
-    d.add_channel(
-        DestChannel::new(9, 64500, &Key::from_hex(KSD).unwrap(), 1, 125_000_000, 12_500_000, 0),
-        0,
-        7,
-    );
+    let mut d = destination(("2001:db8::", 32), 9, 1, 7);
     let mut b2 = one(fwd.clone());
     d.process(&mut b2, now);
     assert_eq!(b2.data(0), &orig[..]);
@@ -145,16 +148,7 @@ fn u_w8_ipv4_send_forward_receive() {
     t.process(&mut b, now);
     assert_eq!(b.data(0), &fwd[..]);
 
-    let mut d = FairDestination::new(
-        DestConfig { framing: Framing::Ip, ..Default::default() },
-        Vec::<Record>::new(),
-    );
-    d.add_source_prefix("192.0.2.0".parse().unwrap(), 24, 64500);
-    d.add_channel(
-        DestChannel::new(3, 64500, &Key::from_hex(KSD).unwrap(), 4, 125_000_000, 12_500_000, 0),
-        0,
-        4,
-    );
+    let mut d = destination(("192.0.2.0", 24), 3, 4, 4);
     let mut b2 = one(fwd.clone());
     d.process(&mut b2, now);
     // Restored except DF (already set in this example) → byte-exact.

@@ -9,33 +9,29 @@
 //! default run to a few seconds in debug. `x_3_soak_one_hour` is the default;
 //! `x_3_soak_four_hours_ignored` is a longer variant (`--ignored`).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
 
-use fair::common::Framing;
+use common::{attribute, channel, control_ring, data_ring, destination, ipv4_packet, member};
+use common::{setup_policy, source, transit, verifier, T0};
 use fair::conformance::tb_conformance;
 use fair::crypto::{MarkBinding, Signer};
-use fair::dest::{DestChannel, DestConfig, FairDestination};
-use fair::keys::{KeyRing, TestKeySource, DELTA_LEAD, T_M};
-use fair::policy::{self, AsEntry, Grant, PolicyPacket, TrustStore};
-use fair::protest::{
-    evaluate_outcome, select_window, Culprit, Decision, ProtestOutcome, ProtestRequest, Reason,
-    Verifier, VerifyConfig,
-};
+use fair::dest::{DestChannel, FairDestination};
+use fair::keys::{KeyRing, DELTA_LEAD};
+use fair::policy::{Grant, PolicyPacket, TrustStore};
+use fair::protest::{select_window, Culprit, Decision, ProtestRequest, Reason, Verifier};
 use fair::record::Record;
 use fair::rng::Xoshiro;
-use fair::source::{FairSource, NonConforming, SourceChannel, SourceConfig};
-use fair::transit::{FairTransit, TransitConfig};
+use fair::source::{FairSource, NonConforming};
+use fair::transit::FairTransit;
 use mac::Key;
 use pipeline::{Batch, Now, Stage};
 
-const T0: u64 = 1_700_000_000;
 const DST: u32 = 200;
 const CIR: u64 = 1_000;
 const CBS: u64 = 500;
-const PKT: u64 = 100;
 /// Conforming rate: 4 × 111 B ≈ 444 B/s < CIR, so even an empty bucket never overflows.
 const PPS_OK: u64 = 4;
 /// Violating rate: 20 × 111 B ≈ 2.2 kB/s > CIR + CBS.
@@ -66,82 +62,33 @@ fn transit_asn(i: usize) -> u32 {
 fn soak(minutes: usize, seed: u64) -> Soak {
     let secs = minutes as u64 * 60;
     let mut trust = TrustStore::new();
-    let entry = |trust: &mut TrustStore, asn: u32, seed: u8, net: u8| {
-        let s = Signer::from_seed([seed; 32]);
-        let e = AsEntry {
-            sign_pk: s.public(),
-            dh_pk: [0; 32],
-            prefixes: vec![(IpAddr::from([10, net, 0, 0]), 16)],
-        };
-        trust.insert(asn, e);
-        s
-    };
     // Sources 100 (10.0/16) and 110 (10.1/16); transits A, B, C; destination 200 (10.9/16).
-    let s1 = entry(&mut trust, 100, 1, 0);
-    let s2 = entry(&mut trust, 110, 2, 1);
+    let s1 = member(&mut trust, 100, 1, 0);
+    let s2 = member(&mut trust, 110, 2, 1);
     for i in 0..3 {
-        entry(&mut trust, transit_asn(i), 10 + i as u8, 2 + i as u8);
+        member(&mut trust, transit_asn(i), 10 + i as u8, 2 + i as u8);
     }
-    let dst_signer = entry(&mut trust, DST, 20, 9);
-    let mut ctrl = vec![];
-    let mut data = vec![];
-    for i in 0..3 {
-        let mut c = KeyRing::control(86_400, 3 * 86_400);
-        c.install(T0 / 86_400, &Key::from([0x40 + i as u8; 16]), MarkBinding::Paper).unwrap();
-        ctrl.push(c);
-        let mut d = KeyRing::data(60, T_M).unwrap();
-        let mut ks = TestKeySource::new(seed ^ (i as u64 + 10));
-        d.rotate(T0, secs + 600 + DELTA_LEAD, MarkBinding::Paper, || ks.next_key());
-        data.push(Arc::new(d));
-    }
-    let transit = (0..3)
-        .map(|i| {
-            FairTransit::new(
-                TransitConfig { framing: Framing::Ip, ..Default::default() },
-                data[i].clone(),
-                99 + i as u64,
-            )
-        })
+    let dst_signer = member(&mut trust, DST, 20, 9);
+    let ctrl: Vec<KeyRing> = (0..3).map(control_ring).collect();
+    let data: Vec<_> = (0..3)
+        .map(|i| data_ring(seed ^ (i as u64 + 10), secs + 600 + DELTA_LEAD, MarkBinding::Paper))
         .collect();
-    let verifiers = ctrl
-        .iter()
-        .enumerate()
-        .map(|(i, c)| Verifier {
-            asn: transit_asn(i),
-            data_keys: data[i].clone(),
-            ctrl_keys: c.clone(),
-            signer: Signer::from_seed([10 + i as u8; 32]),
-            cfg: VerifyConfig::default(),
-        })
+    let transit = data.iter().enumerate().map(|(i, d)| transit(i, d)).collect();
+    let verifiers = (ctrl.iter().enumerate())
+        .map(|(i, c)| verifier(transit_asn(i), &data[i], c.clone(), 10 + i as u8))
         .collect();
-    let mut dst =
-        FairDestination::new(DestConfig { framing: Framing::Ip, ..Default::default() }, Vec::new());
+    let mut dst = destination();
     let mut rng = Xoshiro::new(seed);
     let mut chans = vec![];
     // Channel 1: 100 → A → B → 200; channel 2: 110 → C → B → 200 (B carries both).
     for (id, (src_asn, signer, path, net)) in
         [(100u32, s1, vec![0usize, 1], 0u8), (110, s2, vec![2, 1], 1)].into_iter().enumerate()
     {
-        let asns: Vec<u32> = path.iter().map(|&i| transit_asn(i)).collect();
-        let req = policy::setup_initiate(&signer, src_asn, DST, asns.clone(), T0);
-        let mut bytes = req.encode();
-        for (k, a) in path.iter().zip(&asns) {
-            bytes = policy::setup_relay(&bytes, *a, &ctrl[*k], None, T0).unwrap();
-        }
+        let hops: Vec<(u32, &KeyRing)> = path.iter().map(|&i| (transit_asn(i), &ctrl[i])).collect();
         let grant = Grant { cir: CIR, cbs: CBS, expiration: T0 + secs + 3600, l_min: 31 };
-        let resp = policy::setup_complete(&bytes, DST, &dst_signer, &trust, grant, T0).unwrap();
-        let policy = policy::setup_finalize(&req, &resp.encode(), &trust).unwrap();
+        let policy = setup_policy((src_asn, &signer), &hops, (DST, &dst_signer), &trust, grant);
         let k_sd = Key::from([0x70 + id as u8; 16]);
-        let mut src = FairSource::new(SourceConfig {
-            framing: Framing::Ip,
-            nonconforming: NonConforming::Forward,
-            ..Default::default()
-        });
-        let ch = SourceChannel::new(0, DST, &k_sd, 2, CIR, CBS, T0 * 1_000_000_000, {
-            Arc::new(AtomicU32::new(0))
-        });
-        let idx = src.add_channel(ch);
-        src.route(IpAddr::from([10, 9, 0, 0]), 16, idx);
+        let src = source(NonConforming::Forward, channel(DST, &k_sd, 2, CIR, CBS), 9);
         dst.add_source_prefix(IpAddr::from([10, net, 0, 0]), 16, src_asn);
         dst.add_channel(
             DestChannel::new(id as u32 + 1, src_asn, &k_sd, 2, CIR, CBS, T0 * 1_000_000_000),
@@ -155,16 +102,9 @@ fn soak(minutes: usize, seed: u64) -> Soak {
     Soak { trust, dst_signer, transit, verifiers, chans, dst }
 }
 
+/// A packet from 10.`src_net`.0.1 to the destination.
 fn packet(src_net: u8) -> Vec<u8> {
-    let mut p = vec![0u8; PKT as usize];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(PKT as u16).to_be_bytes());
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&[10, src_net, 0, 1]);
-    p[16..20].copy_from_slice(&[10, 9, 0, 9]);
-    packet::ipv4::Ipv4::new_unchecked(&mut p[..]).fill_checksum();
-    p
+    ipv4_packet([10, src_net, 0, 1], [10, 9, 0, 9])
 }
 
 /// Runs the traffic; returns the destination's violation events.
@@ -213,12 +153,8 @@ fn protest(w: &Soak, c: usize, records: Vec<Record>, now: u64) -> (Vec<Reason>, 
     }
     let off = (0..3).find(|i| !ch.path.contains(i)).unwrap();
     let on: Vec<Reason> = ch.path.iter().map(|&i| verdicts[i].body.reason).collect();
-    let out = ProtestOutcome {
-        protest_id: req.protest_id,
-        policy: req.policy.clone(),
-        verdicts: ch.path.iter().map(|&i| verdicts[i].clone()).collect(),
-    };
-    let a = evaluate_outcome(&out, &w.trust).unwrap();
+    let on_path = ch.path.iter().map(|&i| verdicts[i].clone()).collect();
+    let a = attribute(&req, on_path, &w.trust);
     if on.iter().all(|r| *r == Reason::None) {
         assert_eq!((a.culprit, a.proven_to.clone()), (Culprit::SourceAs, vec![1, 2]));
     } else {

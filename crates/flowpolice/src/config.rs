@@ -27,7 +27,7 @@ use pipeline::{Invalid, Validate, BURST};
 use crate::flowkey::FlowKeying;
 use crate::params::{Params, ParamsError};
 use crate::puzzle::{PuzzlePolicy, SeedChain, MAX_MIN_LEVEL};
-use crate::table::{DEFAULT_PROBE_WINDOW, MAX_SLOTS};
+use crate::table::{CHUNK_SLOTS, DEFAULT_PROBE_WINDOW, MAX_SLOTS};
 
 /// Largest probe window in slots (the tag scans handle any window up to it).
 pub const MAX_PROBE_WINDOW: usize = 256;
@@ -253,6 +253,14 @@ impl Validate for Config {
             }
         }
         Ok(())
+    }
+
+    /// The flow table (entries and tag bytes, slots rounded up to whole
+    /// chunks) and the seed chain.
+    fn footprint(&self) -> u64 {
+        let slots = self.slots.div_ceil(CHUNK_SLOTS).saturating_mul(CHUNK_SLOTS) as u64;
+        let table = slots.saturating_mul(crate::table::FlowTable::bytes_per_slot() as u64);
+        table.saturating_add(self.seeds.epochs().len() as u64 * 32)
     }
 }
 

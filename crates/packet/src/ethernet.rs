@@ -7,6 +7,7 @@
 //! half-parsed frame. The FCS is not part of the buffer (NICs strip it).
 
 use crate::field::{be16, put16};
+use crate::view::view;
 use crate::{Error, Result};
 
 /// Well-known EtherType values.
@@ -67,30 +68,19 @@ impl VlanTag {
     }
 }
 
-/// A zero-copy view of an Ethernet II frame.
-#[derive(Debug, Clone)]
-pub struct Ethernet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an Ethernet II frame.
+    #[derive(Debug, Clone)]
+    pub struct Ethernet<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> Ethernet<T> {
-    /// Wraps a buffer without checking its length; getters may panic on a
-    /// short buffer. Use [`new_checked`](Self::new_checked) on untrusted input.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ethernet { buffer }
-    }
-
-    /// Wraps a buffer after checking that it holds the whole header
-    /// (including the VLAN tag when the outer EtherType announces one).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
-    }
-
-    /// Checks that the buffer holds the header; see [`new_checked`](Self::new_checked).
+    /// Checks that the buffer holds the whole header, including the VLAN tag
+    /// when the outer EtherType announces one ([`Error::Truncated`] otherwise).
     #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
@@ -101,12 +91,6 @@ impl<T: AsRef<[u8]>> Ethernet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination MAC address.

@@ -28,6 +28,7 @@
 
 use crate::field::{be16, be24, put16, put24};
 use crate::ipv4::protocol;
+use crate::view::view;
 use crate::{Error, Result};
 
 mod field {
@@ -132,28 +133,19 @@ impl Slot {
     }
 }
 
-/// A zero-copy view of a FAIR header.
-#[derive(Debug, Clone)]
-pub struct Fair<T: AsRef<[u8]>> {
-    buffer: T,
-    carrier: Carrier,
+view! {
+    /// A zero-copy view of a FAIR header; the buffer starts at the header and
+    /// `carrier` says how to read `hdr_len`.
+    #[derive(Debug, Clone)]
+    pub struct Fair<T: AsRef<[u8]>> {
+        buffer: T,
+        carrier: Carrier,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> Fair<T> {
-    /// Wraps a buffer that starts at the FAIR header, without checks.
-    #[inline]
-    pub const fn new_unchecked(buffer: T, carrier: Carrier) -> Self {
-        Fair { buffer, carrier }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T, carrier: Carrier) -> Result<Self> {
-        let f = Self::new_unchecked(buffer, carrier);
-        f.check_len()?;
-        Ok(f)
-    }
-
     /// Applies the §2.9 rules to the header alone: the fixed part and the
     /// declared length must fit ([`Error::Truncated`]), `hdr_len` must be in
     /// the carrier's range and `ptr ≤ N` ([`Error::Malformed`]).
@@ -171,12 +163,6 @@ impl<T: AsRef<[u8]>> Fair<T> {
             return Err(Error::malformed("fair next_as pointer out of range"));
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The carrier the view was created for.

@@ -22,6 +22,7 @@
 //! can use them); they are not part of [`FlowPoliceRepr`].
 
 use crate::field::{array, be16, be32, be64, put16, put32, put64};
+use crate::view::view;
 use crate::{Error, Result};
 
 mod field {
@@ -92,27 +93,17 @@ impl PacketType {
     }
 }
 
-/// A zero-copy view of a FlowPolice shim header.
-#[derive(Debug, Clone)]
-pub struct FlowPolice<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a FlowPolice shim header.
+    #[derive(Debug, Clone)]
+    pub struct FlowPolice<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> FlowPolice<T> {
-    /// Wraps a buffer without any check; getters may panic on a short buffer.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        FlowPolice { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the fixed part fits ([`Error::Truncated`]), the type is defined
     /// and `hdr_len` equals the length the type requires
     /// ([`Error::Malformed`]), and the whole header fits
@@ -133,12 +124,6 @@ impl<T: AsRef<[u8]>> FlowPolice<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The real transport protocol (next header).

@@ -10,6 +10,7 @@ use core::net::Ipv4Addr;
 
 use crate::checksum;
 use crate::field::{be16, put16};
+use crate::view::view;
 use crate::{Error, Result};
 
 /// Well-known IP protocol numbers used in this workspace.
@@ -68,27 +69,17 @@ const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const OFFSET_MASK: u16 = 0x1fff;
 
-/// A zero-copy view of an IPv4 packet.
-#[derive(Debug, Clone)]
-pub struct Ipv4<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv4 packet.
+    #[derive(Debug, Clone)]
+    pub struct Ipv4<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> Ipv4<T> {
-    /// Wraps a buffer without any check; getters may panic on a short buffer.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv4 { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Validates the lengths: at least 20 bytes, `IHL ≥ 5`
     /// ([`Error::Malformed`]), the header within the buffer
     /// ([`Error::Truncated`]), `Total Length ≥ IHL·4` ([`Error::Malformed`])
@@ -114,12 +105,6 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The version nibble (4 for a valid packet).

@@ -12,6 +12,7 @@ use core::net::Ipv6Addr;
 
 use crate::field::{be16, be32, put16, put32};
 use crate::ipv6_ext::{ExtChain, ExtConfig, ExtHeaders};
+use crate::view::view;
 use crate::{Error, Result};
 
 mod field {
@@ -27,27 +28,17 @@ mod field {
 /// Length of the IPv6 fixed header.
 pub const HEADER_LEN: usize = 40;
 
-/// A zero-copy view of an IPv6 packet.
-#[derive(Debug, Clone)]
-pub struct Ipv6<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv6 packet.
+    #[derive(Debug, Clone)]
+    pub struct Ipv6<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> Ipv6<T> {
-    /// Wraps a buffer without any check; getters may panic on a short buffer.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv6 { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks that the buffer holds the fixed header and the whole payload
     /// announced by Payload Length ([`Error::Truncated`] otherwise).
     #[inline]
@@ -57,12 +48,6 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     #[inline]

@@ -10,6 +10,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use crate::checksum;
 use crate::field::{be16, put16};
 use crate::ipv4::protocol;
+use crate::view::view;
 use crate::{Error, Result};
 
 mod field {
@@ -54,27 +55,17 @@ impl PseudoHeader {
     }
 }
 
-/// A zero-copy view of a UDP datagram.
-#[derive(Debug, Clone)]
-pub struct Udp<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a UDP datagram.
+    #[derive(Debug, Clone)]
+    pub struct Udp<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> Udp<T> {
-    /// Wraps a buffer without any check; getters may panic on a short buffer.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Udp { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the 8-byte header is present, `Length ≥ 8`
     /// ([`Error::Malformed`]) and `Length ≤ buffer` ([`Error::Truncated`]).
     #[inline]
@@ -91,12 +82,6 @@ impl<T: AsRef<[u8]>> Udp<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Consumes the view and returns the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.

@@ -11,6 +11,9 @@ use packet::scion::{
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
 
+mod common;
+use common::{arb_hop, arb_info};
+
 fn hvf(i: u8) -> [u8; 4] {
     [0x10 + i, 0x20 + i, 0x30 + i, 0x40 + i]
 }
@@ -276,24 +279,6 @@ fn header_length_limit() {
 }
 
 // ---- property tests ----
-
-fn arb_info() -> impl Strategy<Value = InfoFieldRepr> {
-    (any::<bool>(), any::<bool>(), any::<u16>(), any::<u32>()).prop_map(
-        |(peering, cons_dir, seg_id, timestamp)| InfoFieldRepr {
-            peering,
-            cons_dir,
-            seg_id,
-            timestamp,
-        },
-    )
-}
-
-fn arb_hop() -> impl Strategy<Value = HopFieldRepr> {
-    (any::<bool>(), any::<bool>(), any::<u8>(), any::<u16>(), any::<u16>(), any::<[u8; 6]>())
-        .prop_map(|(ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac)| {
-            HopFieldRepr { ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac }
-        })
-}
 
 fn arb_epic(per_seg: u8) -> impl Strategy<Value = EpicPathRepr> {
     (

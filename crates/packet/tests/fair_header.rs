@@ -11,9 +11,8 @@ use packet::ipv6_ext::ExtConfig;
 use packet::Error;
 use proptest::prelude::*;
 
-fn h(s: &str) -> Vec<u8> {
-    hex::decode(s.replace([' ', '\n'], "")).unwrap()
-}
+mod common;
+use common::h;
 
 fn is_malformed<T: core::fmt::Debug>(r: Result<T, Error>) -> bool {
     matches!(r, Err(Error::Malformed { .. }))

@@ -10,9 +10,8 @@ use packet::ipv4::{protocol, Ipv4};
 use packet::Error;
 use proptest::prelude::*;
 
-fn h(s: &str) -> Vec<u8> {
-    hex::decode(s.replace([' ', '\n'], "")).unwrap()
-}
+mod common;
+use common::h;
 
 /// Privileged regular header: proto UDP, type 11, hdr_len 28, P_id 0x0102,
 /// flow_id = 192.0.2.1 zero-extended, ts 0x12345678, mac 01..08, reserved 0.

@@ -12,9 +12,8 @@ use packet::udp::{PseudoHeader, Udp, UdpRepr};
 use packet::Error;
 use proptest::prelude::*;
 
-fn h(s: &str) -> Vec<u8> {
-    hex::decode(s.replace([' ', '\n'], "")).unwrap()
-}
+mod common;
+use common::h;
 
 // ---------------------------------------------------------------- Ethernet
 

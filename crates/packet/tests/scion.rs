@@ -6,13 +6,15 @@ use std::net::IpAddr;
 use packet::scion::header::{host_len, COMMON_LEN};
 use packet::scion::path::MAX_HOPS;
 use packet::scion::{
-    hop_expiry_unix_ns, hop_expiry_unix_secs, next_hdr, parse, AddrHdrRepr, HopFieldRepr,
-    InfoFieldRepr, Path, PathRepr, PathType, RawHostAddr, ScionHeader, ScionPath, ScionPathRepr,
-    ScionRepr,
+    hop_expiry_unix_ns, hop_expiry_unix_secs, next_hdr, parse, AddrHdrRepr, Path, PathRepr,
+    PathType, RawHostAddr, ScionHeader, ScionPath, ScionPathRepr, ScionRepr,
 };
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
 use serde_json::Value;
+
+mod common;
+use common::{arb_hop, arb_info};
 
 fn vectors() -> Vec<Value> {
     // A verbatim copy of shared/vectors/scion-packets-sample.json (packets
@@ -456,24 +458,6 @@ fn every_address_type_combination() {
 }
 
 // ---- property tests ----
-
-fn arb_info() -> impl Strategy<Value = InfoFieldRepr> {
-    (any::<bool>(), any::<bool>(), any::<u16>(), any::<u32>()).prop_map(
-        |(peering, cons_dir, seg_id, timestamp)| InfoFieldRepr {
-            peering,
-            cons_dir,
-            seg_id,
-            timestamp,
-        },
-    )
-}
-
-fn arb_hop() -> impl Strategy<Value = HopFieldRepr> {
-    (any::<bool>(), any::<bool>(), any::<u8>(), any::<u16>(), any::<u16>(), any::<[u8; 6]>())
-        .prop_map(|(ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac)| {
-            HopFieldRepr { ingress_alert, egress_alert, exp_time, cons_ingress, cons_egress, mac }
-        })
-}
 
 /// A valid SCION path with at most `max_hops` hop fields.
 fn arb_scion_path(max_hops: usize) -> impl Strategy<Value = ScionPathRepr> {

@@ -27,14 +27,20 @@ impl Invalid {
     /// Prefixes the key path with `prefix` (a table or an array element).
     #[must_use]
     pub fn under(mut self, prefix: &str) -> Self {
-        self.key = if self.key.is_empty() {
-            prefix.to_string()
-        } else if self.key.starts_with('[') {
-            format!("{prefix}{}", self.key)
-        } else {
-            format!("{prefix}.{}", self.key)
-        };
+        self.key = nest(prefix, &self.key);
         self
+    }
+}
+
+/// The key path `key` inside the table or array element at `prefix`:
+/// `nest("rates", "[1].bps")` is `rates[1].bps`, `nest("a", "b")` is `a.b`.
+pub fn nest(prefix: &str, key: &str) -> String {
+    if key.is_empty() || key == "." {
+        prefix.to_string()
+    } else if key.starts_with('[') {
+        format!("{prefix}{key}")
+    } else {
+        format!("{prefix}.{key}")
     }
 }
 

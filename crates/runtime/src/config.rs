@@ -80,13 +80,7 @@ impl ConfigError {
 
     /// Prefixes the key path with `prefix` (e.g. `pipeline[2]`).
     pub fn under(mut self, prefix: &str) -> Self {
-        self.key = if self.key.is_empty() || self.key == "." {
-            prefix.to_string()
-        } else if self.key.starts_with('[') {
-            format!("{prefix}{}", self.key)
-        } else {
-            format!("{prefix}.{}", self.key)
-        };
+        self.key = pipeline::validate::nest(prefix, &self.key);
         self
     }
 
@@ -530,6 +524,40 @@ impl RouterConfig {
             ));
         }
         Ok(())
+    }
+
+    /// What is legal but likely not what the operator meant (reported by
+    /// `router check` and at start, never refused).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let cores = available_cores().len();
+        if self.workers.count > cores {
+            v.push(format!(
+                "workers.count: {} workers on {cores} cores share cores (poll-mode workers \
+                 spin; each wants one core)",
+                self.workers.count
+            ));
+        }
+        if let Some(s) = &self.io.synthetic {
+            let queued: usize = self
+                .ports
+                .iter()
+                .filter_map(|p| p.egress.params.get("capacity").and_then(toml::Value::as_integer))
+                .map(|c| usize::try_from(c).unwrap_or(0))
+                .sum();
+            let need = queued + 2 * pipeline::BURST * self.ports.len();
+            if s.pool < need {
+                v.push(format!(
+                    "io.synthetic.pool: {} frames hold less than the egress queues and bursts \
+                     ({need}): when they fill, frames are allocated on the packet path",
+                    s.pool
+                ));
+            }
+        }
+        if self.run.duration_ms == Some(0) {
+            v.push("run.duration_ms: 0 stops after the first burst".into());
+        }
+        v
     }
 
     /// Completes an error about this configuration: the file, and the line

@@ -175,7 +175,8 @@ pub fn check<P: Protocols>(cfg: &RouterConfig) -> Result<CheckReport, ConfigErro
         BackendKind::Pcap => pcap::check(cfg),
         BackendKind::Dpdk => check_dpdk(cfg).map(|()| vec![]),
     };
-    let warnings = backend.map_err(|e| cfg.locate(e))?;
+    let mut warnings = cfg.warnings();
+    warnings.extend(backend.map_err(|e| cfg.locate(e))?);
     Ok(CheckReport {
         backend: cfg.io.backend,
         workers: cfg.workers.count,
@@ -193,13 +194,13 @@ fn footprints(cfg: &RouterConfig, reg: &dyn Catalog) -> Result<Vec<(String, u64)
     for (i, s) in cfg.pipeline.iter().enumerate() {
         let at = format!("pipeline[{i}]");
         let parsed = reg.parse_stage(&s.kind, &ctx, &s.params).map_err(|e| e.under(&at))?;
-        v.push((format!("{at} ({})", s.kind), reg.stage_footprint(&s.kind, &parsed)));
+        v.push((at, reg.stage_footprint(&s.kind, &parsed)));
     }
     for (i, p) in cfg.ports.iter().enumerate() {
         let at = format!("ports[{i}].egress");
         let k = &p.egress.kind;
         let parsed = reg.parse_egress(k, &ctx, &p.egress.params).map_err(|e| e.under(&at))?;
-        v.push((format!("{at} ({k})"), reg.egress_footprint(k, &parsed)));
+        v.push((at, reg.egress_footprint(k, &parsed)));
     }
     Ok(v)
 }

@@ -52,7 +52,7 @@ pub fn rate(key: &str, value: f64, max: f64) -> Result<(), ConfigError> {
 /// One consumer of memory in an [`estimate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumer {
-    /// What allocates (e.g. `io.synthetic.pool`, `pipeline[2] (flowpolice)`).
+    /// Its key in the configuration (e.g. `io.synthetic.pool`, `pipeline[2]`).
     pub what: String,
     /// Bytes, over all workers.
     pub bytes: u64,
@@ -60,8 +60,8 @@ pub struct Consumer {
 
 /// What the configuration will allocate before the first packet, largest
 /// first: buffer pools and egress queues of every worker, plus what each
-/// stage and egress discipline reports for itself (`stages`, in bytes per
-/// worker, by pipeline index and port index, from the kinds' parsers).
+/// stage and egress discipline reports for itself (`stages`: key and bytes
+/// per worker, from the kinds' parsers).
 pub fn estimate(cfg: &RouterConfig, stages: &[(String, u64)]) -> Vec<Consumer> {
     let workers = cfg.workers.count as u64;
     let mut v = Vec::new();

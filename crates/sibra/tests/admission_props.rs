@@ -1,5 +1,7 @@
 //! Admission invariants under random request sequences.
 
+mod common;
+
 use proptest::prelude::*;
 use sibra::admission::{
     Admission, AdmissionConfig, Decision, Dir, EphemeralRequest, IfaceConfig, Split, SteadyRequest,
@@ -21,14 +23,7 @@ fn admission(t: Tick) -> Admission {
 }
 
 fn info(exp: u32, fwd: u8, rev: u8, idx: u8) -> ResvInfo {
-    ResvInfo {
-        exp_tick: Tick(exp),
-        bw_fwd: BwClass::new(fwd).unwrap(),
-        bw_rev: BwClass::new(rev).unwrap(),
-        index: ResvIdx::new(idx).unwrap(),
-        fwd: true,
-        fail_hop: 0,
-    }
+    common::resv_info(Tick(exp), fwd, rev, idx)
 }
 
 /// Steady paths all enter on 1 and leave on 2; `n` of them with class `class`.

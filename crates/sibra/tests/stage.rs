@@ -1,8 +1,10 @@
 //! The stages on whole SCION packets: what is forwarded, what is dropped and why.
 
+mod common;
+
 use mac::Key;
 use packet::Ia;
-use pipeline::{Batch, Class, DropReason, Now, Stage, Verdict};
+use pipeline::{Batch, Class, DropReason, Stage, Verdict};
 use scion::InterfaceTable;
 use sibra::admission::{Admission, AdmissionConfig, Dir, IfaceConfig, Split};
 use sibra::host::{self, ActiveBlock, Reply};
@@ -11,11 +13,7 @@ use sibra::stage::{RouterConfig, SibraControl, SibraEdge, SibraTransit, CLASS_R}
 use sibra::token::{issue_chain, SofKeys};
 use sibra::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, SteadyId, Tick};
 
-const NOW_S: u64 = 1_700_000_000;
-
-fn now() -> Now {
-    Now::from_unix_ns(NOW_S * 1_000_000_000)
-}
+use common::{now, plain_scion_packet, resv_info};
 
 fn tick() -> Tick {
     Tick::of(now())
@@ -31,14 +29,7 @@ fn router_b() -> RouterConfig {
 }
 
 fn info(exp: Tick, class: u8) -> ResvInfo {
-    ResvInfo {
-        exp_tick: exp,
-        bw_fwd: BwClass::new(class).unwrap(),
-        bw_rev: BwClass::new(class).unwrap(),
-        index: ResvIdx::new(2).unwrap(),
-        fwd: true,
-        fail_hop: 0,
-    }
+    resv_info(exp, class, class, 2)
 }
 
 const HOPS: [(u16, u16); 3] = [(0, 1), (2, 3), (4, 0)];
@@ -204,22 +195,7 @@ fn junction_processes_two_sofs() {
 
 #[test]
 fn other_traffic_is_left_alone_and_garbage_dropped() {
-    use packet::scion::{next_hdr, AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
-    let repr = ScionRepr {
-        hdr: AddrHdrRepr {
-            qos: 0,
-            flow_id: 0,
-            next_hdr: next_hdr::UDP,
-            payload_len: 0,
-            dst_ia: Ia::new(1, 2),
-            src_ia: Ia::new(1, 3),
-            dst_host: RawHostAddr::new(0, &[1, 2, 3, 4]).unwrap(),
-            src_host: RawHostAddr::new(0, &[1, 2, 3, 5]).unwrap(),
-        },
-        path: PathRepr::Empty,
-    };
-    let mut pkt = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut pkt).unwrap();
+    let pkt = plain_scion_packet();
     let mut t = transit();
     assert_eq!(verdict(&mut t, pkt, 2), Verdict::Forward { port: 2, class: Class::BEST_EFFORT });
     assert_eq!(verdict(&mut t, vec![0xff; 7], 2), Verdict::Drop(DropReason::Truncated));

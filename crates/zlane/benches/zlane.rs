@@ -9,39 +9,14 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
-use mac::{Cmac, Key};
-use packet::scion::{AddrHdrRepr, RawHostAddr};
-use packet::{HostAddr, Ia};
 use pipeline::{Batch, Egress, Now, Stage};
-use scion::build::{self, HopSpec};
-use scion::ForwardingKey;
-use zlane::config::GatewayConfig;
-use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
-use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
 use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, TokenBucket, ZlaneClassify};
 
-const T0: u64 = 1_700_000_000_000_000_000;
-const SRC: Ia = Ia::new(1, 10);
+#[path = "support/fixture.rs"]
+mod fixture;
 
-/// The (generic) secret value every on-path AS uses in these benches.
-fn sv() -> SecretValue {
-    let epoch = Epoch::new(1_699_990_000, 1_700_076_400).unwrap();
-    SecretValue::derive(b"bench master secret", Protocol::GENERIC, epoch).unwrap()
-}
-
-/// Router DRKey state: a per-worker level-1 cache over the installed SV.
-fn router_keys() -> RouterKeys {
-    let mut k = RouterKeys::new(4096, 0x5eed, DEFAULT_GRACE_NS);
-    k.install(sv()).unwrap();
-    k
-}
-
-/// On-CPU nanoseconds of this thread so far (Linux), if available.
-fn cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
+use fixture::{authorized_burst, cpu_ns, gateway, host_burst, path, router_config, router_keys};
+use fixture::{RATE_BPS, T0};
 
 /// Repetitions of each CPU-time pass relative to the counts below: the
 /// schedstat clock advances in scheduler ticks (≈ 4 ms measured here), so a
@@ -62,72 +37,10 @@ fn cpu_time<R>(name: &str, n: u64, per: u64, mut f: impl FnMut() -> R) {
     }
 }
 
-/// An EPIC-Z packet from `host` over `path` with host-level HVFs (keys
-/// derived with `drkey`'s uncached API, generic level 2, protocol 64).
-fn host_packet(path: &packet::scion::ScionPathRepr, host: HostAddr) -> Vec<u8> {
-    let raw = RawHostAddr::from(host);
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: Ia::new(1, 99),
-        src_ia: SRC,
-        dst_host: raw,
-        src_host: raw,
-    };
-    let k = Cmac::new(&sv().level1(SRC).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host));
-    let keys: Vec<_> = (0..path.num_hf()).map(|_| &k).collect();
-    zlane::host::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
-}
-
 /// An EPIC-Z packet over `hops` hop fields (one AS each), 100-byte payload,
-/// and a gateway that knows every on-path AS key.
+/// and a gateway that knows every on-path AS key, with 32 000 active hosts.
 fn setup(hops: usize, host_rate: u64) -> (Vec<u8>, Gateway) {
-    let path = bench_path(hops);
-    let (pkt, gw) = setup_on(&path, host_rate, 32_000);
-    (pkt, gw)
-}
-
-fn bench_path(hops: usize) -> packet::scion::ScionPathRepr {
-    let specs: Vec<HopSpec> = (0..hops as u16)
-        .map(|i| HopSpec {
-            key: ForwardingKey::new(&Key::from([i as u8 + 1; 16])),
-            cons_ingress: i,
-            cons_egress: i + 1,
-            exp_time: 255,
-        })
-        .collect();
-    build::path(&[build::segment(true, 7, 1_700_000_000, &specs)]).unwrap()
-}
-
-fn setup_on(
-    path: &packet::scion::ScionPathRepr,
-    host_rate: u64,
-    active_hosts: u32,
-) -> (Vec<u8>, Gateway) {
-    let pkt = host_packet(path, HostAddr::V4([10, 0, 0, 1]));
-    let s = sv();
-    let mut gw = Gateway::new(GatewayConfig {
-        host_capacity: 32_000,
-        default_rate_bps: host_rate,
-        burst: 65_535,
-        ..Default::default()
-    })
-    .unwrap();
-    for (i, h) in path.hops().iter().enumerate() {
-        let ia = Ia::new(1, 100 + i as u64);
-        gw.set_as_key(ia, &s.level1_key(SRC));
-        gw.register_hop(h.mac, ia);
-    }
-    // `active_hosts` (32 000) active hosts in the table.
-    for n in 0..active_hosts {
-        let mut p = pkt.clone();
-        let mut h = packet::scion::ScionHeader::new_unchecked(&mut p[..]);
-        h.src_host_bytes_mut().copy_from_slice(&(0x0b00_0000 + n).to_be_bytes());
-        let _ = gw.process(&mut p, Now::from_unix_ns(T0));
-    }
-    (pkt, gw)
+    gateway(&path(hops), host_rate, 32_000)
 }
 
 fn bench(c: &mut Criterion) {
@@ -135,7 +48,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("zlane_gateway");
     g.throughput(Throughput::Elements(1));
     for l in 1..=8usize {
-        let (template, mut gw) = setup(l, 6_000_000_000);
+        let (template, mut gw) = setup(l, RATE_BPS);
         let mut pkt = template.clone();
         let mut t = T0;
         g.bench_with_input(BenchmarkId::new("compliant", l), &l, |b, _| {
@@ -156,13 +69,10 @@ fn bench(c: &mut Criterion) {
     // The stage: a burst of 32 packets from 32 hosts, HVFs batched per AS key.
     g.throughput(Throughput::Elements(32));
     for l in [1usize, 3, 8] {
-        let path = bench_path(l);
-        let (_, gw) = setup_on(&path, 6_000_000_000, 0);
+        let p = path(l);
+        let (_, gw) = gateway(&p, RATE_BPS, 0);
         let mut stage = zlane::ZlaneGateway::new(gw);
-        let mut batch: Batch<Vec<u8>> = Batch::new();
-        for h in 0..32u8 {
-            batch.push(host_packet(&path, HostAddr::V4([10, 0, 2, h])), 0).unwrap();
-        }
+        let mut batch = host_burst(&p, 2);
         let mut t = T0;
         let mut run = |batch: &mut Batch<Vec<u8>>| {
             t += 32_000;
@@ -197,15 +107,10 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     // Router: verify (level-2 derivation + V_i + Ṽ_i) + classify + bucket.
-    let (template, mut gw) = setup(3, 6_000_000_000);
+    let (template, mut gw) = setup(3, RATE_BPS);
     let mut pkt = template.clone();
     gw.process(&mut pkt, Now::from_unix_ns(T0)).unwrap();
-    let cfg = RouterConfig {
-        local_ia: Ia::new(1, 100),
-        capacity_bps: 100_000_000_000,
-        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(6_000_000_000)) }],
-        ..Default::default()
-    };
+    let cfg = router_config();
     let mut cl = Classifier::new(&cfg, router_keys(), T0).unwrap();
     assert_eq!(cl.classify(&pkt, Now::from_unix_ns(T0)), Ok(zlane::class::G));
     let mut i = 0u64;
@@ -236,21 +141,10 @@ fn bench(c: &mut Criterion) {
 
     // The same work through the stage, one burst of 32 packets from 32
     // different hosts (32 different level-2 keys) per iteration.
-    let path3 = bench_path(3);
-    let (_, mut gw3) = setup_on(&path3, 6_000_000_000, 0);
-    let burst: Vec<Vec<u8>> = (0..32u8)
-        .map(|h| {
-            let mut p = host_packet(&path3, HostAddr::V4([10, 0, 1, h]));
-            let out = gw3.process(&mut p, Now::from_unix_ns(T0));
-            assert_eq!(out, Ok(zlane::gateway::GatewayOutcome::Authorized));
-            p
-        })
-        .collect();
+    let path3 = path(3);
+    let (_, mut gw3) = gateway(&path3, RATE_BPS, 0);
+    let mut batch = authorized_burst(&mut gw3, &path3, 1);
     let mut stage = ZlaneClassify::new(Classifier::new(&cfg, router_keys(), T0).unwrap());
-    let mut batch: Batch<Vec<u8>> = Batch::new();
-    for p in &burst {
-        batch.push(p.clone(), 0).unwrap();
-    }
     let mut k = 0u64;
     let mut run_burst = |batch: &mut Batch<Vec<u8>>| {
         // 32 packets per 32 µs stay below the 6 Gbit/s bucket: all G.

@@ -16,92 +16,20 @@
 
 use std::hint::black_box;
 
-use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
-use mac::{Cmac, Key};
-use packet::scion::{AddrHdrRepr, RawHostAddr, ScionPathRepr};
-use packet::{HostAddr, Ia};
 use pipeline::{Batch, Egress, Now, Stage};
-use scion::build::{self, HopSpec};
-use scion::ForwardingKey;
-use zlane::config::GatewayConfig;
-use zlane::config::{Origin, Rate, RateConfig, RouterConfig};
-use zlane::keys::{RouterKeys, EPIC_Z_PROTOCOL};
 use zlane::{Classifier, Gateway, Scheduler, SchedulerConfig, ZlaneClassify, ZlaneGateway};
+
+#[path = "../benches/support/fixture.rs"]
+mod fixture;
+
+use fixture::{authorized_burst, gateway, host_burst, path, router_config, router_keys};
+use fixture::{RATE_BPS, T0};
 
 /// Packets per measured path.
 const N: u64 = 10_000;
-const T0: u64 = 1_700_000_000_000_000_000;
-const SRC: Ia = Ia::new(1, 10);
-
-fn sv() -> SecretValue {
-    let epoch = Epoch::new(1_699_990_000, 1_700_076_400).unwrap();
-    SecretValue::derive(b"bench master secret", Protocol::GENERIC, epoch).unwrap()
-}
-
-fn router_keys() -> RouterKeys {
-    let mut k = RouterKeys::new(4096, 0x5eed, DEFAULT_GRACE_NS);
-    k.install(sv()).unwrap();
-    k
-}
-
-fn path(hops: usize) -> ScionPathRepr {
-    let specs: Vec<HopSpec> = (0..hops as u16)
-        .map(|i| HopSpec {
-            key: ForwardingKey::new(&Key::from([i as u8 + 1; 16])),
-            cons_ingress: i,
-            cons_egress: i + 1,
-            exp_time: 255,
-        })
-        .collect();
-    build::path(&[build::segment(true, 7, 1_700_000_000, &specs)]).unwrap()
-}
-
-fn host_packet(path: &ScionPathRepr, host: HostAddr) -> Vec<u8> {
-    let raw = RawHostAddr::from(host);
-    let hdr = AddrHdrRepr {
-        qos: 0,
-        flow_id: 1,
-        next_hdr: 17,
-        payload_len: 0,
-        dst_ia: Ia::new(1, 99),
-        src_ia: SRC,
-        dst_host: raw,
-        src_host: raw,
-    };
-    let k = Cmac::new(&sv().level1(SRC).generic_as_host(Protocol(EPIC_Z_PROTOCOL), &host));
-    let keys: Vec<_> = (0..path.num_hf()).map(|_| &k).collect();
-    zlane::host::epic_packet(&hdr, path, &keys, 0, 0, 1, &[0; 100]).unwrap()
-}
-
-fn gateway(path: &ScionPathRepr, rate: u64, hosts: u32) -> (Vec<u8>, Gateway) {
-    let pkt = host_packet(path, HostAddr::V4([10, 0, 0, 1]));
-    let s = sv();
-    let mut gw = Gateway::new(GatewayConfig {
-        host_capacity: 32_000,
-        default_rate_bps: rate,
-        burst: 65_535,
-        ..Default::default()
-    })
-    .unwrap();
-    for (i, h) in path.hops().iter().enumerate() {
-        let ia = Ia::new(1, 100 + i as u64);
-        gw.set_as_key(ia, &s.level1_key(SRC));
-        gw.register_hop(h.mac, ia);
-    }
-    for n in 0..hosts {
-        let mut p = pkt.clone();
-        let mut h = packet::scion::ScionHeader::new_unchecked(&mut p[..]);
-        h.src_host_bytes_mut().copy_from_slice(&(0x0b00_0000 + n).to_be_bytes());
-        let _ = gw.process(&mut p, Now::from_unix_ns(T0));
-    }
-    (pkt, gw)
-}
 
 fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    fixture::cpu_ns().unwrap_or(0)
 }
 
 fn report(name: &str, per: u64, f: impl FnOnce()) {
@@ -228,7 +156,7 @@ fn gateway_paths() {
     let runs: [(usize, GatewayRun); 3] =
         [(1, run_gateway_l1), (3, run_gateway_l3), (8, run_gateway_l8)];
     for (l, run) in runs {
-        let (mut pkt, mut gw) = gateway(&path(l), 6_000_000_000, 32_000);
+        let (mut pkt, mut gw) = gateway(&path(l), RATE_BPS, 32_000);
         report(&format!("gateway l={l}"), 1, || run(&mut gw, &mut pkt));
         assert!(gw.counters().authorized >= N);
     }
@@ -236,12 +164,9 @@ fn gateway_paths() {
         [(1, run_gateway_burst_l1), (3, run_gateway_burst_l3), (8, run_gateway_burst_l8)];
     for (l, run) in bursts {
         let p = path(l);
-        let (_, gw) = gateway(&p, 6_000_000_000, 0);
+        let (_, gw) = gateway(&p, RATE_BPS, 0);
         let mut stage = ZlaneGateway::new(gw);
-        let mut batch: Batch<Vec<u8>> = Batch::new();
-        for h in 0..32u8 {
-            batch.push(host_packet(&p, HostAddr::V4([10, 0, 2, h])), 0).unwrap();
-        }
+        let mut batch = host_burst(&p, 2);
         report(&format!("gateway burst of 32, l={l}"), 32, || run(&mut stage, &mut batch));
         assert_eq!(stage.gateway().counters().demoted, 0);
     }
@@ -252,26 +177,15 @@ fn gateway_paths() {
 
 fn router_paths() {
     let p3 = path(3);
-
-    let cfg = RouterConfig {
-        local_ia: Ia::new(1, 100),
-        capacity_bps: 100_000_000_000,
-        rates: vec![RateConfig { origin: Origin::As(SRC), rate: Some(Rate::Bps(6_000_000_000)) }],
-        ..Default::default()
-    };
-    let (mut pkt, mut gw) = gateway(&p3, 6_000_000_000, 0);
+    let cfg = router_config();
+    let (mut pkt, mut gw) = gateway(&p3, RATE_BPS, 0);
     gw.process(&mut pkt, Now::from_unix_ns(T0)).unwrap();
     let mut cl = Classifier::new(&cfg, router_keys(), T0).unwrap();
     report("epic_fields", 1, || run_epic_fields(&pkt));
     report("router one packet", 1, || run_router(&mut cl, &pkt));
     assert_eq!(cl.counters().classes[2], N);
 
-    let mut batch: Batch<Vec<u8>> = Batch::new();
-    for h in 0..32u8 {
-        let mut p = host_packet(&p3, HostAddr::V4([10, 0, 1, h]));
-        gw.process(&mut p, Now::from_unix_ns(T0)).unwrap();
-        batch.push(p, 0).unwrap();
-    }
+    let mut batch = authorized_burst(&mut gw, &p3, 1);
     let mut stage = ZlaneClassify::new(Classifier::new(&cfg, router_keys(), T0).unwrap());
     // `PROFILE_REPEAT=k` repeats the measured loop k times (native timing:
     // the CPU-time clock may tick coarsely; callgrind runs need only one).

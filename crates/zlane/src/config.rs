@@ -351,6 +351,15 @@ impl Validate for RouterConfig {
         }
         self.resolve().map(drop)
     }
+
+    /// The host-key cache and the duplicate-suppression filter.
+    fn footprint(&self) -> u64 {
+        let replay = self.replay_pps.map_or(0, |pps| {
+            let window = self.freshness.past_ns.saturating_add(self.freshness.future_ns);
+            ReplayFilter::memory_for(window.max(1), pps, REPLAY_FP) as u64
+        });
+        crate::keys::HostKeyCache::bytes_for(self.host_key_cache).saturating_add(replay)
+    }
 }
 
 /// What to do with packets over their host's rate.
@@ -550,6 +559,11 @@ impl Validate for GatewayConfig {
         }
         Ok(())
     }
+
+    /// The host table.
+    fn footprint(&self) -> u64 {
+        crate::host_table::HostTable::bytes_for(self.host_capacity)
+    }
 }
 
 /// The `zlane` egress: the five-queue scheduler of one egress interface.
@@ -595,6 +609,11 @@ impl Validate for SchedulerConfig {
         at_least("burst_bytes", self.burst_bytes, MIN_BURST_BYTES)?;
         at_least("g_burst_bytes", self.g_burst_bytes, MIN_BURST_BYTES)?;
         at_least("quantum_bytes", self.quantum_bytes.into(), MIN_BURST_BYTES)
+    }
+
+    /// The five queues' slots (a buffer handle each, allocated up front).
+    fn footprint(&self) -> u64 {
+        self.queue_packets.iter().map(|&q| q as u64).fold(0, u64::saturating_add) * 16
     }
 }
 

@@ -90,6 +90,13 @@ pub(crate) struct HostTable {
 }
 
 impl HostTable {
+    /// Bytes the table of a gateway with `host_capacity` hosts allocates.
+    pub(crate) fn bytes_for(host_capacity: usize) -> u64 {
+        let cap = host_capacity.max(1).saturating_mul(2).checked_next_power_of_two();
+        let slots = cap.unwrap_or(usize::MAX) as u64;
+        slots.saturating_mul(core::mem::size_of::<HostEntry>() as u64)
+    }
+
     /// A table for a validated configuration, its pinned hosts in place;
     /// `hosts[i]` if a pinned host finds no room in its probe window.
     pub(crate) fn new(cfg: &GatewayConfig) -> Result<Self, Invalid> {

@@ -176,6 +176,13 @@ pub struct HostKeyCache {
 }
 
 impl HostKeyCache {
+    /// Bytes a cache of `capacity` entries allocates.
+    pub fn bytes_for(capacity: usize) -> u64 {
+        let cap = capacity.max(2).checked_next_power_of_two().unwrap_or(usize::MAX) as u64;
+        let entry = core::mem::size_of::<HostTag>() + core::mem::size_of::<Option<HostKeys>>();
+        cap.saturating_mul(entry as u64 + 1)
+    }
+
     /// A cache of at least `capacity` entries (≥ 1), hash seed `seed`, for
     /// level-2 keys of DRKey protocol id `protocol` (generic derivation).
     pub fn new(capacity: usize, seed: u64, protocol: u16) -> Self {

@@ -9,8 +9,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use adapters::pb;
+use control::client::Client;
 
 /// The bearer token every test router accepts.
 pub const TOKEN: &str = "ctl-test-token-0123456789abcdef";
@@ -31,6 +33,13 @@ pub struct Env {
     pub metrics: Option<SocketAddr>,
 }
 
+impl Env {
+    /// A client of the router's control API with [`TOKEN`].
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.addr, Some(TOKEN)).await.unwrap()
+    }
+}
+
 impl Drop for Env {
     fn drop(&mut self) {
         self.plane.stop();
@@ -48,6 +57,16 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 /// Parses a router configuration given inline.
 pub fn config(name: &str, toml: &str) -> runtime::RouterConfig {
     runtime::config::parse(toml, format!("{name}.toml").as_ref()).expect("test configuration")
+}
+
+/// The example configuration `file` of `config/`, unpinned, running until
+/// stopped.
+pub fn example(file: &str) -> runtime::RouterConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config").join(file);
+    let mut cfg = runtime::config::load_file(&path).expect("example config");
+    cfg.workers.pin = false;
+    cfg.run.duration_ms = None;
+    cfg
 }
 
 /// Starts `cfg` with a control server in `dir` (from [`scratch_dir`]);
@@ -119,4 +138,113 @@ pub fn total_drops(c: &pb::Counters) -> u64 {
 /// Wall-clock Unix seconds.
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// A router on the synthetic backend, paced by the wall clock: `traffic`
+/// (TOML under `[io.synthetic]`: a `traffic = [...]` line or
+/// `[[io.synthetic.traffic]]` tables), `workers` unpinned workers, and
+/// ports 0 and 1 (`port1` adds keys to port 1, such as its `egress`). The
+/// pipeline (`[[pipeline]]` tables) goes after it.
+pub fn wall_clock(traffic: &str, workers: usize, port1: &str) -> String {
+    format!(
+        r#"
+        [io]
+        backend = "synthetic"
+        [io.synthetic]
+        pacing = "wall"
+        {traffic}
+        [workers]
+        count = {workers}
+        pin = false
+        [[ports]]
+        id = 0
+        [[ports]]
+        id = 1
+        {port1}
+        "#
+    )
+}
+
+/// [`wall_clock`] with the pipeline `parse`, then `stages`, then
+/// `port-forward` to port 1.
+pub fn forwarding(traffic: &str, workers: usize, port1: &str, stages: &str) -> String {
+    let head = wall_clock(traffic, workers, port1);
+    format!(
+        r#"{head}
+        [[pipeline]]
+        kind = "parse"
+        {stages}
+        [[pipeline]]
+        kind = "port-forward"
+        port = 1
+        "#
+    )
+}
+
+/// The DRKey secret value the EPIC-Z traffic of [`epic_z_traffic`] is
+/// authenticated with (hex).
+pub const EPIC_SV: &str = "f0e0d0c0b0a090807060504030201000";
+
+/// A traffic group of 5000 packets/s of 200-byte EPIC-Z frames from AS
+/// 1-ff00:0:111 into port 0, authenticated under [`EPIC_SV`]; `extra` adds
+/// keys (its name, flows, …).
+pub fn epic_z_traffic(extra: &str) -> String {
+    format!(
+        r#"
+        [[io.synthetic.traffic]]
+        port = 0
+        rate_pps = 5000
+        template = "epic-z"
+        src_ia = "1-ff00:0:111"
+        fwd_key = "000102030405060708090a0b0c0d0e0f"
+        sv = "{EPIC_SV}"
+        size = 200
+        {extra}
+        "#
+    )
+}
+
+/// A `zlane-classify` stage of AS 1-ff00:0:110 with secret value `sv`
+/// (hex), valid for all of the tests' time; `extra` adds keys.
+pub fn zlane_classify(sv: &str, extra: &str) -> String {
+    format!(
+        r#"
+        [[pipeline]]
+        kind = "zlane-classify"
+        local_ia = "1-ff00:0:110"
+        sv = "{sv}"
+        epoch = [0, 4000000000]
+        {extra}
+        "#
+    )
+}
+
+/// The router's counters.
+pub async fn counters(c: &Client) -> pb::Counters {
+    c.router().get_counters(pb::GetCountersRequest {}).await.unwrap().into_inner()
+}
+
+/// The counters before and after `window`, and the seconds between the
+/// two reads.
+pub async fn counters_over(c: &Client, window: Duration) -> (pb::Counters, pb::Counters, f64) {
+    let a = counters(c).await;
+    let t = Instant::now();
+    tokio::time::sleep(window).await;
+    let b = counters(c).await;
+    (a, b, t.elapsed().as_secs_f64())
+}
+
+/// The router's status.
+pub async fn status(c: &Client) -> pb::RouterStatus {
+    c.router().get_status(pb::GetStatusRequest {}).await.unwrap().into_inner()
+}
+
+/// The sum of the named counters `name` of the scopes starting with
+/// `scope_prefix` (`"stage 1"`, `"egress port 1"`).
+pub fn named(c: &pb::Counters, scope_prefix: &str, name: &str) -> u64 {
+    c.named
+        .iter()
+        .filter(|n| n.scope.starts_with(scope_prefix) && n.name == name)
+        .map(|n| n.value)
+        .sum()
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use control::client::{print, Client, Show};
+use control::client::{lines, print, Client, Show};
 
 use crate::pb;
 
@@ -85,35 +85,22 @@ fn protest_bytes(file: &std::path::Path) -> Result<Vec<u8>, String> {
 
 impl Show for pb::KeyList {
     fn human(&self) -> String {
-        let mut s = String::new();
-        for k in &self.keys {
-            s.push_str(&format!(
-                "epoch {} [{}, {}){}\n",
-                k.epoch,
-                k.not_before_unix,
-                k.not_after_unix,
-                if k.active { " active" } else { "" }
-            ));
-        }
-        if s.is_empty() {
-            s.push_str("no keys\n");
-        }
-        s
+        let line = |k: &pb::KeyInfo| {
+            let active = if k.active { " active" } else { "" };
+            format!("epoch {} [{}, {}){active}", k.epoch, k.not_before_unix, k.not_after_unix)
+        };
+        lines(&self.keys, line, "no keys")
     }
 }
 impl Show for pb::ChannelList {
     fn human(&self) -> String {
-        let mut s = String::new();
-        for c in &self.channels {
-            s.push_str(&format!(
-                "channel {} {:<20} to AS {} m {} CIR {} bit/s CBS {} bytes\n",
+        let line = |c: &pb::Channel| {
+            format!(
+                "channel {} {:<20} to AS {} m {} CIR {} bit/s CBS {} bytes",
                 c.index, c.prefix, c.dst_asn, c.m, c.cir_bps, c.cbs_bytes
-            ));
-        }
-        if s.is_empty() {
-            s.push_str("no channels\n");
-        }
-        s
+            )
+        };
+        lines(&self.channels, line, "no channels")
     }
 }
 fn verdict_line(v: &pb::Verdict) -> String {
@@ -168,17 +155,11 @@ impl Show for pb::ProtestReceipt {
 
 impl Show for pb::VerdictList {
     fn human(&self) -> String {
-        let mut s = format!(
+        let head = format!(
             "verifier key {} (protests admitted {}, rate-limited {})\n",
             self.verifier_public_key_hex, self.admitted, self.refused
         );
-        if self.verdicts.is_empty() {
-            s.push_str("no verdicts\n");
-        }
-        for v in &self.verdicts {
-            s.push_str(&verdict_line(v));
-        }
-        s
+        head + &lines(&self.verdicts, |v| verdict_line(v).trim_end().to_string(), "no verdicts")
     }
 }
 

@@ -48,8 +48,11 @@ use runtime::{BuildContext, ConfigError, Registry};
 
 use crate::params::config_err;
 
+#[cfg(feature = "control")]
 pub mod cli;
+#[cfg(feature = "control")]
 pub mod protest;
+#[cfg(feature = "control")]
 mod service;
 mod sink;
 pub mod templates;
@@ -135,6 +138,7 @@ fn unix_now() -> u64 {
 }
 
 /// The protest verifier's configuration from `[control.fair]`.
+#[cfg(feature = "control")]
 pub(crate) fn protest_config(
     table: &toml::Table,
 ) -> Result<protest::FairProtestConfig, control::config::ControlConfigError> {
@@ -151,6 +155,7 @@ pub(crate) fn protest_config(
 
 /// `FairControl` for `plane`, with the protest verifier if `[control.fair]`
 /// configures one.
+#[cfg(feature = "control")]
 pub(crate) fn services(
     plane: &Arc<control::Plane>,
     cfg: &control::ControlConfig,

@@ -14,7 +14,9 @@ use flowpolice::{Config, FlowPolice};
 use pipeline::{PacketBuf, Stage};
 use runtime::{BuildContext, ConfigError, Registry};
 
+#[cfg(feature = "control")]
 pub mod cli;
+#[cfg(feature = "control")]
 mod service;
 mod templates;
 
@@ -40,6 +42,7 @@ fn build<B: PacketBuf + Send + 'static>(
 }
 
 /// `FlowPoliceControl` for `plane`.
+#[cfg(feature = "control")]
 pub(crate) fn services(
     plane: &std::sync::Arc<control::Plane>,
 ) -> Vec<Box<dyn control::ControlService>> {

@@ -14,8 +14,6 @@ use control::error::CtlError;
 use control::plane::{read_all, Plane};
 use control::service::{blocking, Reply};
 use flowpolice::{FlowPolice, Params};
-use tonic::service::interceptor::InterceptedService;
-use tonic::service::RoutesBuilder;
 use tonic::Request;
 
 use crate::pb;
@@ -26,22 +24,12 @@ const KINDS: &[&str] = &["flowpolice"];
 /// The service, ready for the router's gRPC server.
 pub(crate) struct Service(pub Arc<Plane>);
 
-impl control::ControlService for Service {
-    fn name(&self) -> &'static str {
-        <pb::flow_police_control_server::FlowPoliceControlServer<FlowPoliceSvc> as tonic::server::NamedService>::NAME
-    }
-
-    fn descriptor_set(&self) -> &'static [u8] {
-        pb::FILE_DESCRIPTOR_SET
-    }
-
-    fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: control::auth::Auth) {
-        routes.add_service(InterceptedService::new(
-            pb::flow_police_control_server::FlowPoliceControlServer::new(FlowPoliceSvc(self.0)),
-            auth,
-        ));
-    }
-}
+control::control_service!(
+    Service,
+    pb::flow_police_control_server::FlowPoliceControlServer<FlowPoliceSvc>,
+    FlowPoliceSvc,
+    pb::FILE_DESCRIPTOR_SET
+);
 
 /// `FlowPoliceControl`.
 pub struct FlowPoliceSvc(pub Arc<Plane>);

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use control::client::{print, Client, Show};
+use control::client::{lines, print, Client, Show};
 
 use crate::pb;
 
@@ -90,10 +90,9 @@ pub enum Cmd {
 
 impl Show for pb::ReservationList {
     fn human(&self) -> String {
-        let mut s = String::new();
-        for r in &self.reservations {
-            s.push_str(&format!(
-                "{} {:<18} index {:<2} classes {}/{} interfaces {}->{} expires tick {}{}{}\n",
+        let line = |r: &pb::Reservation| {
+            format!(
+                "{} {:<18} index {:<2} classes {}/{} interfaces {}->{} expires tick {}{}{}",
                 r.kind,
                 r.id,
                 r.index,
@@ -108,12 +107,9 @@ impl Show for pb::ReservationList {
                 } else {
                     String::new()
                 }
-            ));
-        }
-        if s.is_empty() {
-            s.push_str("no reservations\n");
-        }
-        s
+            )
+        };
+        lines(&self.reservations, line, "no reservations")
     }
 }
 impl Show for pb::AdmitReply {

@@ -20,7 +20,9 @@ use sibra::Tick;
 
 use crate::params::config_err;
 
+#[cfg(feature = "control")]
 pub mod cli;
+#[cfg(feature = "control")]
 mod service;
 pub mod templates;
 
@@ -75,6 +77,7 @@ fn build_control<B: PacketBuf>(
 }
 
 /// `SibraControl` for `plane`.
+#[cfg(feature = "control")]
 pub(crate) fn services(
     plane: &std::sync::Arc<control::Plane>,
 ) -> Vec<Box<dyn control::ControlService>> {

@@ -10,8 +10,6 @@ use control::error::CtlError;
 use control::plane::{reach, read_all, Plane};
 use control::service::{blocking, Reply};
 use control::text;
-use tonic::service::interceptor::InterceptedService;
-use tonic::service::RoutesBuilder;
 use tonic::Request;
 
 use crate::pb;
@@ -22,22 +20,12 @@ const KINDS_ADMISSION: &[&str] = &["sibra-control"];
 /// The service, ready for the router's gRPC server.
 pub(crate) struct Service(pub Arc<Plane>);
 
-impl control::ControlService for Service {
-    fn name(&self) -> &'static str {
-        <pb::sibra_control_server::SibraControlServer<SibraSvc> as tonic::server::NamedService>::NAME
-    }
-
-    fn descriptor_set(&self) -> &'static [u8] {
-        pb::FILE_DESCRIPTOR_SET
-    }
-
-    fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: control::auth::Auth) {
-        routes.add_service(InterceptedService::new(
-            pb::sibra_control_server::SibraControlServer::new(SibraSvc(self.0)),
-            auth,
-        ));
-    }
-}
+control::control_service!(
+    Service,
+    pb::sibra_control_server::SibraControlServer<SibraSvc>,
+    SibraSvc,
+    pb::FILE_DESCRIPTOR_SET
+);
 
 /// `SibraControl`.
 pub struct SibraSvc(pub Arc<Plane>);

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use control::client::{print, Client, Show};
+use control::client::{lines, print, Client, Show};
 
 use crate::pb;
 
@@ -101,8 +101,7 @@ fn origin_text(o: &Option<pb::Origin>) -> String {
 
 impl Show for pb::RateList {
     fn human(&self) -> String {
-        let mut s = String::new();
-        for r in &self.rates {
+        let line = |r: &pb::RateEntry| {
             let rate = if r.bps > 0 {
                 format!("{} bit/s", r.bps)
             } else if r.percent_of_g > 0.0 {
@@ -110,12 +109,9 @@ impl Show for pb::RateList {
             } else {
                 "equal share".into()
             };
-            s.push_str(&format!("stage [{}] {:<20} {rate}\n", r.stage, origin_text(&r.origin)));
-        }
-        if s.is_empty() {
-            s.push_str("no explicit rates\n");
-        }
-        s
+            format!("stage [{}] {:<20} {rate}", r.stage, origin_text(&r.origin))
+        };
+        lines(&self.rates, line, "no explicit rates")
     }
 }
 

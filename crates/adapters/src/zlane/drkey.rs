@@ -7,8 +7,6 @@ use control::error::CtlError;
 use control::plane::{change_all, read_all, Plane};
 use control::service::{blocking, Reply};
 use control::text;
-use tonic::service::interceptor::InterceptedService;
-use tonic::service::RoutesBuilder;
 use tonic::Request;
 
 use crate::pb;
@@ -19,22 +17,12 @@ const KINDS: &[&str] = &["zlane-classify"];
 /// The service, ready for the router's gRPC server.
 pub(crate) struct Service(pub Arc<Plane>);
 
-impl control::ControlService for Service {
-    fn name(&self) -> &'static str {
-        <pb::drkey_control_server::DrkeyControlServer<DrkeySvc> as tonic::server::NamedService>::NAME
-    }
-
-    fn descriptor_set(&self) -> &'static [u8] {
-        pb::FILE_DESCRIPTOR_SET
-    }
-
-    fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: control::auth::Auth) {
-        routes.add_service(InterceptedService::new(
-            pb::drkey_control_server::DrkeyControlServer::new(DrkeySvc(self.0)),
-            auth,
-        ));
-    }
-}
+control::control_service!(
+    Service,
+    pb::drkey_control_server::DrkeyControlServer<DrkeySvc>,
+    DrkeySvc,
+    pb::FILE_DESCRIPTOR_SET
+);
 
 /// `DrkeyControl`.
 pub struct DrkeySvc(pub Arc<Plane>);

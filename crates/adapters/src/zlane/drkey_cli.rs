@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use control::client::{print, Client, Show};
+use control::client::{lines, print, Client, Show};
 
 use crate::pb;
 
@@ -28,19 +28,11 @@ pub enum Cmd {
 
 impl Show for pb::EpochList {
     fn human(&self) -> String {
-        let mut s = String::new();
-        for e in &self.epochs {
-            s.push_str(&format!(
-                "[{}, {}){}\n",
-                e.not_before_unix,
-                e.not_after_unix,
-                if e.current { " current" } else { "" }
-            ));
-        }
-        if s.is_empty() {
-            s.push_str("no epochs installed\n");
-        }
-        s
+        let line = |e: &pb::Epoch| {
+            let current = if e.current { " current" } else { "" };
+            format!("[{}, {}){current}", e.not_before_unix, e.not_after_unix)
+        };
+        lines(&self.epochs, line, "no epochs installed")
     }
 }
 

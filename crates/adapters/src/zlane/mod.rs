@@ -16,10 +16,15 @@ use zlane::{
     ZlaneGateway,
 };
 
+#[cfg(feature = "control")]
 pub mod cli;
+#[cfg(feature = "control")]
 mod drkey;
+#[cfg(feature = "control")]
 pub mod drkey_cli;
+#[cfg(feature = "control")]
 mod rates;
+#[cfg(feature = "control")]
 mod service;
 pub mod templates;
 
@@ -55,6 +60,7 @@ fn build_scheduler<B: PacketBuf + Send + 'static>(
 }
 
 /// `ZlaneControl` and `DrkeyControl` for `plane`.
+#[cfg(feature = "control")]
 pub(crate) fn services(
     plane: &std::sync::Arc<control::Plane>,
 ) -> Vec<Box<dyn control::ControlService>> {

@@ -10,8 +10,6 @@ use control::error::CtlError;
 use control::plane::Plane;
 use control::service::{blocking, Reply};
 use control::text;
-use tonic::service::interceptor::InterceptedService;
-use tonic::service::RoutesBuilder;
 use tonic::{Request, Response};
 
 use pipeline::Validate;
@@ -31,22 +29,12 @@ const KINDS_EGRESS: &[&str] = &["zlane"];
 /// The service, ready for the router's gRPC server.
 pub(crate) struct Service(pub Arc<Plane>);
 
-impl control::ControlService for Service {
-    fn name(&self) -> &'static str {
-        <pb::zlane_control_server::ZlaneControlServer<ZlaneSvc> as tonic::server::NamedService>::NAME
-    }
-
-    fn descriptor_set(&self) -> &'static [u8] {
-        pb::FILE_DESCRIPTOR_SET
-    }
-
-    fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: control::auth::Auth) {
-        routes.add_service(InterceptedService::new(
-            pb::zlane_control_server::ZlaneControlServer::new(ZlaneSvc(self.0)),
-            auth,
-        ));
-    }
-}
+control::control_service!(
+    Service,
+    pb::zlane_control_server::ZlaneControlServer<ZlaneSvc>,
+    ZlaneSvc,
+    pb::FILE_DESCRIPTOR_SET
+);
 
 /// `ZlaneControl`.
 pub struct ZlaneSvc(pub Arc<Plane>);

@@ -6,6 +6,7 @@
 //! (see [`crate::scion::ScionPacket`] for the whole walk).
 
 use crate::field::{be16, be32, be64, put16, put32, put64};
+use crate::view::view;
 use crate::{Error, HostAddr, Ia, Result};
 
 /// Length of the SCION common header.
@@ -134,27 +135,17 @@ pub const fn host_len(code: u8) -> usize {
     ((code & 0b11) as usize + 1) * 4
 }
 
-/// A view over a SCION packet starting at its common header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScionHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over a SCION packet starting at its common header.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ScionHeader<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline(always)]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> ScionHeader<T> {
-    /// Wraps a buffer without checking it; getters may panic on a short or
-    /// inconsistent buffer. Use for emitting into a fresh buffer.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        ScionHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline(always)]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let h = ScionHeader { buffer };
-        h.check_len()?;
-        Ok(h)
-    }
-
     /// Validates the common and address headers against the buffer:
     /// version 0, `HdrLen` covers at least common + address header and fits in
     /// the buffer, and `PayloadLen` bytes follow the header. Bytes after the
@@ -176,11 +167,6 @@ impl<T: AsRef<[u8]>> ScionHeader<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Releases the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The underlying buffer.

@@ -1,6 +1,7 @@
 //! The standard SCION path (PathType 1): PathMetaHdr, info fields, hop fields.
 
 use crate::field::{be16, be32, put16, put32};
+use crate::view::view;
 use crate::{Error, Result};
 
 /// Length of the path meta header.
@@ -108,29 +109,20 @@ impl Meta {
     }
 }
 
-/// A view over a SCION path (PathType 1) starting at its PathMetaHdr.
-///
-/// The buffer may extend past the path (e.g. into the payload);
-/// [`path_len`](Self::path_len) says where it ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScionPath<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over a SCION path (PathType 1) starting at its PathMetaHdr.
+    ///
+    /// The buffer may extend past the path (e.g. into the payload);
+    /// [`path_len`](Self::path_len) says where it ends.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ScionPath<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    #[inline]
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> ScionPath<T> {
-    /// Wraps a buffer without checking; accessors may panic on bad input.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        ScionPath { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = ScionPath { buffer };
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Validates the path: SegLens contiguous from Seg0 and not all zero, at
     /// most 64 hop fields, CurrINF a valid segment, CurrHF inside that
     /// segment, and all info and hop fields inside the buffer.
@@ -146,11 +138,6 @@ impl<T: AsRef<[u8]>> ScionPath<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Releases the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     #[inline(always)]
@@ -380,26 +367,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ScionPath<T> {
     }
 }
 
-/// A view over one 8-byte info field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InfoField<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over one 8-byte info field.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct InfoField<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    new_checked => at_least(INFO_LEN);
 }
 
 impl<T: AsRef<[u8]>> InfoField<T> {
-    /// Wraps a buffer without checking.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        InfoField { buffer }
-    }
-
-    /// Wraps a buffer of at least 8 bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        if buffer.as_ref().len() < INFO_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(InfoField { buffer })
-    }
-
     /// Flags byte (`r r r r r r P C`).
     #[inline]
     pub fn flags(&self) -> u8 {
@@ -471,26 +448,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InfoField<T> {
     }
 }
 
-/// A view over one 12-byte hop field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HopField<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over one 12-byte hop field.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct HopField<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    new_checked => at_least(HOP_LEN);
 }
 
 impl<T: AsRef<[u8]>> HopField<T> {
-    /// Wraps a buffer without checking.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        HopField { buffer }
-    }
-
-    /// Wraps a buffer of at least 12 bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        if buffer.as_ref().len() < HOP_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(HopField { buffer })
-    }
-
     /// Flags byte (`r r r r r r I E`).
     #[inline]
     pub fn flags(&self) -> u8 {

@@ -1,5 +1,11 @@
 use super::*;
 
+/// Shared with the integration tests. `stage/tests.rs` loads it too: two
+/// copies in the unit-test build, on purpose.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 fn cfg() -> AdmissionConfig {
     AdmissionConfig {
         interfaces: vec![
@@ -11,22 +17,22 @@ fn cfg() -> AdmissionConfig {
 }
 
 fn info(exp: u32, fwd: u8, rev: u8, idx: u8) -> ResvInfo {
-    ResvInfo {
-        exp_tick: Tick(exp),
-        bw_fwd: BwClass::new(fwd).unwrap(),
-        bw_rev: BwClass::new(rev).unwrap(),
-        index: ResvIdx::new(idx).unwrap(),
-        fwd: true,
-        fail_hop: 0,
-    }
+    common::resv_info(Tick(exp), fwd, rev, idx)
+}
+
+/// An admission of [`cfg`] at tick 100 that granted steady reservation
+/// `id` (interface 1 → 2, `info`), and the request.
+fn granted_at_100(id: SteadyId, info: ResvInfo) -> (Admission, SteadyRequest) {
+    let mut a = Admission::new(cfg(), Tick(100)).unwrap();
+    let r = SteadyRequest { id, ingress: 1, egress: 2, info };
+    assert_eq!(a.steady(&r, Tick(100)).unwrap(), Decision::Granted);
+    (a, r)
 }
 
 #[test]
 fn listing_revocation_and_split() {
-    let mut a = Admission::new(cfg(), Tick(100)).unwrap();
     let id = SteadyId::new(10, 7);
-    let r = SteadyRequest { id, ingress: 1, egress: 2, info: info(110, 8, 8, 3) };
-    assert_eq!(a.steady(&r, Tick(100)).unwrap(), Decision::Granted);
+    let (mut a, r) = granted_at_100(id, info(110, 8, 8, 3));
     let v: Vec<SteadyView> = a.steady_reservations().collect();
     assert_eq!(v.len(), 1);
     assert_eq!((v[0].id, v[0].ingress, v[0].egress), (id, 1, 2));
@@ -49,10 +55,8 @@ fn listing_revocation_and_split() {
 
 #[test]
 fn steady_grant_accounting_and_expiry() {
-    let mut a = Admission::new(cfg(), Tick(100)).unwrap();
     let id = SteadyId::new(10, 1);
-    let r = SteadyRequest { id, ingress: 1, egress: 2, info: info(110, 12, 10, 0) };
-    assert_eq!(a.steady(&r, Tick(100)).unwrap(), Decision::Granted);
+    let (mut a, r) = granted_at_100(id, info(110, 12, 10, 0));
     let c12 = BwClass::new(12).unwrap().bps();
     let c10 = BwClass::new(10).unwrap().bps();
     assert_eq!(a.steady_used(1, Dir::In, Tick(100)), c12);
@@ -175,10 +179,8 @@ fn core_contract_replaces_bandwidth_as_weight() {
 
 #[test]
 fn interfaces_change_in_place_keeping_reservations() {
-    let mut a = Admission::new(cfg(), Tick(100)).unwrap();
     let id = SteadyId::new(10, 7);
-    let r = SteadyRequest { id, ingress: 1, egress: 2, info: info(110, 8, 8, 3) };
-    assert_eq!(a.steady(&r, Tick(100)).unwrap(), Decision::Granted);
+    let (mut a, r) = granted_at_100(id, info(110, 8, 8, 3));
     let used = a.steady_used(1, Dir::In, Tick(100));
     // Share down to 0 and back up with more capacity and a new interface:
     // the reservation and its accounting stay.

@@ -15,15 +15,17 @@ use crate::monitor::{CoreConfig, CoreMonitor};
 use crate::mutate::{apply, arb_mutation, Mutation};
 use crate::token::{issue_chain, Key, SofKeys, TokenCheck};
 use crate::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, SteadyId, Tick};
-use packet::scion::{next_hdr, AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr, SibraPathRepr};
+use packet::scion::SibraPathRepr;
 use packet::Ia;
-use pipeline::{Batch, DropReason, Meta, Now, Stage, Verdict, BURST};
+use pipeline::{Batch, DropReason, Meta, Stage, Verdict, BURST};
 
-const NOW_S: u64 = 1_700_000_000;
+/// Shared with the integration tests. `admission/tests.rs` loads it too: two
+/// copies in the unit-test build, on purpose.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
-fn now() -> Now {
-    Now::from_unix_ns(NOW_S * 1_000_000_000)
-}
+use common::{now, plain_scion_packet, resv_info};
 
 fn keys(n: u8) -> SofKeys {
     SofKeys::new(&Key::from([n; 16]))
@@ -38,14 +40,7 @@ fn cfg() -> RouterConfig {
 }
 
 fn info(exp: Tick) -> ResvInfo {
-    ResvInfo {
-        exp_tick: exp,
-        bw_fwd: BwClass::new(20).unwrap(),
-        bw_rev: BwClass::new(18).unwrap(),
-        index: ResvIdx::new(2).unwrap(),
-        fwd: true,
-        fail_hop: 0,
-    }
+    resv_info(exp, 20, 18, 2)
 }
 
 fn block(ids: &[u8], hops: &[(u16, u16)], exp: Tick) -> ActiveBlock {
@@ -129,22 +124,7 @@ fn templates() -> Vec<(Vec<u8>, u16)> {
     p.request = None;
     out.push((frame(&p, 0), 2));
     // Not SIBRA.
-    let repr = ScionRepr {
-        hdr: AddrHdrRepr {
-            qos: 0,
-            flow_id: 0,
-            next_hdr: next_hdr::UDP,
-            payload_len: 0,
-            dst_ia: Ia::new(1, 2),
-            src_ia: Ia::new(1, 3),
-            dst_host: RawHostAddr::new(0, &[1, 2, 3, 4]).unwrap(),
-            src_host: RawHostAddr::new(0, &[1, 2, 3, 5]).unwrap(),
-        },
-        path: PathRepr::Empty,
-    };
-    let mut pkt = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut pkt).unwrap();
-    out.push((pkt, 2));
+    out.push((plain_scion_packet(), 2));
     out
 }
 

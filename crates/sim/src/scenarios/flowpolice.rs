@@ -76,49 +76,23 @@
 //! period still spans tens of RTTs, and `K_th` is kept at 128.
 
 use std::cell::RefCell;
-use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use ::flowpolice::config::{Config, LinkLayer};
-use ::flowpolice::egress::{self as fp_egress, EgressConfig};
-use ::flowpolice::host::ipv4_packet;
-use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
-use ::flowpolice::FlowPolice;
-use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
-use pipeline::{Batch, Element, Frame, Now, PacketBuf, Pipeline, Stage};
+use ::flowpolice::{FlowPolice, InitialWindow, OverWindow, Params};
+use pipeline::Frame;
 use serde::Deserialize;
 
-use super::fp_client::{CapClient, Mark, PuzzleLevels};
+use super::fp_client::{HostPair, Mark, PuzzleLevels};
+use super::fp_world::{self, World, EPOCH_UNIX_NS};
 use super::{positive, RunOpts, ScenarioError};
-use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
+use crate::net::{Cwnd, EmitCtx, Feedback, Sim, Source};
 use crate::report::{Plot, Report, Series};
 
-const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
-/// Statistics group of the legitimate senders.
-pub const GROUP_LEGIT: u16 = 0;
-/// Statistics group of the attackers.
-pub const GROUP_ATTACK: u16 = 1;
-/// The attacked server (declared protected: flows are per source).
-const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-
-/// The router's stage, shared with the `exact` attackers: the hypothetical
-/// attacker of the thesis *knows* its allowed rate, so it reads its window
-/// from the router (an oracle; nothing else does).
-struct Shared(Arc<Mutex<FlowPolice>>);
-
-impl Element for Shared {
-    fn name(&self) -> &str {
-        "flowpolice"
-    }
-}
-
-impl Stage<Frame> for Shared {
-    fn process(&mut self, batch: &mut Batch<Frame>, now: Now) {
-        let mut fp = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        Stage::<Frame>::process(&mut *fp, batch, now);
-    }
-}
+pub use super::fp_world::{GROUP_ATTACK, GROUP_LEGIT};
+/// The protocol's types under the names the scenario API gave them when it
+/// kept its own copies (the scenario file spells them as the protocol does).
+pub use ::flowpolice::{InitialWindow as InitialWindowParam, OverWindow as OverWindowParam};
 
 /// How the attackers behave.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -193,55 +167,9 @@ pub struct Fig53Params {
     /// Strategies to run.
     pub strategies: Vec<Strategy>,
     /// The router's `R_W` ([`flowpolice::InitialWindow`]).
-    pub initial_window: InitialWindowParam,
+    pub initial_window: InitialWindow,
     /// The router's over-window policy ([`flowpolice::OverWindow`]).
-    pub over_window: OverWindowParam,
-}
-
-/// [`flowpolice::InitialWindow`] in the scenario file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum InitialWindowParam {
-    /// `P_R` (the spec's default).
-    Received,
-    /// `P_R · (1 − recentLoss)`.
-    Delivered,
-}
-
-impl From<InitialWindowParam> for ::flowpolice::InitialWindow {
-    fn from(v: InitialWindowParam) -> Self {
-        match v {
-            InitialWindowParam::Received => Self::Received,
-            InitialWindowParam::Delivered => Self::Delivered,
-        }
-    }
-}
-
-/// [`flowpolice::OverWindow`] in the scenario file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum OverWindowParam {
-    /// Thesis marking only.
-    Demote,
-    /// Drop over the window while misbehaving, release on back-off (the
-    /// crate default).
-    DropWhenMisbehaving,
-    /// Drop over the window while the smoothed loss is high (no back-off
-    /// release; locks out TCP-like flows that start under a flood).
-    DropWhileLossy,
-    /// Always drop over the window.
-    Drop,
-}
-
-impl From<OverWindowParam> for ::flowpolice::OverWindow {
-    fn from(v: OverWindowParam) -> Self {
-        match v {
-            OverWindowParam::Demote => Self::Demote,
-            OverWindowParam::DropWhenMisbehaving => Self::DropWhenMisbehaving,
-            OverWindowParam::DropWhileLossy => Self::DropWhileLossy,
-            OverWindowParam::Drop => Self::Drop,
-        }
-    }
+    pub over_window: OverWindow,
 }
 
 impl Default for Fig53Params {
@@ -267,24 +195,23 @@ impl Default for Fig53Params {
             bin_ms: 250.0,
             tick_us: 100.0,
             strategies: vec![Strategy::Exact, Strategy::Probing, Strategy::NonComplying],
-            initial_window: InitialWindowParam::Delivered,
-            over_window: OverWindowParam::DropWhenMisbehaving,
+            initial_window: InitialWindow::Delivered,
+            over_window: OverWindow::DropWhenMisbehaving,
         }
     }
 }
 
 impl Fig53Params {
     fn validate(&self) -> Result<(), ScenarioError> {
+        fp_world::check_load(
+            self.capacity_mbps,
+            self.attackers,
+            self.legit,
+            self.attack_volume,
+            self.legit_demand,
+            self.packet_bytes,
+        )?;
         let bad = |m: &str| Err(ScenarioError::Param(m.into()));
-        if !positive(self.capacity_mbps) || self.attackers == 0 || self.legit == 0 {
-            return bad("capacity_mbps, attackers and legit must be positive");
-        }
-        if !positive(self.attack_volume) || !positive(self.legit_demand) {
-            return bad("attack_volume and legit_demand must be positive");
-        }
-        if self.packet_bytes < 20 + REQUEST_LEN + crate::net::TAG_LEN || self.packet_bytes > 1500 {
-            return bad("packet_bytes must lie in [72, 1500]");
-        }
         if !positive(self.rtt_ms) || !positive(self.bin_ms) || !positive(self.tick_us) {
             return bad("rtt_ms, bin_ms and tick_us must be positive");
         }
@@ -327,7 +254,7 @@ pub struct Fig53Run {
 
 enum Mode {
     /// TCP-like window, paced at a maximum rate.
-    Aimd { max_rate_bps: f64, cwnd: f64, in_flight: u32, last_cut: u64 },
+    Aimd { max_rate_bps: f64, window: Cwnd },
     /// Flat rate (CBR with ±10 % jitter).
     Flat { rate_bps: f64 },
 }
@@ -336,18 +263,9 @@ enum Mode {
 /// echo folded in (capabilities come back half an RTT after delivery).
 struct FpHost {
     mode: Mode,
-    group: u16,
-    fp: CapClient,
-    regular: Vec<u8>,
-    request_len: usize,
-    next: Option<u64>,
-    last_send: u64,
-    stop_ns: u64,
-    seq: u32,
+    host: HostPair,
     /// Delivered privileged bytes, by group (shared with the scenario).
     privileged: Rc<RefCell<[u64; 2]>>,
-    /// Reacts to best-effort marks reported by the receiver (see [`Fig53Params::legit_mark_aware`]).
-    mark_aware: bool,
     /// Flat senders only: stop at the first best-effort mark of a period
     /// and resume when the router's next period begins (the `exact` attacker).
     window_exact: bool,
@@ -364,21 +282,19 @@ impl FpHost {
         if self.window_exact {
             // Router time is the simulation's virtual time (ms): the period
             // ends D_p after its wire timestamp.
-            let resume = u64::from(ts) * 1_000_000 + self.fp.period_ns + 1_000_000;
+            let resume = u64::from(ts) * 1_000_000 + self.host.fp.period_ns + 1_000_000;
             if resume > self.paused_until {
                 self.paused_until = resume;
-                if self.next.is_some() {
-                    self.next = Some(resume.max(at)).filter(|&t| t < self.stop_ns);
+                if self.host.next.is_some() {
+                    self.host.plan(Some(resume.max(at)));
                 }
             }
         }
-        if self.mark_aware {
-            let rtt = self.fp.rtt_ns;
-            if let Mode::Aimd { cwnd, last_cut, .. } = &mut self.mode {
-                if at >= *last_cut + rtt {
-                    *cwnd = (*cwnd / 2.0).max(1.0);
-                    *last_cut = at;
-                }
+        // Reacts to best-effort marks reported by the receiver (see
+        // [`Fig53Params::legit_mark_aware`]).
+        if self.host.mark_aware {
+            if let Mode::Aimd { window, .. } = &mut self.mode {
+                window.cut(at, self.host.fp.rtt_ns);
             }
         }
     }
@@ -390,7 +306,8 @@ impl FpHost {
     fn window_used_up(&mut self, now: u64) -> bool {
         let Some(o) = &self.oracle else { return false };
         let fp = o.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(e) = fp.router().flow(u64::from(u32::from(self.fp.src))) else { return false };
+        let flow = fp.router().flow(u64::from(u32::from(self.host.fp.src)));
+        let Some(e) = flow else { return false };
         if !(e.completed_first_period() && e.rate_limited()) {
             return false;
         }
@@ -406,114 +323,90 @@ impl FpHost {
         if next <= now {
             return false;
         }
-        self.next = Some(next.min(end)).filter(|&t| t < self.stop_ns);
+        self.host.plan(Some(next.min(end)));
         true
-    }
-
-    fn pace_ns(&self) -> u64 {
-        let rate = match self.mode {
-            Mode::Aimd { max_rate_bps, .. } => max_rate_bps,
-            Mode::Flat { rate_bps } => rate_bps,
-        };
-        (self.regular.len() as f64 * 8.0 * 1e9 / rate) as u64
     }
 
     /// Plans the next emission after one at `now` (or a wake-up at `now`).
     fn reschedule(&mut self, now: u64, gap: u64) {
-        let mut t = match self.mode {
-            Mode::Aimd { cwnd, in_flight, .. } => {
-                if f64::from(in_flight) < cwnd.floor().max(1.0) {
-                    Some((self.last_send + self.pace_ns()).max(now))
-                } else {
-                    None
-                }
+        let h = &self.host;
+        let mut t = match &self.mode {
+            Mode::Aimd { max_rate_bps, window } => {
+                window.open().then(|| (h.last_send + h.pace_ns(*max_rate_bps)).max(now))
             }
-            Mode::Flat { .. } => Some(self.last_send + gap),
+            Mode::Flat { .. } => Some(h.last_send + gap),
         };
-        if let Some(w) = self.fp.request_wake(now) {
+        if let Some(w) = h.fp.request_wake(now) {
             // Waiting for the answer to a request.
             t = Some(w);
         }
-        self.next = t.filter(|&t| t < self.stop_ns);
+        self.host.plan(t);
     }
 }
 
 impl Source for FpHost {
     fn next_ns(&self) -> Option<u64> {
-        self.next
+        self.host.next
     }
 
     fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
         let now = ctx.now_ns;
-        self.fp.apply_echoes(now);
-        if now < self.paused_until && self.fp.sender.has_capability() {
-            self.next = Some(self.paused_until).filter(|&t| t < self.stop_ns);
+        self.host.fp.apply_echoes(now);
+        if now < self.paused_until && self.host.fp.sender.has_capability() {
+            self.host.plan(Some(self.paused_until));
             return None;
         }
-        if self.fp.sender.has_capability() && self.window_used_up(now) {
+        if self.host.fp.sender.has_capability() && self.window_used_up(now) {
             return None;
         }
-        let frame = self.fp.next_frame(ctx, &self.regular, self.request_len);
+        let frame = self.host.next_frame(ctx);
         let gap = match self.mode {
-            Mode::Flat { rate_bps } => {
-                let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
-                (mean * (0.9 + 0.2 * ctx.rng.unit())) as u64
-            }
+            Mode::Flat { rate_bps } => self.host.flood_gap_ns(rate_bps, ctx.rng),
             Mode::Aimd { .. } => 0,
         };
-        let out = frame.map(|mut f| {
-            Tag { group: self.group, source: ctx.index, seq: self.seq }.write(f.data_mut());
-            self.seq = self.seq.wrapping_add(1);
-            self.last_send = now;
-            if let Mode::Aimd { in_flight, .. } = &mut self.mode {
-                *in_flight += 1;
-            }
-            f
-        });
-        if out.is_none() && matches!(self.mode, Mode::Flat { .. }) {
-            self.last_send = now;
+        let sent = frame.is_some();
+        if sent || matches!(self.mode, Mode::Flat { .. }) {
+            self.host.last_send = now;
         }
+        if let (true, Mode::Aimd { window, .. }) = (sent, &mut self.mode) {
+            window.in_flight += 1;
+        }
+        let out = frame.map(|f| self.host.tag(f, ctx.index));
         self.reschedule(now, gap.max(1));
         out
     }
 
     fn feedback_delay_ns(&self) -> Option<u64> {
-        matches!(self.mode, Mode::Aimd { .. }).then_some(self.fp.rtt_ns / 2)
+        matches!(self.mode, Mode::Aimd { .. }).then_some(self.host.fp.rtt_ns / 2)
     }
 
     fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
-        let rtt = self.fp.rtt_ns;
-        if let Mode::Aimd { cwnd, in_flight, last_cut, .. } = &mut self.mode {
-            *in_flight = in_flight.saturating_sub(1);
+        let rtt = self.host.fp.rtt_ns;
+        if let Mode::Aimd { window, .. } = &mut self.mode {
+            window.in_flight = window.in_flight.saturating_sub(1);
             match fb {
-                Feedback::Delivered(_) => *cwnd = (*cwnd + 1.0 / *cwnd).min(1e5),
-                Feedback::Dropped(_) => {
-                    if now_ns >= *last_cut + rtt {
-                        *cwnd = (*cwnd / 2.0).max(1.0);
-                        *last_cut = now_ns;
-                    }
-                }
+                Feedback::Delivered(_) => window.grow(1e5),
+                Feedback::Dropped(_) => window.cut(now_ns, rtt),
             }
-            if self.next.is_none() {
+            if self.host.next.is_none() {
                 self.reschedule(now_ns, 1);
             }
         }
     }
 
     fn on_delivered_packet(&mut self, pkt: &[u8], now_ns: u64) {
-        let (mark, wake) = self.fp.on_delivered(pkt, now_ns);
+        let (mark, wake) = self.host.fp.on_delivered(pkt, now_ns);
         match mark {
             Mark::Privileged => {
-                self.privileged.borrow_mut()[usize::from(self.group.min(1))] += pkt.len() as u64;
+                let g = usize::from(self.host.group.min(1));
+                self.privileged.borrow_mut()[g] += pkt.len() as u64;
             }
-            Mark::WindowExhausted(ts) => self.on_window_exhausted(ts, now_ns + self.fp.rtt_ns / 2),
+            Mark::WindowExhausted(ts) => {
+                self.on_window_exhausted(ts, now_ns + self.host.fp.rtt_ns / 2);
+            }
             Mark::Other => {}
         }
-        if let Some(due) = wake {
-            // A host waiting for its request's answer wakes up for it.
-            let n = self.next.map_or(due, |n| n.min(due));
-            self.next = (n < self.stop_ns).then_some(n);
-        }
+        self.host.wake(wake);
     }
 }
 
@@ -526,89 +419,46 @@ pub fn fig53_run(
     p.validate()?;
     let cap_bps = p.capacity_mbps * 1e6;
     let tick_ns = (p.tick_us * 1e3) as u64;
-    let rtt_ns = (p.rtt_ms * 1e6) as u64;
-    let period_ns = u64::from(p.period_ms) * 1_000_000;
-    let stop_ns = (p.duration_s * 1e9) as u64;
     let bin_ns = (p.bin_ms * 1e6) as u64;
     let attack_start = (p.attack_start_s * 1e9) as u64;
-
-    let policy = PuzzlePolicy { min_level: p.puzzle_level, ..PuzzlePolicy::default() };
-    let first_epoch = policy.epoch_at(EPOCH_UNIX_NS / 1_000_000);
-    let epochs = (p.duration_s * 1e3 / policy.epoch_ms as f64) as usize + 3;
-    let seeds = SeedChain::generate([0x5e; 32], first_epoch, epochs);
-    let make_cfg = |slots| {
-        let key = [0x9d3c_5a1b_77e2_4f01, 0x2f6b_8e4d_13a7_c959];
-        let mut cfg = Config::new(mac::Key::from([0x42; 16]), key, slots, seeds.clone());
-        cfg.link = LinkLayer::Ip;
-        // The victim is a protected server: its traffic is policed per
-        // source (otherwise every sender would share one per-destination flow).
-        cfg.protected_v4 = vec![VICTIM];
-        cfg.puzzle = policy;
-        cfg.params.period_ms = p.period_ms;
-        cfg.params.k_th = p.k_th;
-        cfg.params.initial_window = p.initial_window.into();
-        cfg.params.over_window = p.over_window.into();
-        cfg
+    let levels = PuzzleLevels {
+        base: p.puzzle_level,
+        step: p.legit_retry_level_step,
+        max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
     };
-    // 4096 table lines: room for every host's flow.
-    let stage = FlowPolice::new(make_cfg(4096))
-        .map_err(|e| ScenarioError::Param(format!("flowpolice configuration: {e}")))?;
+    let w =
+        World::new(p.duration_s, p.rtt_ms, p.period_ms, p.packet_bytes, levels, p.legit_mark_aware);
+    let (rtt_ns, period_ns, stop_ns) = (w.rtt_ns, w.period_ns, w.stop_ns);
 
     let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
-    let stage = Arc::new(Mutex::new(stage));
-    let r = sim.add_node(Node::new("flowpolice", Pipeline::new().with(Shared(stage.clone()))));
-    let ecfg = EgressConfig {
-        link_bytes_per_sec: (cap_bps / 8.0) as u64,
-        queue_packets: p.queue_packets,
-        ..EgressConfig::default()
+    // The scenario file names the Algorithm 1 parameters the experiment
+    // varies at its top level (`period_ms` also times the hosts); the others
+    // keep the crate's defaults.
+    let params = Params {
+        period_ms: p.period_ms,
+        k_th: p.k_th,
+        initial_window: p.initial_window,
+        over_window: p.over_window,
+        ..Params::default()
     };
-    let egress = fp_egress::build::<Frame>(&ecfg, 0);
-    let bottleneck = sim.connect(
-        r,
-        0,
-        Box::new(egress),
-        Link::new("bottleneck", cap_bps as u64, rtt_ns / 4, Endpoint::Sink),
-    );
+    let (r, bottleneck, stage) = w.add_router(&mut sim, cap_bps, p.queue_packets, params)?;
 
-    let dst = VICTIM;
     let n_all = f64::from(p.attackers + p.legit);
     let privileged = Rc::new(RefCell::new([0u64; 2]));
     let mut rng = crate::rng::Rng::new(p.seed ^ 0xf10f);
+    let exact = strategy == Strategy::Exact;
     let host = |group: u16, i: u32, mode: Mode, start: u64| {
-        let src = Ipv4Addr::new(10, group as u8, (i >> 8) as u8, i as u8);
-        let reg =
-            ipv4_packet(src, dst, &[0; REGULAR_LEN], &vec![0u8; p.packet_bytes - 20 - REGULAR_LEN]);
+        let exact_attacker = group == GROUP_ATTACK && exact;
         Box::new(FpHost {
             mode,
-            group,
-            fp: CapClient::new(
-                src,
-                dst,
-                rtt_ns,
-                period_ns,
-                seeds.clone(),
-                policy,
-                PuzzleLevels {
-                    base: p.puzzle_level,
-                    step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
-                    max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
-                },
-            ),
-            regular: reg,
-            request_len: p.packet_bytes,
-            next: Some(start),
-            last_send: start,
-            stop_ns,
-            seq: 0,
+            host: w.host(group, i, start),
             privileged: privileged.clone(),
-            mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
-            window_exact: group == GROUP_ATTACK && strategy == Strategy::Exact,
+            window_exact: exact_attacker,
             paused_until: 0,
-            oracle: (group == GROUP_ATTACK && strategy == Strategy::Exact).then(|| stage.clone()),
+            oracle: exact_attacker.then(|| stage.clone()),
         }) as Box<dyn Source>
     };
-    let aimd =
-        |max_rate_bps: f64| Mode::Aimd { max_rate_bps, cwnd: 2.0, in_flight: 0, last_cut: 0 };
+    let aimd = |max_rate_bps: f64| Mode::Aimd { max_rate_bps, window: Cwnd::default() };
     let mut hosts = Vec::new();
     // Starts spread over the first RTTs so that requests do not collide.
     for i in 0..p.legit {

@@ -77,26 +77,18 @@ use std::cell::RefCell;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 
-use ::flowpolice::config::{Config, LinkLayer};
-use ::flowpolice::egress::{self as fp_egress, EgressConfig};
-use ::flowpolice::host::ipv4_packet;
-use ::flowpolice::puzzle::{PuzzlePolicy, SeedChain};
-use ::flowpolice::FlowPolice;
-use packet::flowpolice::{REGULAR_LEN, REQUEST_LEN};
-use pipeline::{Fifo, Frame, PacketBuf, Pipeline};
+use ::flowpolice::{InitialWindow, OverWindow, Params};
+use pipeline::{Fifo, Frame, Pipeline};
 use serde::Deserialize;
 
-use super::flowpolice::{InitialWindowParam, OverWindowParam, GROUP_ATTACK, GROUP_LEGIT};
-use super::fp_client::{CapClient, Mark, PuzzleLevels};
+use super::fp_client::{HostPair, Mark, PuzzleLevels};
+use super::fp_world::{self, World, EPOCH_UNIX_NS, GROUP_ATTACK, GROUP_LEGIT};
 use super::{positive, RunOpts, ScenarioError};
-use crate::net::{EmitCtx, Endpoint, Feedback, Link, Node, Sim, Source, Tag};
+use crate::net::{Cwnd, EmitCtx, Feedback, Node, Sim, Source};
 use crate::report::{Plot, Report, Series};
 
-const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
 /// Bytes of every packet that are not file data (IP and transport headers).
 const HEADER_BYTES: usize = 40;
-/// The server the files are sent to (a protected destination: flows are per source).
-const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 
 /// One of the three settings of the experiment.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -184,9 +176,9 @@ pub struct FctParams {
     /// Simulation tick (µs).
     pub tick_us: f64,
     /// The router's `R_W` ([`flowpolice::InitialWindow`]).
-    pub initial_window: InitialWindowParam,
+    pub initial_window: InitialWindow,
     /// The router's over-window policy ([`flowpolice::OverWindow`]).
-    pub over_window: OverWindowParam,
+    pub over_window: OverWindow,
     /// Settings to run.
     pub settings: Vec<Setting>,
 }
@@ -218,8 +210,8 @@ impl Default for FctParams {
             legit_max_extra_level: 12,
             queue_packets: 100,
             tick_us: 100.0,
-            initial_window: InitialWindowParam::Delivered,
-            over_window: OverWindowParam::DropWhenMisbehaving,
+            initial_window: InitialWindow::Delivered,
+            over_window: OverWindow::DropWhenMisbehaving,
             settings: vec![Setting::NoAttack, Setting::Flowpolice, Setting::NoFlowpolice],
         }
     }
@@ -227,16 +219,15 @@ impl Default for FctParams {
 
 impl FctParams {
     fn validate(&self) -> Result<(), ScenarioError> {
+        fp_world::check_load(
+            self.capacity_mbps,
+            self.attackers,
+            self.legit,
+            self.attack_volume,
+            self.legit_demand,
+            self.packet_bytes,
+        )?;
         let bad = |m: &str| Err(ScenarioError::Param(m.into()));
-        if !positive(self.capacity_mbps) || self.attackers == 0 || self.legit == 0 {
-            return bad("capacity_mbps, attackers and legit must be positive");
-        }
-        if !positive(self.attack_volume) || !positive(self.legit_demand) {
-            return bad("attack_volume and legit_demand must be positive");
-        }
-        if self.packet_bytes < 20 + REQUEST_LEN + crate::net::TAG_LEN || self.packet_bytes > 1500 {
-            return bad("packet_bytes must lie in [72, 1500]");
-        }
         if self.file_bytes == 0 || self.trials == 0 || self.trials > 250 {
             return bad("file_bytes must be positive and trials lie in [1, 250]");
         }
@@ -318,9 +309,7 @@ struct Log {
 /// A legitimate sender's transfers.
 struct Transfer {
     max_rate_bps: f64,
-    cwnd: f64,
-    in_flight: u32,
-    last_cut: u64,
+    window: Cwnd,
     /// Last ACK (or the transfer's start).
     last_ack: u64,
     /// Consecutive retransmission timeouts.
@@ -353,54 +342,48 @@ enum Role {
 /// An end host pair (the receiver's echo folded in).
 struct Host {
     role: Role,
-    group: u16,
     /// Plain IP packets (no FlowPolice router on the path).
     plain: bool,
-    fp: CapClient,
-    regular: Vec<u8>,
-    next: Option<u64>,
-    last_send: u64,
-    stop_ns: u64,
-    seq: u32,
-    mark_aware: bool,
+    host: HostPair,
 }
 
 impl Host {
     /// Plans the next emission after one at `now` (or a wake-up at `now`).
     fn reschedule(&mut self, now: u64, gap: u64) {
-        let len = self.regular.len() as f64 * 8.0 * 1e9;
+        let h = &self.host;
         let mut t = match &self.role {
             Role::Transfer(x) => {
                 if x.started.is_none() {
                     (x.trials_left > 0).then_some(x.next_trial.max(now))
-                } else if x.to_send > 0 && f64::from(x.in_flight) < x.cwnd.floor().max(1.0) {
-                    Some((self.last_send + (len / x.max_rate_bps) as u64).max(now).max(x.resume_at))
+                } else if x.to_send > 0 && x.window.open() {
+                    let paced = h.last_send + h.pace_ns(x.max_rate_bps);
+                    Some(paced.max(now).max(x.resume_at))
                 } else {
                     None
                 }
             }
-            Role::Flood { .. } => Some(self.last_send + gap),
+            Role::Flood { .. } => Some(h.last_send + gap),
         };
         let active = match &self.role {
             Role::Transfer(x) => x.started.is_some(),
             Role::Flood { .. } => true,
         };
-        if let (Some(w), true, false) = (self.fp.request_wake(now), active, self.plain) {
+        if let (Some(w), true, false) = (h.fp.request_wake(now), active, self.plain) {
             // Waiting for a request's answer.
             t = Some(w);
         }
-        self.next = t.filter(|&t| t < self.stop_ns);
+        self.host.plan(t);
     }
 }
 
 impl Source for Host {
     fn next_ns(&self) -> Option<u64> {
-        self.next
+        self.host.next
     }
 
     fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
         let now = ctx.now_ns;
-        self.fp.apply_echoes(now);
+        self.host.fp.apply_echoes(now);
         let mut new_flow = false;
         if let Role::Transfer(x) = &mut self.role {
             if x.started.is_none() {
@@ -412,19 +395,17 @@ impl Source for Host {
                 x.started = Some(now);
                 x.to_send = x.segments;
                 x.acked = 0;
-                x.cwnd = 2.0;
-                x.in_flight = 0;
-                x.last_cut = 0;
+                x.window = Cwnd::default();
                 x.last_ack = now;
                 x.backoff = 0;
                 x.resume_at = 0;
                 x.log.borrow_mut().current[x.slot] = Some(0.0);
                 new_flow = true;
-            } else if x.to_send == 0 || f64::from(x.in_flight) >= x.cwnd.floor().max(1.0) {
-                self.next = None; // woken by feedback
+            } else if x.to_send == 0 || !x.window.open() {
+                self.host.next = None; // woken by feedback
                 return None;
             } else if now < x.resume_at {
-                self.next = (x.resume_at < self.stop_ns).then_some(x.resume_at);
+                self.host.plan(Some(x.resume_at));
                 return None;
             }
         }
@@ -433,58 +414,49 @@ impl Source for Host {
                 if x.fresh_source {
                     // A fresh source address: a new flow at the router.
                     let trial = x.trials_total - x.trials_left;
-                    let [_, _, a, b] = self.fp.src.octets();
-                    self.fp.src = Ipv4Addr::new(10, (2 + trial) as u8, a, b);
-                    let payload = &self.regular[20 + REGULAR_LEN..];
-                    self.regular = ipv4_packet(self.fp.src, VICTIM, &[0; REGULAR_LEN], payload);
+                    let [_, _, a, b] = self.host.fp.src.octets();
+                    self.host.set_source(Ipv4Addr::new(10, (2 + trial) as u8, a, b));
                 }
             }
-            self.fp.reset_flow();
+            self.host.fp.reset_flow();
         }
         let frame = if self.plain {
-            Some(ctx.frame(&self.regular))
+            Some(ctx.frame(&self.host.regular))
         } else {
-            self.fp.next_frame(ctx, &self.regular, self.regular.len())
+            self.host.next_frame(ctx)
         };
         let gap = match self.role {
-            Role::Flood { rate_bps } => {
-                let mean = self.regular.len() as f64 * 8.0 * 1e9 / rate_bps;
-                (mean * (0.9 + 0.2 * ctx.rng.unit())) as u64
-            }
+            Role::Flood { rate_bps } => self.host.flood_gap_ns(rate_bps, ctx.rng),
             Role::Transfer(_) => 0,
         };
         let sent = frame.is_some();
-        let out = frame.map(|mut f| {
-            Tag { group: self.group, source: ctx.index, seq: self.seq }.write(f.data_mut());
-            self.seq = self.seq.wrapping_add(1);
-            f
-        });
         if sent || matches!(self.role, Role::Flood { .. }) {
-            self.last_send = now;
+            self.host.last_send = now;
         }
         if let (true, Role::Transfer(x)) = (sent, &mut self.role) {
-            x.in_flight += 1;
+            x.window.in_flight += 1;
             x.to_send -= 1;
         }
+        let out = frame.map(|f| self.host.tag(f, ctx.index));
         self.reschedule(now, gap.max(1));
         out
     }
 
     fn feedback_delay_ns(&self) -> Option<u64> {
-        matches!(self.role, Role::Transfer(_)).then_some(self.fp.rtt_ns / 2)
+        matches!(self.role, Role::Transfer(_)).then_some(self.host.fp.rtt_ns / 2)
     }
 
     fn on_feedback(&mut self, fb: Feedback, now_ns: u64) {
-        let rtt = self.fp.rtt_ns;
+        let rtt = self.host.fp.rtt_ns;
         let Role::Transfer(x) = &mut self.role else { return };
         let Some(start) = x.started else { return };
-        x.in_flight = x.in_flight.saturating_sub(1);
+        x.window.in_flight = x.window.in_flight.saturating_sub(1);
         match fb {
             Feedback::Delivered(_) => {
                 x.acked += 1;
                 x.last_ack = now_ns;
                 x.backoff = 0;
-                x.cwnd = (x.cwnd + 1.0 / x.cwnd).min(1e5);
+                x.window.grow(1e5);
                 let mut log = x.log.borrow_mut();
                 log.current[x.slot] = Some(f64::from(x.acked) / f64::from(x.segments));
                 if x.acked >= x.segments {
@@ -510,15 +482,14 @@ impl Source for Host {
                     let rto = x.rto_min_ns.saturating_mul(1 << x.backoff.min(8));
                     x.resume_at = now_ns + rto;
                     x.backoff += 1;
-                    x.cwnd = 1.0;
-                    x.last_cut = now_ns;
-                } else if now_ns >= x.last_cut + rtt && now_ns >= x.resume_at {
-                    x.cwnd = (x.cwnd / 2.0).max(1.0);
-                    x.last_cut = now_ns;
+                    x.window.cwnd = 1.0;
+                    x.window.last_cut = now_ns;
+                } else if now_ns >= x.resume_at {
+                    x.window.cut(now_ns, rtt);
                 }
             }
         }
-        if self.next.is_none() {
+        if self.host.next.is_none() {
             self.reschedule(now_ns, 1);
         }
     }
@@ -527,22 +498,15 @@ impl Source for Host {
         if self.plain {
             return;
         }
-        let (mark, wake) = self.fp.on_delivered(pkt, now_ns);
+        let (mark, wake) = self.host.fp.on_delivered(pkt, now_ns);
+        let rtt = self.host.fp.rtt_ns;
         if let (Mark::WindowExhausted(_), true, Role::Transfer(x)) =
-            (mark, self.mark_aware, &mut self.role)
+            (mark, self.host.mark_aware, &mut self.role)
         {
             // The window is used up (an ECN-like signal).
-            let at = now_ns + self.fp.rtt_ns / 2;
-            if at >= x.last_cut + self.fp.rtt_ns {
-                x.cwnd = (x.cwnd / 2.0).max(1.0);
-                x.last_cut = at;
-            }
+            x.window.cut(now_ns + rtt / 2, rtt);
         }
-        if let Some(due) = wake {
-            // A host waiting for its request's answer wakes up for it.
-            let n = self.next.map_or(due, |n| n.min(due));
-            self.next = (n < self.stop_ns).then_some(n);
-        }
+        self.host.wake(wake);
     }
 }
 
@@ -551,44 +515,40 @@ pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun
     p.validate()?;
     let cap_bps = p.capacity_mbps * 1e6;
     let tick_ns = (p.tick_us * 1e3) as u64;
-    let rtt_ns = (p.rtt_ms * 1e6) as u64;
-    let period_ns = u64::from(p.period_ms) * 1_000_000;
-    let stop_ns = (p.max_duration_s * 1e9) as u64;
     let attack_start = (p.attack_start_s * 1e9) as u64;
     let first_trial = (p.first_trial_s * 1e9) as u64;
     let plain = setting == Setting::NoFlowpolice;
-
-    let policy = PuzzlePolicy { min_level: p.puzzle_level, ..PuzzlePolicy::default() };
-    let first_epoch = policy.epoch_at(EPOCH_UNIX_NS / 1_000_000);
-    let epochs = (p.max_duration_s * 1e3 / policy.epoch_ms as f64) as usize + 3;
-    let seeds = SeedChain::generate([0x5e; 32], first_epoch, epochs);
+    let levels = PuzzleLevels {
+        base: p.puzzle_level,
+        step: p.legit_retry_level_step,
+        max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
+    };
+    let w = World::new(
+        p.max_duration_s,
+        p.rtt_ms,
+        p.period_ms,
+        p.packet_bytes,
+        levels,
+        p.legit_mark_aware,
+    );
+    let (rtt_ns, stop_ns) = (w.rtt_ns, w.stop_ns);
 
     let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
-    let bottleneck_link = Link::new("bottleneck", cap_bps as u64, rtt_ns / 4, Endpoint::Sink);
     let r = if plain {
         let r = sim.add_node(Node::new("fifo", Pipeline::new()));
-        sim.connect(r, 0, Box::new(Fifo::new(p.queue_packets)), bottleneck_link);
+        sim.connect(r, 0, Box::new(Fifo::new(p.queue_packets)), w.bottleneck(cap_bps));
         r
     } else {
-        let key = [0x9d3c_5a1b_77e2_4f01, 0x2f6b_8e4d_13a7_c959];
-        let mut cfg = Config::new(mac::Key::from([0x42; 16]), key, 4096, seeds.clone());
-        cfg.link = LinkLayer::Ip;
-        cfg.protected_v4 = vec![VICTIM];
-        cfg.puzzle = policy;
-        cfg.params.period_ms = p.period_ms;
-        cfg.params.k_th = p.k_th;
-        cfg.params.initial_window = p.initial_window.into();
-        cfg.params.over_window = p.over_window.into();
-        let stage = FlowPolice::new(cfg)
-            .map_err(|e| ScenarioError::Param(format!("flowpolice configuration: {e}")))?;
-        let r = sim.add_node(Node::new("flowpolice", Pipeline::new().with(stage)));
-        let ecfg = EgressConfig {
-            link_bytes_per_sec: (cap_bps / 8.0) as u64,
-            queue_packets: p.queue_packets,
-            ..EgressConfig::default()
+        // The scenario file names the Algorithm 1 parameters the experiment
+        // varies at its top level; the others keep the crate's defaults.
+        let params = Params {
+            period_ms: p.period_ms,
+            k_th: p.k_th,
+            initial_window: p.initial_window,
+            over_window: p.over_window,
+            ..Params::default()
         };
-        sim.connect(r, 0, Box::new(fp_egress::build::<Frame>(&ecfg, 0)), bottleneck_link);
-        r
+        w.add_router(&mut sim, cap_bps, p.queue_packets, params)?.0
     };
 
     let log = Rc::new(RefCell::new(Log {
@@ -598,37 +558,7 @@ pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun
     }));
     let mut rng = crate::rng::Rng::new(p.seed ^ 0xfc7);
     let host = |group: u16, i: u32, role: Role, start: u64| {
-        let src = Ipv4Addr::new(10, group as u8, (i >> 8) as u8, i as u8);
-        let regular = ipv4_packet(
-            src,
-            VICTIM,
-            &[0; REGULAR_LEN],
-            &vec![0u8; p.packet_bytes - 20 - REGULAR_LEN],
-        );
-        Box::new(Host {
-            role,
-            group,
-            plain,
-            fp: CapClient::new(
-                src,
-                VICTIM,
-                rtt_ns,
-                period_ns,
-                seeds.clone(),
-                policy,
-                PuzzleLevels {
-                    base: p.puzzle_level,
-                    step: if group == GROUP_LEGIT { p.legit_retry_level_step } else { 0 },
-                    max: p.puzzle_level.saturating_add(p.legit_max_extra_level),
-                },
-            ),
-            regular,
-            next: Some(start),
-            last_send: start,
-            stop_ns,
-            seq: 0,
-            mark_aware: group == GROUP_LEGIT && p.legit_mark_aware,
-        }) as Box<dyn Source>
+        Box::new(Host { role, plain, host: w.host(group, i, start) }) as Box<dyn Source>
     };
     let mut hosts = Vec::new();
     for i in 0..p.legit {
@@ -636,9 +566,7 @@ pub fn fct_run(p: &FctParams, setting: Setting, opts: &RunOpts) -> Result<FctRun
         let start = first_trial + rng.below(rtt_ns * 5);
         let x = Transfer {
             max_rate_bps: p.legit_demand * cap_bps / f64::from(p.legit),
-            cwnd: 2.0,
-            in_flight: 0,
-            last_cut: 0,
+            window: Cwnd::default(),
             last_ack: 0,
             backoff: 0,
             resume_at: 0,

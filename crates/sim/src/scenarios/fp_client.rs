@@ -1,7 +1,9 @@
-//! The FlowPolice side of a simulated end-host pair, shared by the FlowPolice
-//! scenarios: the sender's capability state, capability requests (with
+//! A simulated FlowPolice end-host pair, shared by the FlowPolice scenarios:
+//! the sender's capability state, capability requests (with
 //! Portcullis-style retries at harder puzzle levels), and the receiver's
-//! capability echoes, which reach the sender half an RTT after delivery.
+//! capability echoes, which reach the sender half an RTT after delivery
+//! ([`CapClient`]); and what every scenario host does with it as a traffic
+//! source: its packets, tags and schedule ([`HostPair`]).
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -12,7 +14,8 @@ use ::flowpolice::{Capability, Puzzle};
 use packet::flowpolice::{FlowPolice as ShimView, PacketType, REGULAR_LEN, REQUEST_LEN};
 use pipeline::{Frame, PacketBuf};
 
-use crate::net::EmitCtx;
+use crate::net::{mean_gap_ns, EmitCtx, Tag};
+use crate::rng::Rng;
 
 const IP_PROTO_UDP: u8 = 17;
 
@@ -56,6 +59,7 @@ pub(crate) struct CapClient {
 }
 
 /// Puzzle levels of a [`CapClient`]'s requests.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct PuzzleLevels {
     /// Level of a first request.
     pub base: u8,
@@ -200,5 +204,75 @@ impl CapClient {
             self.echoes.push_back((due, c));
         }
         (mark, self.request_sent.map(|_| due))
+    }
+}
+
+/// The part of a scenario host that is the same for every strategy: its
+/// capability client, its regular packet, its tags and its schedule.
+pub(crate) struct HostPair {
+    /// Statistics group.
+    pub group: u16,
+    /// Capabilities and requests.
+    pub fp: CapClient,
+    /// The regular packet (IPv4, zeroed regular shim after the header).
+    pub regular: Vec<u8>,
+    /// Next emission (or wake-up).
+    pub next: Option<u64>,
+    /// Time of the last packet sent (for pacing).
+    pub last_send: u64,
+    /// No emission at or after this time.
+    pub stop_ns: u64,
+    /// Sequence number of the next tag.
+    pub(super) seq: u32,
+    /// Reacts to a best-effort mark after privileged packets of the same
+    /// period (legitimate senders, if the scenario says so).
+    pub mark_aware: bool,
+}
+
+impl HostPair {
+    /// Plans the next emission (or wake-up) at `t`, unless it is at or after the stop time.
+    pub fn plan(&mut self, t: Option<u64>) {
+        self.next = t.filter(|&t| t < self.stop_ns);
+    }
+
+    /// The next FlowPolice packet of the size of the regular packet
+    /// ([`CapClient::next_frame`]).
+    pub fn next_frame(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
+        self.fp.next_frame(ctx, &self.regular, self.regular.len())
+    }
+
+    /// Writes the next tag into `f` (source `index`).
+    pub fn tag(&mut self, mut f: Frame, index: u16) -> Frame {
+        Tag { group: self.group, source: index, seq: self.seq }.write(f.data_mut());
+        self.seq = self.seq.wrapping_add(1);
+        f
+    }
+
+    /// Time between regular packets at `rate_bps`.
+    pub fn pace_ns(&self, rate_bps: f64) -> u64 {
+        mean_gap_ns(self.regular.len(), rate_bps) as u64
+    }
+
+    /// The gap after a packet of a flat flood at `rate_bps` (±10 % jitter).
+    pub fn flood_gap_ns(&self, rate_bps: f64, rng: &mut Rng) -> u64 {
+        let mean = mean_gap_ns(self.regular.len(), rate_bps);
+        (mean * (0.9 + 0.2 * rng.unit())) as u64
+    }
+
+    /// A host waiting for its request's answer wakes up for the echo due
+    /// at `due` ([`CapClient::on_delivered`]).
+    pub fn wake(&mut self, due: Option<u64>) {
+        if let Some(due) = due {
+            let n = self.next.map_or(due, |n| n.min(due));
+            self.next = (n < self.stop_ns).then_some(n);
+        }
+    }
+
+    /// Sends from `src` from now on (a new flow at the router); the packets
+    /// keep their size.
+    pub fn set_source(&mut self, src: Ipv4Addr) {
+        self.fp.src = src;
+        let payload = &self.regular[20 + REGULAR_LEN..];
+        self.regular = ipv4_packet(src, self.fp.dst, &[0; REGULAR_LEN], payload);
     }
 }

@@ -6,6 +6,7 @@ pub mod fair;
 pub mod flowpolice;
 pub mod flowpolice_fct;
 mod fp_client;
+mod fp_world;
 pub mod sibra;
 pub mod zlane;
 pub mod zworld;

@@ -9,7 +9,7 @@
 
 use mac::{Cmac, Key};
 use packet::scion::{
-    AddrHdrRepr, EpicPath, HopFieldRepr, InfoFieldRepr, PathRepr, PathType, RawHostAddr,
+    next_hdr, AddrHdrRepr, EpicPath, HopFieldRepr, InfoFieldRepr, PathRepr, PathType, RawHostAddr,
     ScionHeader, ScionPathRepr, ScionRepr,
 };
 use packet::{HostAddr, Ia};
@@ -137,6 +137,37 @@ pub struct EpicBuilder {
 }
 
 impl EpicBuilder {
+    /// The UDP packets of `src`'s host `host` over the three-AS path
+    /// `src → router → dst`, positioned at `router` (hop 1), with host-level
+    /// HVFs; with `q`, the router's HVF is AS-level and Q is set (as `src`'s
+    /// gateway marks a packet within its guaranteed rate).
+    pub fn via(
+        src: &AsKeys,
+        router: &AsKeys,
+        dst: &AsKeys,
+        host: RawHostAddr,
+        q: bool,
+        packet_bytes: usize,
+        info_ts: u32,
+    ) -> Self {
+        EpicBuilder {
+            hdr: addr(src.ia, host, dst.ia, next_hdr::UDP),
+            path: path(&[src, router, dst], info_ts, 1),
+            host_keys: vec![
+                src.host_key(src.ia, &host),
+                router.host_key(src.ia, &host),
+                dst.host_key(src.ia, &host),
+            ],
+            as_keys: if q {
+                vec![(1, Cmac::new(&Key::from(router.level1_raw(src.ia))))]
+            } else {
+                Vec::new()
+            },
+            packet_bytes,
+            info_ts,
+        }
+    }
+
     /// The packet at Unix time `unix_ns`.
     pub fn build(&self, unix_ns: u64) -> Vec<u8> {
         let rel = unix_ns.saturating_sub(u64::from(self.info_ts) * 1_000_000_000) / TS_UNIT_NS;

@@ -7,27 +7,19 @@ use super::{
     STEADY_ID_LEN, VERSION_MASK,
 };
 use crate::field::{array, be32, put32};
+use crate::view::view;
 use crate::{Error, Result};
 
-/// A view over a SIBRA path starting at its flags byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SibraPath<T: AsRef<[u8]>> {
-    pub(super) buffer: T,
+view! {
+    /// A view over a SIBRA path starting at its flags byte.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct SibraPath<T: AsRef<[u8]>> {
+        pub(super) buffer: T,
+    }
+    new_checked => check_len;
 }
 
 impl<T: AsRef<[u8]>> SibraPath<T> {
-    /// Wraps a buffer without checking; accessors may panic on bad input.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        SibraPath { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = SibraPath { buffer };
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Validates version 0, 1..=3 contiguous active blocks, at most 64 hops,
     /// CurrHop within the active blocks, and all IDs and blocks inside the buffer.
     pub fn check_len(&self) -> Result<()> {
@@ -55,11 +47,6 @@ impl<T: AsRef<[u8]>> SibraPath<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Releases the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     #[inline(always)]
@@ -350,27 +337,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SibraPath<T> {
     }
 }
 
-/// A view over an 8-byte ResvInfo:
-/// `exp_tick u32 | bw_fwd u8 | bw_rev u8 | idx(4) F(1) rsv(3) | fail_hop u8`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResvInfo<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an 8-byte ResvInfo:
+    /// `exp_tick u32 | bw_fwd u8 | bw_rev u8 | idx(4) F(1) rsv(3) | fail_hop u8`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ResvInfo<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    new_checked => at_least(RESV_INFO_LEN);
 }
 
 impl<T: AsRef<[u8]>> ResvInfo<T> {
-    /// Wraps a buffer without checking.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        ResvInfo { buffer }
-    }
-
-    /// Wraps a buffer of at least 8 bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        if buffer.as_ref().len() < RESV_INFO_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(ResvInfo { buffer })
-    }
-
     /// Expiry in SIBRA ticks (4 s units of Unix time).
     #[inline]
     pub fn exp_tick(&self) -> u32 {
@@ -448,26 +425,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ResvInfo<T> {
     }
 }
 
-/// A view over an 8-byte SIBRA opaque field: `ingress u16 | egress u16 | mac[4]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sof<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an 8-byte SIBRA opaque field: `ingress u16 | egress u16 | mac[4]`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Sof<T: AsRef<[u8]>> {
+        buffer: T,
+    }
+    new_checked => at_least(SOF_LEN);
 }
 
 impl<T: AsRef<[u8]>> Sof<T> {
-    /// Wraps a buffer without checking.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Sof { buffer }
-    }
-
-    /// Wraps a buffer of at least 8 bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        if buffer.as_ref().len() < SOF_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(Sof { buffer })
-    }
-
     /// Ingress interface.
     #[inline]
     pub fn ingress(&self) -> u16 {

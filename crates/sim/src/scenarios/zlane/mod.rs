@@ -1,0 +1,81 @@
+//! Z-Lane: Table 4 (one congested border router, every class but AS X
+//! overused) and Figure 4 (a guaranteed source over 8 attacked on-path
+//! routers, against FIFO, per-flow fairness and local isolation).
+//!
+//! Both drive the real `ZlaneClassify` + `ScionForward` stages and the real
+//! `zlane::Scheduler`; Figure 4 also runs the source AS's `ZlaneGateway`.
+//!
+//! # Figure 4 set-up (choices where the paper's analysis is silent)
+//! * Path: S → gateway → routers 1..=n → destination; one SCION segment with
+//!   real hop-field MACs; the first `internal_routers` are in S's ISD (S is
+//!   policed per AS at rate r_S), the others in foreign ISDs (S's ISD is
+//!   policed at r_I and shared with T of other traffic from that ISD).
+//! * Every router sees fresh cross traffic up to X·C: the other guaranteed
+//!   ASes/ISDs fully use μ_G·C minus S's (or S's ISD's) rate, and the rest is
+//!   attack, split per [`AttackMix`] into Q-marked overuse, host-authenticated
+//!   and plain SCION traffic. Cross traffic leaves the path after its router
+//!   (links pass only S's packets on); S's packets are measured on each link.
+//! * Baselines run the same `ScionForward` stage with a FIFO, per-flow DRR
+//!   (flow = source IA + SCION FlowID; attack flows carry half the rate of
+//!   benign ones) or per-ingress-port DRR on C·`baseline_capacity_share`.
+//!   Cross traffic enters on `attack_ports` interfaces; from router 2 on it
+//!   also shares S's upstream interface, which is what defeats local isolation.
+//! * Links add a uniform delay jitter so that equal-sized packets on
+//!   equal-rate links do not phase-lock (a tick-model artifact that would
+//!   otherwise let S's packets win tail-drop races).
+//!
+//! # Scaling
+//! Every rate of the paper (Gbit/s) is divided by `scale`; packet sizes
+//! stay realistic. Z-Lane buckets count in 100 kbit/s units, so choose
+//! `scale` such that the tracked guaranteed rates stay whole units (e.g. 928
+//! Mbit/s / 80 = 11.6 Mbit/s = 116 units); the defaults do. Reported rates are
+//! multiplied back by `scale` (paper units).
+//!
+//! # Modules
+//! * `params`: the parameters of both scenarios, as in their TOML files;
+//! * `router`: the routers under test (Z-Lane and the baselines' forwarder);
+//! * `table4` and `fig4`: each scenario's topology, run and report.
+
+mod fig4;
+mod params;
+mod router;
+mod table4;
+
+pub use fig4::{fig4, fig4_run, Fig4Run};
+pub use params::{AttackMix, Fig4Params, Offered, RouterKind, Table4Params};
+pub use table4::{table4, Table4Result};
+
+use super::zworld::EpicBuilder;
+use crate::net::{Pattern, TemplateSource};
+
+const EPOCH_UNIX_NS: u64 = 1_700_000_000_000_000_000;
+const GBPS: f64 = 1e9;
+/// Templates are rebuilt this often so that EPIC-Z timestamps stay fresh.
+const REFRESH_NS: u64 = 250_000_000;
+
+/// Info-field timestamp of every path (Unix s): the start of the run.
+fn info_ts() -> u32 {
+    (EPOCH_UNIX_NS / 1_000_000_000) as u32
+}
+
+/// Seconds to ns.
+fn sec(s: f64) -> u64 {
+    (s * 1e9) as u64
+}
+
+/// A source sending the packets of `builders` (round robin) from time 0 to
+/// `stop_ns`, rebuilt every [`REFRESH_NS`] with fresh EPIC-Z timestamps.
+fn refreshing(
+    builders: Vec<EpicBuilder>,
+    rate_bps: f64,
+    pattern: Pattern,
+    group: u16,
+    stop_ns: u64,
+) -> TemplateSource {
+    let first: Vec<Vec<u8>> = builders.iter().map(|b| b.build(EPOCH_UNIX_NS)).collect();
+    TemplateSource::new(first, rate_bps, pattern, group, 0, stop_ns).with_refresh(
+        REFRESH_NS,
+        EPOCH_UNIX_NS,
+        Box::new(move |now| builders.iter().map(|b| b.build(now)).collect()),
+    )
+}
