@@ -14,5 +14,8 @@ cargo test --workspace --locked --benches
 # net_af_packet on a veth pair in a test-made network namespace (--no-huge --no-pci).
 bash scripts/test-dpdk.sh
 
+# Wireshark plugin: every trafgen profile and crafted packets decoded with tshark, fields checked.
+bash scripts/test-wireshark.sh
+
 # Every cargo-fuzz target builds on stable and survives a bounded random run.
 bash scripts/fuzz-smoke.sh

@@ -169,3 +169,16 @@ fn a_closed_pipe_ends_ctl_quietly() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("router"), "{out:?}");
     env.plane.stop();
 }
+
+#[test]
+fn a_huge_queue_asked_for_live_is_refused_and_the_router_runs_on() {
+    let env =
+        common::start_in(common::scratch_dir("huge"), common::example("default.toml"), |_| {});
+    let (ok, _, err) = common::ctl(&env, &["egress-params", "1", "capacity = 100000000000000"]);
+    assert!(!ok && err.contains("InvalidArgument") && err.contains("capacity"), "{err}");
+    let (ok, _, err) = common::ctl(&env, &["egress-params", "1", "rate_pps = 1e300"]);
+    assert!(!ok && err.contains("rate_pps"), "{err}");
+    let (ok, out, err) = common::ctl(&env, &["status"]);
+    assert!(ok && out.contains("generation 0"), "{out}{err}");
+    env.plane.stop();
+}

@@ -3,7 +3,7 @@
 //! ```text
 //! router check config/default.toml
 //! router gen config/fair-transit.toml --out fair.pcap [--group fair] [--unix-time S]
-//!            [--flows N] [--param 'dst="10.1.0.1"'] [--frame-len 124]
+//!            [--flows N] [--param 'dst="10.1.0.1"'] [--frame-len 124] [--format pcapng]
 //! router run config/default.toml [--duration 2s] [--packets 1000000] [--quiet]
 //! ```
 
@@ -54,6 +54,10 @@ enum Cmd {
         /// The capture to write.
         #[arg(long, short)]
         out: PathBuf,
+        /// Capture format, `pcap` or `pcapng` (default: pcapng if the
+        /// output name ends in `.pcapng`, pcap otherwise).
+        #[arg(long)]
+        format: Option<runtime::capture::Format>,
         /// Only this traffic group (repeatable; default: all groups).
         #[arg(long)]
         group: Vec<String>,
@@ -102,9 +106,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Check { config } => check(&config),
-        Cmd::Gen { config, out, group, unix_time, flows, param, frame_len } => {
+        Cmd::Gen { config, out, format, group, unix_time, flows, param, frame_len } => {
             let o = GenOverrides { flows, params: param, frame_len };
-            gen(&config, &out, &group, unix_time, &o)
+            let format = runtime::capture::Format::chosen(format, &out);
+            gen(&config, &out, format, &group, unix_time, &o)
         }
         Cmd::Run { config, duration, packets, workers, quiet } => {
             run(&config, duration, packets, workers, quiet)
@@ -228,6 +233,7 @@ fn gen_frames(
 fn gen(
     path: &std::path::Path,
     out: &std::path::Path,
+    format: runtime::capture::Format,
     groups: &[String],
     unix: Option<u64>,
     o: &GenOverrides,
@@ -243,20 +249,21 @@ fn gen(
         }
     };
     let ports: std::collections::BTreeSet<u16> = frames.iter().map(|(p, _)| *p).collect();
-    match runtime::pcap::write_capture(
+    match runtime::capture::write_frames(
         out,
+        format,
         frames.iter().map(|(_, f)| f.as_slice()),
         unix_s.saturating_mul(1_000_000_000),
     ) {
         Ok(n) => {
             eprintln!(
-                "{}: {n} frames (ingress ports {ports:?}, Unix time {unix_s})",
+                "{}: {n} frames, {format} (ingress ports {ports:?}, Unix time {unix_s})",
                 out.display()
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}: {e}", out.display());
             ExitCode::FAILURE
         }
     }

@@ -135,7 +135,8 @@ fn captures_are_checked_before_a_run() {
     let out = tmp("out.pcap");
     let (code, err) = run(&["check", pcap(&good, out.to_str().unwrap()).to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    // pcapng, not a capture at all, an output where nothing can be written.
+    // A pcapng cut off in its header, not a capture at all, an output
+    // where nothing can be written.
     let ng = tmp("in.pcapng");
     std::fs::write(&ng, [0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 28]).unwrap();
     refused(&["check", pcap(&ng, out.to_str().unwrap()).to_str().unwrap()], "pcapng");
@@ -203,4 +204,249 @@ fn surprising_but_legal_values_are_warned_about() {
     let (code, err) = run(&["check", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("warning: io.synthetic.pool"), "{err}");
+}
+
+/// A pcapng block (little-endian).
+fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let len = (12 + body.len().next_multiple_of(4)) as u32;
+    let mut b = [kind.to_le_bytes(), len.to_le_bytes()].concat();
+    b.extend_from_slice(body);
+    b.resize(len as usize - 4, 0);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// A pcapng section header and one interface per (link type, `if_tsresol`).
+fn ng_header(interfaces: &[(u16, Option<u8>)]) -> Vec<u8> {
+    let mut f = ng_block(
+        0x0a0d_0d0a,
+        &[0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+    );
+    for (link, tsresol) in interfaces {
+        let mut body = [link.to_le_bytes(), [0, 0]].concat();
+        body.extend_from_slice(&0u32.to_le_bytes());
+        if let Some(r) = tsresol {
+            body.extend_from_slice(&[9, 0, 1, 0, *r, 0, 0, 0]);
+        }
+        body.extend_from_slice(&[0; 4]);
+        f.extend(ng_block(1, &body));
+    }
+    f
+}
+
+/// An Enhanced Packet Block: interface, timestamp in the interface's units, frame.
+fn ng_packet(interface: u32, units: u64, frame: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for v in [interface, (units >> 32) as u32, units as u32, frame.len() as u32, frame.len() as u32]
+    {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    body.extend_from_slice(frame);
+    ng_block(6, &body)
+}
+
+/// Eight distinct frames, 10 µs apart from 2026-01-01 (two flows, two ports' worth).
+fn frames() -> Vec<(u64, Vec<u8>)> {
+    (0..8u8)
+        .map(|i| {
+            let mut f = vec![0u8; 60 + usize::from(i)];
+            f[12] = 0x08; // IPv4 ethertype, arbitrary bytes after it
+            f[30] = i;
+            (runtime::synthetic::VIRTUAL_UNIX_START_NS + u64::from(i) * 10_000, f)
+        })
+        .collect()
+}
+
+fn write_as(path: &Path, format: runtime::capture::Format, frames: &[(u64, Vec<u8>)]) {
+    let mut w = runtime::capture::CaptureWriter::create(path, format).unwrap();
+    for (ts, f) in frames {
+        w.write(*ts, f).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// A pcap-backend configuration replaying `input` on port 0 to port 1,
+/// written to `output` (with `format = "..."` if given).
+fn replay_config(name: &str, input: &Path, output: &Path, format: Option<&str>) -> PathBuf {
+    let p = tmp(name);
+    let format = format.map_or(String::new(), |f| format!(", format = \"{f}\""));
+    std::fs::write(
+        &p,
+        format!(
+            "[io]\nbackend = \"pcap\"\n[io.pcap]\ninputs = [{{ port = 0, file = \"{}\" }}]\n\
+             outputs = [{{ port = 1, file = \"{}\"{format} }}]\n[workers]\npin = false\n\
+             [[ports]]\nid = 0\n[[ports]]\nid = 1\n[[pipeline]]\nkind = \"port-forward\"\nport = 1\n",
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// `router run` on `cfg`: (the summary's packet line, stderr).
+fn replay(cfg: &Path) -> (String, String) {
+    let o = router(&["run", cfg.to_str().unwrap(), "--quiet"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let line = out.lines().find(|l| l.starts_with("packets:")).unwrap_or_else(|| panic!("{out}"));
+    // Without the wall-clock rate at the end.
+    (line.split("  (").next().unwrap().to_string(), err.into_owned())
+}
+
+/// Whether tshark reads `path` completely, `n` packets (true without tshark).
+fn tshark_reads(path: &Path, n: usize) -> bool {
+    let have = Command::new("sh").args(["-c", "command -v tshark"]).output();
+    if !have.is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(path)
+        .args(["-T", "fields", "-e", "frame.len"])
+        .output()
+        .unwrap();
+    o.status.success() && String::from_utf8_lossy(&o.stdout).lines().count() == n
+}
+
+#[test]
+fn pcapng_replays_exactly_like_pcap() {
+    use runtime::capture::Format;
+    let frames = frames();
+    let pcap = tmp("same.pcap");
+    write_as(&pcap, Format::Pcap, &frames);
+    // Written by the project's writer, under a name that says nothing.
+    let written = tmp("same-written.cap");
+    write_as(&written, Format::Pcapng, &frames);
+    // Built by hand: interface 0 in microseconds (the default), interface 1
+    // in nanoseconds, packets alternating, a name resolution block between.
+    let mut by_hand = ng_header(&[(1, None), (1, Some(9))]);
+    for (i, (ts, f)) in frames.iter().enumerate() {
+        if i == 3 {
+            by_hand.extend(ng_block(4, &[0; 4]));
+        }
+        by_hand.extend(if i % 2 == 0 { ng_packet(0, ts / 1000, f) } else { ng_packet(1, *ts, f) });
+    }
+    let hand = tmp("same-by-hand.pcapng");
+    std::fs::write(&hand, by_hand).unwrap();
+
+    // The same packets at the same times, whatever the interface's units.
+    for input in [&written, &hand] {
+        assert_eq!(runtime::capture::read(input).unwrap().0, frames, "{}", input.display());
+    }
+
+    let out = |name: &str| tmp(&format!("same-out-{name}.pcap"));
+    let (want, _) = replay(&replay_config("same-pcap.toml", &pcap, &out("pcap"), None));
+    assert!(want.contains("rx 8 tx 8"), "{want}");
+    let expected = std::fs::read(out("pcap")).unwrap();
+    // Outputs are stamped with their burst's time.
+    let forwarded = runtime::capture::read(&out("pcap")).unwrap().0;
+    let data = |v: &[(u64, Vec<u8>)]| v.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>();
+    assert_eq!(data(&forwarded), data(&frames));
+    for (name, input) in [("written", &written), ("hand", &hand)] {
+        let cfg = replay_config(&format!("same-{name}.toml"), input, &out(name), None);
+        let (code, err) = run(&["check", cfg.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(!err.contains("warning"), "{name}: {err}");
+        let (got, _) = replay(&cfg);
+        assert_eq!(got, want, "{name}");
+        assert_eq!(std::fs::read(out(name)).unwrap(), expected, "{name}: another output");
+    }
+
+    // Outputs in pcapng, by name or by `format`, hold the same packets at the
+    // same times; tshark, if installed, reads them.
+    for (name, output, format) in [
+        ("ng-name", tmp("same-out.pcapng"), None),
+        ("ng-key", tmp("same-out-key.cap"), Some("pcapng")),
+    ] {
+        let cfg = replay_config(&format!("same-{name}.toml"), &hand, &output, format);
+        assert_eq!(replay(&cfg).0, want, "{name}");
+        assert_eq!(&std::fs::read(&output).unwrap()[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "{name}");
+        let (read, summary) = runtime::capture::read(&output).unwrap();
+        assert_eq!((read, summary.format), (forwarded.clone(), Format::Pcapng), "{name}");
+        assert!(tshark_reads(&output, frames.len()), "tshark cannot read {}", output.display());
+    }
+    assert!(tshark_reads(&written, frames.len()));
+    assert!(tshark_reads(&hand, frames.len()));
+    // `format` says pcap or pcapng, nothing else; inputs are read by content.
+    let bad = replay_config("same-bad.toml", &pcap, &out("bad"), Some("pcap-ng"));
+    refused(&["check", bad.to_str().unwrap()], "io.pcap.outputs");
+    let text = std::fs::read_to_string(&bad).unwrap().replace(", format = \"pcap-ng\"", "");
+    let typed = text.replace(
+        &format!("file = \"{}\" }}]", pcap.display()),
+        &format!("file = \"{}\", format = \"pcap\" }}]", pcap.display()),
+    );
+    assert_ne!(typed, text, "the input entry is where the test expects it");
+    std::fs::write(&bad, typed).unwrap();
+    refused(&["check", bad.to_str().unwrap()], "io.pcap.inputs[0].format");
+}
+
+#[test]
+fn a_pcapng_cut_off_mid_block_replays_its_intact_packets() {
+    let frames = frames();
+    let path = tmp("cut.pcapng");
+    write_as(&path, runtime::capture::Format::Pcapng, &frames);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
+    let cfg = replay_config("cut-ng.toml", &path, &tmp("cut-out.pcap"), None);
+    let (code, err) = run(&["check", cfg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning") && err.contains("cut off") && err.contains("7 intact"),
+        "{err}"
+    );
+    let (line, err) = replay(&cfg);
+    assert!(line.contains("rx 7 tx 7"), "{line}");
+    assert!(err.contains("cut off"), "{err}");
+}
+
+#[test]
+fn a_non_ethernet_interface_is_refused_with_the_file_and_link_type() {
+    // Linux cooked capture (113) on interface 1; interface 0 is Ethernet.
+    let mut f = ng_header(&[(1, None), (113, None)]);
+    f.extend(ng_packet(0, 1, &[0; 60]));
+    f.extend(ng_packet(1, 2, &[0; 60]));
+    let path = tmp("sll.pcapng");
+    std::fs::write(&path, f).unwrap();
+    let cfg = replay_config("sll.toml", &path, &tmp("sll-out.pcap"), None);
+    for cmd in ["check", "run"] {
+        let (code, err) = run(&[cmd, cfg.to_str().unwrap()]);
+        assert_ne!(code, 0, "{cmd}");
+        assert!(
+            err.contains(path.to_str().unwrap()) && err.contains("link type 113 (LINUX_SLL)"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn gen_writes_pcapng_by_name_or_flag() {
+    let d = config("default.toml");
+    let d = d.to_str().unwrap();
+    let magic = |p: &Path| std::fs::read(p).unwrap()[..4].to_vec();
+    for (name, flag, ng) in [
+        ("gen.pcapng", None, true),
+        ("gen-flag.cap", Some("pcapng"), true),
+        ("gen-plain.pcap", None, false),
+        ("gen-forced.pcapng", Some("pcap"), false),
+    ] {
+        let out = tmp(name);
+        let mut args = vec!["gen", d, "--out", out.to_str().unwrap()];
+        if let Some(f) = flag {
+            args.extend(["--format", f]);
+        }
+        let (code, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let (frames, summary) = runtime::capture::read(&out).unwrap();
+        assert!(!frames.is_empty());
+        let format =
+            if ng { runtime::capture::Format::Pcapng } else { runtime::capture::Format::Pcap };
+        assert_eq!(summary.format, format, "{name}");
+        assert_eq!(magic(&out) == [0x0a, 0x0d, 0x0d, 0x0a], ng, "{name}");
+        assert!(tshark_reads(&out, frames.len()), "tshark cannot read {}", out.display());
+    }
+    let out = tmp("gen-bad.pcap");
+    let (code, err) = run(&["gen", d, "--out", out.to_str().unwrap(), "--format", "ng"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--format") && err.contains("pcap or pcapng"), "{err}");
 }

@@ -1,65 +1,68 @@
-//! Captures: writing generated traffic to pcap, and replaying a capture
-//! through the real stages of a router configuration to see what the router
-//! does with each group's packets.
+//! Captures: writing generated traffic to pcap or pcapng, and replaying a
+//! capture through the real stages of a router configuration to see what
+//! the router does with each group's packets. The formats themselves are
+//! the router runtime's ([`runtime::capture`]): what `trafgen` writes the
+//! router reads, and the other way round.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
-use std::time::Duration;
 
-use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
 use pipeline::{Batch, DropReason, Now, Pipeline, Verdict, BURST};
+use runtime::capture::{self, CaptureWriter, Format};
 use runtime::config::RouterConfig;
 use runtime::templates::group_of;
 use runtime::{BuildContext, Registry};
 
 use crate::gen::Generator;
 
-/// Writes everything `gen` produces to an Ethernet pcap at `path`;
-/// returns the packet count. `progress` is called with the count every
-/// [`PROGRESS_EVERY`] packets (not at the end: the caller has the total).
-pub fn write_pcap(
+/// Writes everything `gen` produces to an Ethernet capture at `path` in
+/// `format`; returns the packet count. `progress` is called with the count
+/// every [`PROGRESS_EVERY`] packets (not at the end: the caller has the
+/// total).
+pub fn write_capture(
     gen: &mut Generator,
     path: &Path,
+    format: Format,
     mut progress: impl FnMut(u64),
 ) -> Result<u64, Box<dyn std::error::Error>> {
-    let file = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    let mut w = PcapWriter::new(BufWriter::new(file))?;
+    let mut w = CaptureWriter::create(path, format)
+        .map_err(|e| format!("creating {}: {e}", path.display()))?;
     let mut n = 0u64;
     while let Some(e) = gen.next_packet()? {
-        let ts = Duration::from_nanos(e.unix_ns);
-        let len = u32::try_from(e.frame.len()).map_err(|_| "a frame of 4 GiB or more")?;
-        w.write_packet(&PcapPacket::new(ts, len, e.frame))
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        w.write(e.unix_ns, e.frame).map_err(|e| format!("writing {}: {e}", path.display()))?;
         n += 1;
         if n.is_multiple_of(PROGRESS_EVERY) {
             progress(n);
         }
     }
-    w.into_writer().flush().map_err(|e| format!("writing {}: {e}", path.display()))?;
+    w.finish().map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(n)
 }
 
-/// Packets between two progress calls of [`write_pcap`].
+/// [`write_capture`] in the format the name implies: pcapng for
+/// `*.pcapng`, pcap otherwise.
+pub fn write_pcap(
+    gen: &mut Generator,
+    path: &Path,
+    progress: impl FnMut(u64),
+) -> Result<u64, Box<dyn std::error::Error>> {
+    write_capture(gen, path, Format::for_path(path), progress)
+}
+
+/// Packets between two progress calls of [`write_capture`].
 pub const PROGRESS_EVERY: u64 = 10_000;
 
-/// A captured frame: (Unix ns, bytes).
-pub type Captured = (u64, Vec<u8>);
+pub use runtime::capture::Captured;
 
-/// Reads an Ethernet pcap: (Unix ns, frame).
+/// Reads an Ethernet capture, pcap or pcapng (told apart by content):
+/// (Unix ns, frame). A capture whose last record is cut off yields its
+/// intact records, with a warning on standard error.
 pub fn read_pcap(path: &Path) -> Result<Vec<Captured>, Box<dyn std::error::Error>> {
-    let mut r = PcapReader::new(BufReader::new(File::open(path)?))?;
-    if r.header().datalink != DataLink::ETHERNET {
-        return Err(format!("{}: not an Ethernet capture", path.display()).into());
+    let (frames, read) = capture::read(path)?;
+    if let Some(w) = read.cut_off_warning(path) {
+        crate::progress::note(format_args!("warning: {w}"));
     }
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p?;
-        out.push((p.timestamp.as_nanos() as u64, p.data.into_owned()));
-    }
-    Ok(out)
+    Ok(frames)
 }
 
 /// What the router did with one group's packets.

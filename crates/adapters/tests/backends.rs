@@ -159,11 +159,11 @@ fn to_pcap(cfg: &mut RouterConfig, tag: &str) -> Vec<(u16, PathBuf)> {
     for (port, frames) in &per_port {
         let file = tmp(&format!("{tag}-in{port}.pcap"));
         write_capture(&file, frames);
-        inputs.push(PcapFile { port: *port, file });
+        inputs.push(PcapFile::new(*port, file));
     }
     let outputs: Vec<(u16, PathBuf)> =
         cfg.ports.iter().map(|p| (p.id, tmp(&format!("{tag}-out{}.pcap", p.id)))).collect();
-    let files = outputs.iter().map(|(port, file)| PcapFile { port: *port, file: file.clone() });
+    let files = outputs.iter().map(|(port, file)| PcapFile::new(*port, file.clone()));
     replay(cfg, inputs, files.collect());
     outputs
 }
@@ -460,8 +460,8 @@ fn generated_capture_replays_through_fair_transit() {
     .unwrap();
     assert_eq!(n, 128);
     let output = tmp("gen-fair-out1.pcap");
-    let outputs = vec![PcapFile { port: 1, file: output.clone() }];
-    replay(&mut cfg, vec![PcapFile { port: 0, file: input }], outputs);
+    let outputs = vec![PcapFile::new(1, output.clone())];
+    replay(&mut cfg, vec![PcapFile::new(0, input)], outputs);
     let s = runtime::start::<adapters::All>(cfg).unwrap().wait().unwrap();
     assert_eq!(s.rx(), 128);
     assert_eq!(s.drops().total(), 0);

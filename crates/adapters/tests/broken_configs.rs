@@ -109,6 +109,7 @@ const CASES: &[Case] = &[
     set(ZG, "pipeline[2].port", "9", "pipeline[2].port"),
     set(SB, "pipeline[1].interfaces[0].port", "9", "pipeline[1].interfaces[0].port"),
     set(SB, "pipeline[3].interfaces[0].port", "9", "pipeline[3].interfaces"),
+    set(SB, "pipeline[3].local_ia", "\"1-ff00:0:1:2\"", "pipeline[3].local_ia"),
     set(FD, "pipeline[3].port_neighbors[0].port", "9", "pipeline[3].port_neighbors"),
     set(FD, "pipeline[2].external_ports", "[9]", "pipeline[2].external_ports"),
     // Prefixes and addresses.

@@ -268,16 +268,22 @@ impl RangeIndex {
     }
 
     /// The value of the longest prefix covering `key` (as the table's lookup).
-    #[inline]
+    ///
+    /// Not inlined: the burst paths call it from loops that keep many
+    /// values live, where an inlined binary search would spill its own.
+    #[inline(never)]
     pub fn lookup(&self, key: u128) -> Option<u32> {
         let (dir, b) = if key >> 32 == 0xffff && !self.dir4.is_empty() {
             (&self.dir4, ((key >> 16) & 0xffff) as usize)
         } else {
             (&self.dir6, (key >> (128 - DIR_BITS)) as usize)
         };
-        let (lo, hi) = (*dir.get(b)? as usize, *dir.get(b + 1)? as usize);
-        // `starts[lo] <= key`: the range holding the bucket's first key.
-        let j = lo + self.starts.get(lo..=hi)?.partition_point(|s| *s <= key).checked_sub(1)?;
+        let &[lo, hi] = dir.get(b..b + 2)?.first_chunk::<2>()?;
+        let (lo, hi) = (lo as usize, hi as usize);
+        // `starts[lo] <= key` (`lo` is the range holding the bucket's first
+        // key, and `key` lies in the bucket): `key` is in range `lo` or in a
+        // later one of the bucket that starts at or below it.
+        let j = lo + self.starts.get(lo + 1..=hi)?.partition_point(|s| *s <= key);
         let v = *self.vals.get(j)?;
         (v != NO_VALUE).then_some(v)
     }

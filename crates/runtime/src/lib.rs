@@ -40,6 +40,7 @@
 //! assert_eq!(summary.ports[1].counters.tx, 1000);
 //! ```
 
+pub mod capture;
 pub mod config;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;

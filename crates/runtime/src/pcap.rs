@@ -1,28 +1,30 @@
 //! The pcap backend: replays captures into ports, writes one capture per egress port.
 //!
-//! Inputs (`[[io.pcap.inputs]]`, one capture per ingress port, Ethernet link
-//! type) are read completely when the backend opens — this is a replay and
-//! test tool, not a fast path — merged by timestamp, and dealt to workers by
-//! the software RSS hash, as a NIC would. Packets are copied into pooled
-//! frames on receive, so no allocation happens per packet while running.
+//! Inputs (`[[io.pcap.inputs]]`, one capture per ingress port, Ethernet
+//! frames) are pcap or pcapng files, told apart by their content
+//! ([`crate::capture`]); they are read completely when the backend opens —
+//! this is a replay and test tool, not a fast path — merged by timestamp,
+//! and dealt to workers by the software RSS hash, as a NIC would. Packets
+//! are copied into pooled frames on receive, so no allocation happens per
+//! packet while running.
 //!
 //! Time (`pacing`): `capture` (default) runs the pipeline at the capture's
 //! timestamps, so a replay is deterministic; `wall` uses the wall clock.
-//! Outputs (`[[io.pcap.outputs]]`) are written with the burst's Unix time.
-//! Workers share an output file behind a mutex taken once per TX burst.
+//! Outputs (`[[io.pcap.outputs]]`) are written with the burst's Unix time,
+//! as pcapng if the file name ends in `.pcapng` or the entry says
+//! `format = "pcapng"`, as pcap otherwise. Workers share an output file
+//! behind a mutex taken once per TX burst.
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
 use serde::Deserialize;
 
 use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
 
+use crate::capture::{self, CaptureWriter, Format};
 use crate::config::{ConfigError, RouterConfig};
 use crate::io::{FramePool, WallClock, WorkerIo};
 use crate::rss::{flow_hash, shard};
@@ -70,6 +72,23 @@ pub struct PcapFile {
     pub port: u16,
     /// The capture.
     pub file: PathBuf,
+    /// For an output: `pcap` or `pcapng` (default: what the name implies,
+    /// [`Format::for_path`]). Inputs are recognized by their content, so an
+    /// input entry with a format is refused.
+    #[serde(default)]
+    pub format: Option<Format>,
+}
+
+impl PcapFile {
+    /// `file` on `port`, in the format its name implies.
+    pub fn new(port: u16, file: impl Into<PathBuf>) -> Self {
+        PcapFile { port, file: file.into(), format: None }
+    }
+
+    /// The format to write this output in.
+    pub fn output_format(&self) -> Format {
+        Format::chosen(self.format, &self.file)
+    }
 }
 
 /// One packet read from a capture.
@@ -80,7 +99,7 @@ struct Recorded {
     data: Vec<u8>,
 }
 
-type Writer = PcapWriter<BufWriter<File>>;
+type Writer = CaptureWriter<BufWriter<File>>;
 type Output = Option<Arc<Mutex<Option<Writer>>>>;
 
 /// One worker's share of the capture and its handles to the outputs.
@@ -116,15 +135,22 @@ fn check_ports(cfg: &RouterConfig, pc: &PcapConfig) -> Result<(), ConfigError> {
                     "one capture per port",
                 ));
             }
+            if name == "inputs" && f.format.is_some() {
+                return Err(ConfigError::at(
+                    format!("io.pcap.{name}[{i}].format"),
+                    "inputs are recognized by their content; `format` is for outputs",
+                ));
+            }
         }
     }
     Ok(())
 }
 
 /// Validates the pcap section: ports exist, the pool is within bounds,
-/// every input is a readable pcap capture of Ethernet frames, every output
-/// can be created. Returns warnings (a capture whose last record is cut off
-/// replays its intact records).
+/// every input is a readable pcap or pcapng capture of Ethernet frames
+/// (every record walked), every output can be created. Returns warnings (a
+/// capture whose last record or block is cut off replays its intact
+/// records).
 pub fn check(cfg: &RouterConfig) -> Result<Vec<String>, ConfigError> {
     let pc = cfg.io.pcap.as_ref().ok_or_else(|| ConfigError::at("io.pcap", "missing"))?;
     check_ports(cfg, pc)?;
@@ -133,14 +159,10 @@ pub fn check(cfg: &RouterConfig) -> Result<Vec<String>, ConfigError> {
     for (i, f) in pc.inputs.iter().enumerate() {
         let path = cfg.resolve(&f.file);
         let key = format!("io.pcap.inputs[{i}].file");
-        let mut n = 0u64;
-        let cut = for_each_record(&path, |_| n += 1)
+        let read = capture::for_each_packet(&path, |_| {})
             .map_err(|e| ConfigError::at(&key, format!("{}: {e}", path.display())))?;
-        if let Some(why) = cut {
-            warnings.push(format!(
-                "{key}: {}: the last record is cut off ({why}); its {n} intact records replay",
-                path.display()
-            ));
+        if let Some(w) = read.cut_off_warning(&path) {
+            warnings.push(format!("{key}: {w}"));
         }
     }
     for (i, f) in pc.outputs.iter().enumerate() {
@@ -162,53 +184,15 @@ pub fn check(cfg: &RouterConfig) -> Result<Vec<String>, ConfigError> {
     Ok(warnings)
 }
 
-/// The first bytes of a pcapng file (a Section Header Block).
-const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
-
-/// Calls `f` on every record of the capture at `path`. Refuses anything but
-/// a pcap capture of Ethernet frames; a last record cut off is not an
-/// error: `Ok(Some(why))` after the intact ones (what tshark does).
-fn for_each_record(
-    path: &std::path::Path,
-    mut f: impl FnMut(PcapPacket<'_>),
-) -> Result<Option<String>, String> {
-    let mut file = File::open(path).map_err(|e| e.to_string())?;
-    let mut magic = [0u8; 4];
-    use std::io::{Read, Seek};
-    if file.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC {
-        return Err(
-            "pcapng is not read here; convert it with `editcap -F pcap in.pcapng out.pcap`".into(),
-        );
-    }
-    file.rewind().map_err(|e| e.to_string())?;
-    let mut reader = PcapReader::new(std::io::BufReader::new(file))
-        .map_err(|e| format!("not a pcap capture ({e})"))?;
-    if reader.header().datalink != DataLink::ETHERNET {
-        return Err(format!("link type {:?} is not Ethernet", reader.header().datalink));
-    }
-    while let Some(p) = reader.next_packet() {
-        match p {
-            Ok(p) => f(p),
-            Err(e) => return Ok(Some(e.to_string())),
-        }
-    }
-    Ok(None)
-}
-
 fn read_capture(
     path: &std::path::Path,
     port: u16,
     out: &mut Vec<Recorded>,
 ) -> Result<(), RuntimeError> {
     // `check` warned about a cut-off last record; the intact ones replay.
-    for_each_record(path, |p| {
-        let data = p.data.into_owned();
-        out.push(Recorded {
-            port,
-            ts_ns: p.timestamp.as_nanos() as u64,
-            hash: flow_hash(&data),
-            data,
-        });
+    capture::for_each_packet(path, |p| {
+        let data = p.data.to_vec();
+        out.push(Recorded { port, ts_ns: p.ts_ns, hash: flow_hash(&data), data });
     })
     .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
     Ok(())
@@ -230,10 +214,8 @@ impl PcapIo {
             let out = match pc.outputs.iter().find(|o| o.port == p.id) {
                 Some(o) => {
                     let path = cfg.resolve(&o.file);
-                    let err = |e: String| RuntimeError::Io(format!("{}: {e}", path.display()));
-                    let file = File::create(&path).map_err(|e| err(e.to_string()))?;
-                    let w =
-                        PcapWriter::new(BufWriter::new(file)).map_err(|e| err(e.to_string()))?;
+                    let w = CaptureWriter::create(&path, o.output_format())
+                        .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
                     Some(Arc::new(Mutex::new(Some(w))))
                 }
                 None => None,
@@ -312,14 +294,12 @@ impl WorkerIo for PcapIo {
         let n = pkts.len();
         let out = self.outputs.iter().find(|(id, _)| *id == port).and_then(|(_, o)| o.as_ref());
         if let Some(out) = out {
-            let ts = Duration::from_nanos(now.unix_ns);
             // A poisoned lock only means another worker panicked mid-write;
             // keep writing our packets.
             let mut w = out.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(w) = w.as_mut() {
                 for f in pkts.iter() {
-                    let d = f.data();
-                    let _ = w.write_packet(&PcapPacket::new(ts, d.len() as u32, d));
+                    let _ = w.write(now.unix_ns, f.data());
                 }
             }
         }
@@ -371,7 +351,6 @@ impl WorkerIo for PcapIo {
     }
 
     fn finish(&mut self) -> Result<(), RuntimeError> {
-        use std::io::Write;
         if self.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) != 1 {
             return Ok(());
         }
@@ -379,7 +358,7 @@ impl WorkerIo for PcapIo {
             if let Some(out) = out {
                 let w = out.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(w) = w {
-                    w.into_writer().flush().map_err(|e| RuntimeError::Io(e.to_string()))?;
+                    w.finish().map_err(|e| RuntimeError::Io(e.to_string()))?;
                 }
             }
         }
@@ -388,22 +367,14 @@ impl WorkerIo for PcapIo {
 }
 
 /// Writes `frames` to a new Ethernet capture at `path`, all stamped with
-/// `unix_ns` (the input of a replay: `router gen`, benchmarks, tests).
+/// `unix_ns` (the input of a replay: `router gen`, benchmarks, tests);
+/// pcapng if the name ends in `.pcapng`, pcap otherwise (another format:
+/// [`capture::write_frames`]).
 pub fn write_capture<'a>(
-    path: &std::path::Path,
+    path: &Path,
     frames: impl IntoIterator<Item = &'a [u8]>,
     unix_ns: u64,
 ) -> Result<usize, RuntimeError> {
-    let err = |e: String| RuntimeError::Io(format!("{}: {e}", path.display()));
-    let file = File::create(path).map_err(|e| err(e.to_string()))?;
-    let mut w = PcapWriter::new(BufWriter::new(file)).map_err(|e| err(e.to_string()))?;
-    let ts = Duration::from_nanos(unix_ns);
-    let mut n = 0;
-    for f in frames {
-        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).map_err(|e| err(e.to_string()))?;
-        n += 1;
-    }
-    use std::io::Write;
-    w.into_writer().flush().map_err(|e| err(e.to_string()))?;
-    Ok(n)
+    capture::write_frames(path, Format::for_path(path), frames, unix_ns)
+        .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))
 }

@@ -4,6 +4,7 @@
 //! ```toml
 //! key = "000102030405060708090a0b0c0d0e0f"                     # the AS's hop-field key
 //! interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]  # interface -> router port
+//! local_ia = "1-ff00:0:110"   # optional: deliver locally by destination ISD-AS, as SCION does
 //! ```
 
 use std::collections::BTreeMap;
@@ -37,12 +38,18 @@ pub struct ScionForwardConfig {
     pub key: Key,
     /// The external interfaces and their ports.
     pub interfaces: Vec<IfBinding>,
+    /// This AS (optional). With it, local delivery follows the destination
+    /// ISD-AS and the addresses are checked against the path, as SCION's
+    /// border router does; without it, a path whose last hop has egress
+    /// interface 0 ends here.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub local_ia: Option<packet::Ia>,
 }
 
 impl ScionForwardConfig {
     /// A configuration with `key` and no interfaces.
     pub fn new(key: Key) -> Self {
-        ScionForwardConfig { key, interfaces: Vec::new() }
+        ScionForwardConfig { key, interfaces: Vec::new(), local_ia: None }
     }
 
     /// Adds interface `ifid` on `port`.

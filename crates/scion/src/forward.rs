@@ -3,6 +3,7 @@
 
 use mac::Block;
 use packet::scion::ScionPath;
+use packet::Ia;
 use pipeline::DropReason;
 
 use crate::config::ScionForwardConfig;
@@ -137,11 +138,16 @@ pub struct ForwardConfig {
     /// Whether a packet from an external interface must arrive on the
     /// interface its hop field names (SCION requires it; off only for labs).
     pub check_ingress: bool,
+    /// This AS. When set, a packet is delivered locally because its
+    /// destination ISD-AS is this AS, as SCION's border router decides, and
+    /// the addresses must agree with the path ([`Forwarder::finish_addressed`]);
+    /// without it, a path whose last hop has egress interface 0 ends here.
+    pub local_ia: Option<Ia>,
 }
 
 impl Default for ForwardConfig {
     fn default() -> Self {
-        ForwardConfig { local_port: 0, check_ingress: true }
+        ForwardConfig { local_port: 0, check_ingress: true, local_ia: None }
     }
 }
 
@@ -160,9 +166,16 @@ impl Forwarder {
         Forwarder { key, ifaces, cfg }
     }
 
-    /// A forwarder with the key and interfaces of `cfg` and default options.
+    /// A forwarder with the key, interfaces and local ISD-AS of `cfg` and
+    /// default options otherwise.
     pub fn from_config(cfg: &ScionForwardConfig) -> Self {
-        Self::new(cfg.forwarding_key(), cfg.interface_table(), ForwardConfig::default())
+        let opts = ForwardConfig { local_ia: cfg.local_ia, ..ForwardConfig::default() };
+        Self::new(cfg.forwarding_key(), cfg.interface_table(), opts)
+    }
+
+    /// Sets (or clears) the local ISD-AS (reconfiguration between bursts).
+    pub fn set_local_ia(&mut self, ia: Option<Ia>) {
+        self.cfg.local_ia = ia;
     }
 
     /// The AS forwarding key.
@@ -222,8 +235,64 @@ impl Forwarder {
         ingress_if: u16,
         now_unix_ns: u64,
     ) -> Result<Forwarded, DropReason> {
+        self.finish_inner(path, mac, ingress_if, now_unix_ns, None)
+    }
+
+    /// [`finish`](Self::finish) for a packet with source and destination
+    /// ISD-AS `src`, `dst` (from its address header). With
+    /// [`ForwardConfig::local_ia`] set, it applies SCION's rules: a packet
+    /// from an external interface must not claim this AS as its source, and
+    /// its path ends here exactly when its destination is this AS; a packet
+    /// from inside the AS must come from this AS on its first hop and must
+    /// not be addressed to it. Violations are dropped (`policy` for the
+    /// source, `no_route` for the destination). Local delivery then follows
+    /// the destination.
+    pub fn finish_addressed(
+        &self,
+        path: &mut [u8],
+        mac: &HopMac,
+        ingress_if: u16,
+        now_unix_ns: u64,
+        src: Ia,
+        dst: Ia,
+    ) -> Result<Forwarded, DropReason> {
+        self.finish_inner(path, mac, ingress_if, now_unix_ns, Some((src, dst)))
+    }
+
+    fn finish_inner(
+        &self,
+        path: &mut [u8],
+        mac: &HopMac,
+        ingress_if: u16,
+        now_unix_ns: u64,
+        ias: Option<(Ia, Ia)>,
+    ) -> Result<Forwarded, DropReason> {
         let mut p = ScionPath::new_checked(path)?;
         let first_hop = p.curr_hf();
+        // SCION's source/destination checks, before any MAC work is trusted.
+        let dst_local = match (self.cfg.local_ia, ias) {
+            (Some(local), Some((src, dst))) => {
+                let (src_local, dst_local) = (src == local, dst == local);
+                if ingress_if == INTERNAL_IF {
+                    if (p.curr_hf() == 0 && !src_local) || dst_local {
+                        return Err(if dst_local {
+                            DropReason::NoRoute
+                        } else {
+                            DropReason::Policy
+                        });
+                    }
+                } else {
+                    if src_local {
+                        return Err(DropReason::Policy);
+                    }
+                    if p.is_last_hop() != dst_local {
+                        return Err(DropReason::NoRoute);
+                    }
+                }
+                Some(dst_local)
+            }
+            _ => None,
+        };
         let mut out = process_hop(&mut p, mac, now_unix_ns)?;
         if self.cfg.check_ingress && ingress_if != INTERNAL_IF && out.ingress_if != ingress_if {
             return Err(DropReason::WrongInterface);
@@ -237,7 +306,10 @@ impl Forwarder {
             out = process_hop(&mut p, &mac2, now_unix_ns)?;
             xover = true;
         }
-        let exit = if out.egress_if == INTERNAL_IF {
+        // Local delivery: by destination ISD-AS when the addresses are known
+        // (the path ends here: checked above), else by egress interface 0.
+        let local = dst_local.unwrap_or(out.egress_if == INTERNAL_IF);
+        let exit = if local {
             if !p.is_last_hop() {
                 return Err(DropReason::NoRoute);
             }

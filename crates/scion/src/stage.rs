@@ -4,7 +4,7 @@ use core::any::Any;
 use core::ops::Range;
 
 use mac::Block;
-use packet::scion::PathType;
+use packet::scion::{PathType, ScionHeader};
 use pipeline::{
     config_of, Batch, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate, BURST,
 };
@@ -120,6 +120,7 @@ impl Element for ScionForward {
         c.validate().map_err(Refused::Invalid)?;
         self.fwd.set_key(c.forwarding_key());
         self.fwd.interfaces_mut().rebind(&c.interfaces);
+        self.fwd.set_local_ia(c.local_ia);
         self.config = Some(c.clone());
         Ok(Reconfigured::APPLIED)
     }
@@ -128,7 +129,7 @@ impl Element for ScionForward {
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let mut inputs: [Block; BURST] = [[0; 16]; BURST];
-        let mut which: [(u8, Range<usize>); BURST] = core::array::from_fn(|_| (0, 0..0));
+        let mut which: [(u8, usize, Range<usize>); BURST] = core::array::from_fn(|_| (0, 0, 0..0));
         let mut n = 0;
         // Pass 1: parse and gather MAC inputs.
         for i in batch.live() {
@@ -151,7 +152,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             match Forwarder::prepare(&data[loc.scion.clone()]) {
                 Ok(inp) => {
                     inputs[n] = inp;
-                    which[n] = (i as u8, loc.scion);
+                    which[n] = (i as u8, loc.hdr, loc.scion);
                     n += 1;
                 }
                 Err(r) => batch.drop_packet(i, r),
@@ -161,12 +162,22 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
         let mut macs: [HopMac; BURST] = [[0; 6]; BURST];
         self.fwd.key().mac_batch(&inputs[..n], &mut macs[..n]);
         // Pass 3: verify, update, advance, route.
-        for (k, (i, range)) in which[..n].iter().enumerate() {
+        let addressed = self.fwd.config().local_ia.is_some();
+        for (k, (i, hdr, range)) in which[..n].iter().enumerate() {
             let i = usize::from(*i);
             let ingress = self.fwd.interfaces().ingress_if(batch.meta(i).port);
             let (buf, meta) = batch.get_mut(i);
-            let path = &mut buf.data_mut()[range.clone()];
-            match self.fwd.finish(path, &macs[k], ingress, now.unix_ns) {
+            let data = buf.data_mut();
+            let done = if addressed {
+                // `locate` checked the header in pass 1.
+                let h = ScionHeader::new_unchecked(&data[*hdr..]);
+                let (src, dst) = (h.src_ia(), h.dst_ia());
+                let path = &mut data[range.clone()];
+                self.fwd.finish_addressed(path, &macs[k], ingress, now.unix_ns, src, dst)
+            } else {
+                self.fwd.finish(&mut data[range.clone()], &macs[k], ingress, now.unix_ns)
+            };
+            match done {
                 Ok(f) => {
                     let class = meta.class().unwrap_or_default();
                     self.note(&f);

@@ -19,6 +19,11 @@ fn key(as_no: u8) -> ForwardingKey {
 
 /// ASes 1 (source) - 2 (core, cross-over) - 3 (destination).
 fn packet() -> Vec<u8> {
+    addressed(Ia::new(1, 1), Ia::new(1, 3))
+}
+
+/// [`packet`]'s path with source `src` and destination `dst` ISD-AS.
+fn addressed(src: Ia, dst: Ia) -> Vec<u8> {
     let hs = |k: u8, i: u16, e: u16| HopSpec {
         key: key(k),
         cons_ingress: i,
@@ -36,8 +41,8 @@ fn packet() -> Vec<u8> {
         flow_id: 1,
         next_hdr: 17,
         payload_len: 4,
-        dst_ia: Ia::new(1, 3),
-        src_ia: Ia::new(1, 1),
+        dst_ia: dst,
+        src_ia: src,
         dst_host: h,
         src_host: h,
     };
@@ -48,7 +53,7 @@ fn packet() -> Vec<u8> {
 }
 
 fn router(as_no: u8, ifaces: InterfaceTable) -> Pipeline<Vec<u8>> {
-    let cfg = ForwardConfig { local_port: 99, check_ingress: true };
+    let cfg = ForwardConfig { local_port: 99, ..ForwardConfig::default() };
     Pipeline::new().with(ScionForward::new(Forwarder::new(key(as_no), ifaces, cfg)))
 }
 
@@ -163,7 +168,7 @@ fn live_change_keeps_the_forwarder_options() {
     // Built from a forwarder (local port 99, no running configuration):
     // the first change applies and the local port stays.
     let table = InterfaceTable::new().with(21, 1).with(23, 2);
-    let cfg = ForwardConfig { local_port: 99, check_ingress: true };
+    let cfg = ForwardConfig { local_port: 99, ..ForwardConfig::default() };
     let mut as2 = ScionForward::new(Forwarder::new(key(2), table, cfg));
     let mut as3 = ScionForward::new(Forwarder::new(key(3), InterfaceTable::new(), cfg));
     assert_eq!(as3.config(), None);
@@ -174,4 +179,70 @@ fn live_change_keeps_the_forwarder_options() {
     assert_eq!(v, fwd(2));
     assert_eq!(run_stage(&mut as3, p, 4), fwd(99));
     assert_eq!((as2.counters().xovers, as3.counters().local), (1, 1));
+}
+
+/// A forwarder of AS `as_no` that knows its ISD-AS `local`.
+fn addressed_router(as_no: u8, ifaces: InterfaceTable, local: Ia) -> Pipeline<Vec<u8>> {
+    let cfg = ForwardConfig { local_port: 99, local_ia: Some(local), ..ForwardConfig::default() };
+    Pipeline::new().with(ScionForward::new(Forwarder::new(key(as_no), ifaces, cfg)))
+}
+
+#[test]
+fn with_a_local_ia_delivery_follows_the_destination() {
+    let (ia1, ia2, ia3) = (Ia::new(1, 1), Ia::new(1, 2), Ia::new(1, 3));
+    let mut as1 = addressed_router(1, InterfaceTable::new().with(12, 1), ia1);
+    let mut as2 = addressed_router(2, InterfaceTable::new().with(21, 1).with(23, 2), ia2);
+    let mut as3 = addressed_router(3, InterfaceTable::new().with(32, 1), ia3);
+    let (p, v) = run(&mut as1, packet(), 0, NOW);
+    assert_eq!(v, fwd(1));
+    let (p, v) = run(&mut as2, p, 1, NOW);
+    assert_eq!(v, fwd(2));
+    assert_eq!(run(&mut as3, p, 1, NOW).1, fwd(99), "addressed here, path ends here");
+}
+
+#[test]
+fn with_a_local_ia_addresses_must_agree_with_the_path() {
+    let (ia1, ia2, ia3) = (Ia::new(1, 1), Ia::new(1, 2), Ia::new(1, 3));
+    let drop = |r| Verdict::Drop(r);
+    // Leaving the source AS: the first hop must come from it, and a packet
+    // addressed to the AS itself has no business leaving.
+    let mut as1 = addressed_router(1, InterfaceTable::new().with(12, 1), ia1);
+    assert_eq!(run(&mut as1, addressed(ia2, ia3), 0, NOW).1, drop(DropReason::Policy));
+    assert_eq!(run(&mut as1, addressed(ia1, ia1), 0, NOW).1, drop(DropReason::NoRoute));
+    // Arriving from outside: no one else may claim this AS as source ...
+    let (at_as2, _) = run(&mut router(1, InterfaceTable::new().with(12, 1)), packet(), 0, NOW);
+    let mut as2 = addressed_router(2, InterfaceTable::new().with(21, 1).with(23, 2), ia2);
+    let spoofed = {
+        // Same path, source rewritten to AS 2 (the hop-field MACs do not cover it).
+        let mut p = at_as2.clone();
+        packet::scion::ScionHeader::new_checked(&mut p[..]).unwrap().set_src_ia(ia2);
+        p
+    };
+    assert_eq!(run(&mut as2, spoofed, 1, NOW).1, drop(DropReason::Policy));
+    // ... and the path ends here exactly when the destination is here.
+    let to_as2 = {
+        let mut p = at_as2.clone();
+        packet::scion::ScionHeader::new_checked(&mut p[..]).unwrap().set_dst_ia(ia2);
+        p
+    };
+    assert_eq!(run(&mut as2, to_as2, 1, NOW).1, drop(DropReason::NoRoute));
+    assert_eq!(run(&mut as2, at_as2.clone(), 1, NOW).1, fwd(2));
+    let (at_as3, _) =
+        run(&mut router(2, InterfaceTable::new().with(21, 1).with(23, 2)), at_as2, 1, NOW);
+    let mut elsewhere = addressed_router(3, InterfaceTable::new().with(32, 1), Ia::new(1, 4));
+    assert_eq!(run(&mut elsewhere, at_as3, 1, NOW).1, drop(DropReason::NoRoute));
+}
+
+#[test]
+fn the_local_ia_is_part_of_the_configuration() {
+    let mut s = ScionForward::from_config(&as1(1));
+    let known = ScionForwardConfig { local_ia: Some(Ia::new(1, 1)), ..as1(1) };
+    assert_eq!(change(&mut s, &known), Ok(Reconfigured::APPLIED));
+    assert_eq!(s.forwarder().config().local_ia, Some(Ia::new(1, 1)));
+    assert_eq!(
+        run_stage(&mut s, addressed(Ia::new(1, 2), Ia::new(1, 3)), 0),
+        Verdict::Drop(DropReason::Policy)
+    );
+    assert_eq!(change(&mut s, &as1(1)), Ok(Reconfigured::APPLIED));
+    assert_eq!(run_stage(&mut s, addressed(Ia::new(1, 2), Ia::new(1, 3)), 0), fwd(1));
 }

@@ -34,11 +34,14 @@ pub(super) fn run<B: PacketBuf>(
     let n16 = now16(now_s);
     let mut n = 0usize;
     for i in batch.live() {
-        let port = batch.meta(i).port;
+        // The metadata fields pass 1 needs, read once.
+        let meta = batch.meta(i);
+        let at = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
+        let port = meta.port;
         // The header goes straight to its burst slot (kept only if
         // admitted): pass 3 reads it field by field as stored here.
         let k = n % BURST;
-        let Some((h, raw)) = locate(batch, i, cfg, stats, fast_on, &mut todo[k].h) else {
+        let Some((h, raw)) = locate(batch, i, at, cfg, stats, fast_on, &mut todo[k].h) else {
             continue;
         };
         // Fresh iff now − ts ∈ {−3..3} (mod 2^16).
@@ -72,17 +75,17 @@ pub(super) fn run<B: PacketBuf>(
 /// The FAIR header of packet `i` and its source address (as a raw word),
 /// also stored in `slot`; `None` for a packet pass 1 is done with (not
 /// FAIR: dropped under `require_policy`; malformed: dropped and counted).
+/// `at`: the packet's metadata `(proto, l3, l3_off, proto_off)`.
 #[inline(always)]
 fn locate<B: PacketBuf>(
     batch: &mut Batch<B>,
     i: usize,
+    (proto, l3, l3_off, proto_off): (Proto, L3, u16, u16),
     cfg: &DestConfig,
     stats: &mut DestStats,
     fast_on: bool,
     slot: &mut Hot,
 ) -> Option<(Hot, Option<u128>)> {
-    let meta = batch.meta(i);
-    let (proto, l3, l3_off, proto_off) = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
     // Fast path: the metadata locates a well-formed FAIR header
     // (source address read with the same view of the bytes).
     let fast = if proto == Proto::Fair && fast_on {

@@ -3,6 +3,7 @@
 use core::any::Any;
 
 use mac::Aes;
+use packet::checksum::fold;
 use packet::scion::epic::{FLAG_Q, HVF_LEN};
 use packet::scion::path::HOP_LEN;
 use pipeline::{
@@ -126,6 +127,11 @@ impl ZlaneGateway {
 
     /// Queues the HVFs of an authorized packet as jobs, or demotes it if a
     /// hop has no known AS key (as [`Gateway::process`] does).
+    ///
+    /// The hop fields and HVFs are sliced once (the EPIC-Z path was
+    /// validated by [`Gateway::admit`]): no bounds check per hop. The folded
+    /// sum of the span the checksum patch needs (flags word and HVFs, as
+    /// [`span_sum`] sums it) is added up from the words read here.
     #[inline]
     fn collect(
         &mut self,
@@ -138,18 +144,31 @@ impl ZlaneGateway {
     ) {
         let path = &mut frame[at.scion + path_off..];
         let first = self.jobs.len();
-        for h in 0..n {
-            let m = hops_off + h * HOP_LEN + 6;
-            let Some(key) = self.inner.key_of(&path[m..m + 6]) else {
-                self.jobs.truncate(first);
-                let rw = self.inner.unknown_hop(path, path_off);
-                at.patch(frame, &rw);
-                return;
-            };
-            let o = HVFS_OFF + h * HVF_LEN;
-            self.jobs.push(Job { key, v: [path[o], path[o + 1], path[o + 2], path[o + 3]] });
+        let mut known = true;
+        let mut acc;
+        {
+            let hops = &path[hops_off..hops_off + n * HOP_LEN];
+            let span = &path[FLAGS_OFF..HVFS_OFF + n * HVF_LEN];
+            let (flags, hvfs) = span.split_at(HVFS_OFF - FLAGS_OFF);
+            acc = u64::from(u32::from_be_bytes([flags[0], flags[1], flags[2], flags[3]]));
+            for (hop, v) in hops.chunks_exact(HOP_LEN).zip(hvfs.chunks_exact(HVF_LEN)) {
+                // The hop field's MAC σ (its last 6 bytes) names the AS.
+                let Some(key) = self.inner.key_of(&hop[6..]) else {
+                    known = false;
+                    break;
+                };
+                let v: Hvf = [v[0], v[1], v[2], v[3]];
+                acc += u64::from(u32::from_be_bytes(v));
+                self.jobs.push(Job { key, v });
+            }
         }
-        let old_sum = span_sum(path, n);
+        if !known {
+            self.jobs.truncate(first);
+            let rw = self.inner.unknown_hop(path, path_off);
+            at.patch(frame, &rw);
+            return;
+        }
+        let old_sum = fold(acc);
         let (idx, scion, udp) = (i as u8, at.scion, at.udp);
         self.waiting.push(Waiting { idx, scion, path_off, n, first, udp, old_sum });
     }

@@ -15,7 +15,7 @@ pub(super) fn forwarder(k: &AsKeys) -> ScionForward {
     ScionForward::new(Forwarder::new(
         k.fwd.clone(),
         InterfaceTable::new().with(IF_OUT, 1),
-        ForwardConfig { local_port: 0, check_ingress: false },
+        ForwardConfig { check_ingress: false, ..ForwardConfig::default() },
     ))
 }
 
