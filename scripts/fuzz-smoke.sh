@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds every cargo-fuzz target with the stable toolchain (no cargo-fuzz needed) and
 # runs each for a bounded number of random inputs, so targets cannot rot and obvious
-# crashes surface in CI. Real fuzzing: `cargo fuzz run -s none <target>` (see README).
+# crashes surface in CI. Real fuzzing needs cargo-fuzz (`cargo install cargo-fuzz`):
+# `cargo fuzz run -s none <target>`, see fuzz/README.md.
+# Everything this script writes stays in fuzz/target/ (gitignored): it keeps no
+# corpus, and a crashing input lands in fuzz/target/artifacts/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 RUNS="${FUZZ_SMOKE_RUNS:-20000}"
@@ -25,7 +28,10 @@ for t in "${targets[@]}"; do
     opts=(-max_len=256 -len_control=0 -rss_limit_mb=1024)
   fi
   echo "fuzz smoke: $t ($runs runs)"
-  ./target/release/"$t" -runs="$runs" -seed=1 "${opts[@]}" >/dev/null 2>"target/$t.smoke.log" || {
-    cat "target/$t.smoke.log"; echo "fuzz target $t failed"; exit 1; }
+  # libFuzzer writes crashing inputs to the working directory unless told otherwise.
+  mkdir -p "target/artifacts/$t"
+  ./target/release/"$t" -runs="$runs" -seed=1 -artifact_prefix="target/artifacts/$t/" "${opts[@]}" \
+    >/dev/null 2>"target/$t.smoke.log" || {
+    cat "target/$t.smoke.log"; echo "fuzz target $t failed (input in fuzz/target/artifacts/$t/)"; exit 1; }
 done
 echo "fuzz smoke: ${#targets[@]} targets ok"

@@ -17,5 +17,8 @@ bash scripts/test-dpdk.sh
 # Wireshark plugin: every trafgen profile and crafted packets decoded with tshark, fields checked.
 bash scripts/test-wireshark.sh
 
+# /metrics of every example pipeline through promtool; the Grafana dashboard's queries on Prometheus.
+bash scripts/test-metrics.sh
+
 # Every cargo-fuzz target builds on stable and survives a bounded random run.
 bash scripts/fuzz-smoke.sh

@@ -19,6 +19,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .build_client(true)
         .type_attribute(".", "#[derive(serde::Serialize)]")
+        // `"kind": "gauge"` in `ctl --json`, not the enum's number.
+        .field_attribute(
+            ".ddos.control.v1.NamedCounter.kind",
+            "#[serde(serialize_with = \"crate::pb::serialize_named_kind\")]",
+        )
         .compile_fds(fds)?;
     Ok(())
 }

@@ -274,7 +274,7 @@ async fn live_reconfiguration_auth_validation_and_flood() {
     assert!(m.contains("# TYPE router_port_tx_packets_total counter"));
     assert!(m.contains("router_config_generation 2"));
     // The Z-Lane scheduler's per-queue counters.
-    assert!(m.contains("router_egress_counter{port=\"1\",name=\"queue_"), "{m}");
+    assert!(m.contains("router_egress_events_total{port=\"1\",name=\"queue_"), "{m}");
 
     env.plane.stop();
 }

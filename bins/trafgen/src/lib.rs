@@ -15,8 +15,8 @@
 //!   another group's packets after a delay, request floods.
 //! * [`check`]: pcap writing and reading, and replay of a capture through
 //!   the real stages of a router configuration, tallying verdicts per group.
-//! * [`progress`]: the progress counter (terminals only) and output that
-//!   ends quietly on a closed pipe.
+//! * [`progress`]: the progress counter (a live line on a terminal, plain
+//!   periodic lines in logs) and output that ends quietly on a closed pipe.
 //!
 //! Timestamps in the capture follow the rates: a constant sender at R pps
 //! has packets exactly 1/R apart; templates are rebuilt every `refresh_ms`

@@ -10,20 +10,26 @@
 //! ```
 //!
 //! Every option is checked before any work, with a message naming it
-//! (exit code 2). `check` finds the router configuration a profile names
-//! relative to the profile file (built-in profiles: the repository's
-//! `config/`), from any directory. Output into a pipe that closes early
-//! (`| head`) ends quietly; the progress counter shows only on a terminal.
+//! (exit code 2). Paths work from any directory: `--profile NAME` is a
+//! built-in profile wherever `trafgen` runs, any other `--profile`, `-o`,
+//! `--router` and capture path is relative to the working directory, and
+//! the router configuration a profile file names is relative to the
+//! profile's own folder (built-in profiles: the repository's `config/`).
+//! Output into a pipe that closes early (`| head`) ends quietly. Progress
+//! is a live counter on a terminal and a plain `progress: N packets` line
+//! every few seconds in a log (`--progress-every`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
-use trafgen::check::{read_pcap, replay_through, write_pcap};
+use runtime::capture::Format;
+use trafgen::check::{read_pcap, replay_through, write_capture};
 use trafgen::gen::{duration_ns_from_secs, parse_mix};
 use trafgen::profile::{self, Expect, Origin};
-use trafgen::progress::{note, Lines, Progress};
+use trafgen::progress::{note, Lines, Progress, LOG_EVERY};
 use trafgen::{GenOptions, Generator, Profile};
 
 #[derive(Parser, Debug)]
@@ -35,7 +41,9 @@ struct Args {
 
 #[derive(clap::Args, Debug)]
 struct Source {
-    /// A built-in profile (see `list`) or a profile TOML file.
+    /// A built-in profile by name (see `list`), or the path of a profile
+    /// TOML file (relative to the working directory; the router
+    /// configuration it names is relative to the file's folder).
     #[arg(long, conflicts_with = "router_config")]
     profile: Option<String>,
     /// Use the `[[io.synthetic.traffic]]` groups of a router configuration.
@@ -49,9 +57,13 @@ enum Cmd {
     Gen {
         #[command(flatten)]
         source: Source,
-        /// Output pcap file.
+        /// Output capture file.
         #[arg(short, long)]
         out: PathBuf,
+        /// Capture format, `pcap` or `pcapng` (default: pcapng if the output
+        /// name ends in `.pcapng`, pcap otherwise).
+        #[arg(long)]
+        format: Option<Format>,
         /// Total packets per second over the selected groups (default: the profile's rates).
         #[arg(long, allow_negative_numbers = true)]
         rate: Option<f64>,
@@ -71,6 +83,11 @@ enum Cmd {
         /// which the example router configurations' keys and puzzle seeds cover).
         #[arg(long, allow_negative_numbers = true)]
         start_unix_ns: Option<u64>,
+        /// Seconds between two `progress: N packets` lines when standard error
+        /// is not a terminal (default 5; 0: none). On a terminal the count is
+        /// one live line instead.
+        #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+        progress_every: Option<f64>,
     },
     /// Replay a capture through a router configuration's stages and compare
     /// each group's verdicts with its `expect`.
@@ -146,6 +163,18 @@ fn gen_options(
     Ok(opts)
 }
 
+/// `--progress-every`: the period of plain progress lines (`None`: none).
+fn log_period(secs: Option<f64>) -> Result<Option<Duration>> {
+    match secs {
+        None => Ok(Some(LOG_EVERY)),
+        Some(0.0) => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => bail!("--progress-every: {s} is not a number of seconds in [0, 86400]"),
+    }
+}
+
 fn run() -> Result<ExitCode> {
     let args = Args::parse();
     let mut out = Lines::stdout();
@@ -157,8 +186,20 @@ fn run() -> Result<ExitCode> {
             }
             ExitCode::SUCCESS
         }
-        Cmd::Gen { source, out: path, rate, mix, count, duration, seed, start_unix_ns } => {
+        Cmd::Gen {
+            source,
+            out: path,
+            format,
+            rate,
+            mix,
+            count,
+            duration,
+            seed,
+            start_unix_ns,
+            progress_every,
+        } => {
             let opts = gen_options(rate, mix.as_deref(), count, duration, seed, start_unix_ns)?;
+            let log_every = log_period(progress_every)?;
             let (prof, _) = load(&source)?;
             let mut gen = Generator::new(&prof, opts)?;
             for g in gen.groups() {
@@ -167,11 +208,13 @@ fn run() -> Result<ExitCode> {
                     g.name, g.rate_pps, g.flows, g.template
                 ));
             }
-            let mut progress = Progress::stderr();
-            let n = write_pcap(&mut gen, &path, |n| progress.update(n)).map_err(|e| {
-                progress.interrupt();
-                anyhow!("{e}")
-            })?;
+            let mut progress = Progress::stderr(log_every);
+            let format = Format::chosen(format, &path);
+            let n =
+                write_capture(&mut gen, &path, format, |n| progress.update(n)).map_err(|e| {
+                    progress.interrupt();
+                    anyhow!("{e}")
+                })?;
             progress.finish(n);
             out.line(format_args!("wrote {n} packets to {}", path.display()))?;
             ExitCode::SUCCESS

@@ -37,8 +37,8 @@ pub struct Profile {
     #[serde(default)]
     pub description: String,
     /// The router configuration whose stages the `expect` keys refer to: a
-    /// path relative to the profile file (built-in profiles: relative to the
-    /// repository root, the folder holding `config/`; see
+    /// path relative to the profile file's folder (built-in profiles:
+    /// relative to the repository root, the folder holding `config/`; see
     /// [`router_candidates`]).
     #[serde(default)]
     pub router: Option<String>,
@@ -426,23 +426,26 @@ pub fn repository_roots() -> Vec<PathBuf> {
 }
 
 /// The places a profile's `router` path names, in the order they are
-/// tried: an absolute path as is; for a profile file, its folder, then the
-/// current directory; for a built-in profile, each of
-/// [`repository_roots`], then the current directory.
+/// tried: an absolute path as is; for a profile file, its own folder only
+/// (wherever `trafgen` runs, a file names what lies beside it); for a
+/// built-in profile, each of [`repository_roots`], then the current
+/// directory (a checkout, for a `trafgen` installed elsewhere).
 pub fn router_candidates(origin: &Origin, router: &str) -> Vec<PathBuf> {
     let r = Path::new(router);
     if r.is_absolute() {
         return vec![r.to_path_buf()];
     }
-    let mut v: Vec<PathBuf> = match origin {
-        Origin::File(p) => p.parent().map(|d| d.join(r)).into_iter().collect(),
-        Origin::Builtin(_) => repository_roots().into_iter().map(|root| root.join(r)).collect(),
-    };
-    // The current directory last (where earlier versions looked).
-    if !v.iter().any(|c| c == r) {
-        v.push(r.to_path_buf());
+    match origin {
+        Origin::File(p) => vec![p.parent().unwrap_or(Path::new("")).join(r)],
+        Origin::Builtin(_) => {
+            let mut v: Vec<PathBuf> =
+                repository_roots().into_iter().map(|root| root.join(r)).collect();
+            if !v.iter().any(|c| c == r) {
+                v.push(r.to_path_buf());
+            }
+            v
+        }
     }
-    v
 }
 
 /// The router configuration a profile names: the first of

@@ -1,4 +1,29 @@
-//! The Prometheus text endpoint: `GET /metrics` over plain HTTP/1.1.
+//! The Prometheus text endpoint: `GET /metrics` over HTTP/1.1 (over TLS
+//! with `[control.tls]`; with `metrics_auth`, for a read or admin credential).
+//!
+//! Every family is typed and has a `# HELP` line; counters end in
+//! `_total`; what varies (port, stage, drop reason, a named value's name)
+//! is a label, so that each family is one series set (`promtool check
+//! metrics` finds nothing to say). Every family is declared even when it has
+//! no sample in this configuration, so dashboards and alerts find their
+//! names.
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `router_bursts_total` | counter | |
+//! | `router_elapsed_seconds` | gauge | |
+//! | `router_to_control_total` | counter | |
+//! | `router_config_generation` | gauge | |
+//! | `router_port_{rx,tx}_packets_total`, `router_port_tx_bytes_total` | counter | `port` |
+//! | `router_port_queued_packets` | gauge | `port` |
+//! | `router_port_drops_total` | counter | `port`, `reason` |
+//! | `router_stage_packets_total`, `router_stage_to_control_total` | counter | `index`, `stage` |
+//! | `router_stage_drops_total` | counter | `index`, `stage`, `reason` |
+//! | `router_group_{offered,delivered}_packets_total` | counter | `group` (synthetic backend) |
+//! | `router_stage_events_total` | counter | `index`, `stage`, `name` ([`pipeline::Element::named_counters`]) |
+//! | `router_stage_level` | gauge | `index`, `stage`, `name` ([`pipeline::Element::named_gauges`]) |
+//! | `router_egress_events_total` | counter | `port`, `name` |
+//! | `router_egress_level` | gauge | `port`, `name` |
 
 use std::convert::Infallible;
 use std::fmt::Write;
@@ -11,7 +36,26 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use runtime::stats::{Kind, Scope};
+
 use crate::plane::Plane;
+
+/// The family of stages' named counters ([`pipeline::Element::named_counters`]).
+pub const STAGE_EVENTS: &str = "router_stage_events_total";
+/// The family of stages' named levels ([`pipeline::Element::named_gauges`]).
+pub const STAGE_LEVEL: &str = "router_stage_level";
+/// The family of egress disciplines' named counters.
+pub const EGRESS_EVENTS: &str = "router_egress_events_total";
+/// The family of egress disciplines' named levels.
+pub const EGRESS_LEVEL: &str = "router_egress_level";
+
+/// The Prometheus type of a named value's family.
+fn type_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Counter => "counter",
+        Kind::Gauge => "gauge",
+    }
+}
 
 /// Escapes a label value (backslash, quote, newline).
 fn esc(s: &str) -> String {
@@ -103,73 +147,79 @@ pub fn render(s: &runtime::Snapshot, generation: u64) -> String {
             );
         }
     }
-    if !s.groups.is_empty() {
-        family(
-            &mut o,
-            "router_group_offered_packets_total",
-            "counter",
-            "Synthetic packets generated per group.",
+    family(
+        &mut o,
+        "router_group_offered_packets_total",
+        "counter",
+        "Synthetic packets generated per group.",
+    );
+    for g in &s.groups {
+        let _ = writeln!(
+            o,
+            "router_group_offered_packets_total{{group=\"{}\"}} {}",
+            esc(&g.name),
+            g.offered
         );
-        for g in &s.groups {
-            let _ = writeln!(
-                o,
-                "router_group_offered_packets_total{{group=\"{}\"}} {}",
-                esc(&g.name),
-                g.offered
-            );
-        }
-        family(
-            &mut o,
-            "router_group_delivered_packets_total",
-            "counter",
-            "Synthetic packets transmitted per group.",
-        );
-        for g in &s.groups {
-            let _ = writeln!(
-                o,
-                "router_group_delivered_packets_total{{group=\"{}\"}} {}",
-                esc(&g.name),
-                g.delivered
-            );
-        }
     }
-    let stages = s.named.iter().filter(|n| matches!(n.scope, runtime::stats::Scope::Stage(_)));
-    if stages.clone().next().is_some() {
-        family(
-            &mut o,
-            "router_stage_counter",
-            "untyped",
-            "A stage's own counters (per traffic class, table entries...).",
+    family(
+        &mut o,
+        "router_group_delivered_packets_total",
+        "counter",
+        "Synthetic packets transmitted per group.",
+    );
+    for g in &s.groups {
+        let _ = writeln!(
+            o,
+            "router_group_delivered_packets_total{{group=\"{}\"}} {}",
+            esc(&g.name),
+            g.delivered
         );
-        for n in stages {
-            let runtime::stats::Scope::Stage(i) = n.scope else { continue };
+    }
+    for (metric, kind, help) in [
+        (
+            STAGE_EVENTS,
+            Kind::Counter,
+            "Events a stage counts by name (packets per traffic class, requests, \
+             packets forwarded...), summed over workers.",
+        ),
+        (
+            STAGE_LEVEL,
+            Kind::Gauge,
+            "Levels a stage reports by name (table entries, reservations held), \
+             summed over workers.",
+        ),
+    ] {
+        family(&mut o, metric, type_name(kind), help);
+        for n in s.named.iter().filter(|n| n.kind == kind) {
+            let Scope::Stage(i) = n.scope else { continue };
             let stage = s.stages.get(i).map_or("?", |(n, _)| n.as_str());
             let _ = writeln!(
                 o,
-                "router_stage_counter{{index=\"{i}\",stage=\"{}\",name=\"{}\"}} {}",
+                "{metric}{{index=\"{i}\",stage=\"{}\",name=\"{}\"}} {}",
                 esc(stage),
                 esc(n.name),
                 n.value
             );
         }
     }
-    let egress = s.named.iter().filter(|n| matches!(n.scope, runtime::stats::Scope::Egress(_)));
-    if egress.clone().next().is_some() {
-        family(
-            &mut o,
-            "router_egress_counter",
-            "untyped",
-            "An egress discipline's own counters (per queue).",
-        );
-        for n in egress {
-            let runtime::stats::Scope::Egress(i) = n.scope else { continue };
+    for (metric, kind, help) in [
+        (
+            EGRESS_EVENTS,
+            Kind::Counter,
+            "Events an egress discipline counts by name (packets sent or dropped \
+             per queue...), summed over workers.",
+        ),
+        (
+            EGRESS_LEVEL,
+            Kind::Gauge,
+            "Levels an egress discipline reports by name, summed over workers.",
+        ),
+    ] {
+        family(&mut o, metric, type_name(kind), help);
+        for n in s.named.iter().filter(|n| n.kind == kind) {
+            let Scope::Egress(i) = n.scope else { continue };
             let port = s.ports.get(i).map_or(0, |p| p.id);
-            let _ = writeln!(
-                o,
-                "router_egress_counter{{port=\"{port}\",name=\"{}\"}} {}",
-                esc(n.name),
-                n.value
-            );
+            let _ = writeln!(o, "{metric}{{port=\"{port}\",name=\"{}\"}} {}", esc(n.name), n.value);
         }
     }
     o
@@ -199,27 +249,85 @@ fn respond(plane: &Plane, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
 }
 
-/// Serves `/metrics` on `listener` until `stop` turns true.
-pub async fn serve(listener: TcpListener, plane: Arc<Plane>, mut stop: watch::Receiver<bool>) {
+/// Who may read `/metrics`: anyone (the listener's TLS may still ask for a
+/// client certificate), or only callers with a read or admin credential.
+#[derive(Debug, Clone)]
+pub(crate) struct MetricsAccess {
+    pub(crate) auth: crate::auth::Auth,
+    pub(crate) require: bool,
+}
+
+fn unauthorized() -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(
+        b"a read or admin credential is needed (Authorization: Bearer <token>, or a client \
+          certificate listed in control.clients)\n",
+    )));
+    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    r.headers_mut()
+        .insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// Serves `/metrics` on `listener` until `stop` turns true (plaintext,
+/// unauthenticated, default connection limits).
+pub async fn serve(listener: TcpListener, plane: Arc<Plane>, stop: watch::Receiver<bool>) {
+    let d = crate::ControlConfig::default();
+    let limits = crate::net::Limits {
+        max_connections: d.max_connections,
+        handshake_timeout: std::time::Duration::from_millis(d.handshake_timeout_ms),
+        idle_timeout: std::time::Duration::from_millis(d.idle_timeout_ms),
+    };
+    let rx = crate::net::spawn_accept(listener, None, limits, "metrics_listen");
+    let access = MetricsAccess { auth: crate::auth::Auth::disabled(), require: false };
+    serve_conns(rx, plane, access, limits.idle_timeout, stop).await;
+}
+
+/// Serves `/metrics` on the connections of `rx` until `stop` turns true;
+/// each connection lives at most `lifetime` (a client that stops reading
+/// cannot hold its place).
+pub(crate) async fn serve_conns(
+    mut rx: tokio::sync::mpsc::Receiver<crate::net::Conn>,
+    plane: Arc<Plane>,
+    access: MetricsAccess,
+    lifetime: std::time::Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let conn = tokio::select! {
-            c = listener.accept() => c,
+            c = rx.recv() => match c {
+                Some(c) => c,
+                None => return,
+            },
             _ = stop.changed() => return,
         };
-        let Ok((stream, _)) = conn else { continue };
         let plane = plane.clone();
+        let access = access.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
+            let peer = conn.peer().clone();
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let r = respond(&plane, &req);
+                let _busy = peer.activity.begin();
+                let header = req.headers().get(hyper::header::AUTHORIZATION).map(|v| v.as_bytes());
+                let allowed = !access.require
+                    || access.auth.authenticate(header, peer.subject.as_deref(), peer.addr).is_ok();
+                let r = if allowed { respond(&plane, &req) } else { unauthorized() };
                 async move { Ok::<_, Infallible>(r) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc);
+                .serve_connection(TokioIo::new(conn), svc);
             tokio::pin!(conn);
+            let deadline = tokio::time::sleep(lifetime);
+            tokio::pin!(deadline);
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = stop.changed() => conn.as_mut().graceful_shutdown(),
+                _ = &mut deadline => {}
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = &mut deadline => {}
+                    }
+                }
             }
         });
     }
@@ -244,5 +352,48 @@ mod tests {
         assert!(t.contains("router_stage_packets_total{index=\"0\",stage=\"we\\\"ird\"} 3\n"));
         assert!(t.contains(&format!("reason=\"{}\"}} 2\n", pipeline::DropReason::BadMac)));
         assert!(t.contains("# TYPE router_port_queued_packets gauge\n"));
+        // Families without samples are still declared.
+        assert!(t.contains("# TYPE router_stage_level gauge\n"), "{t}");
+        assert!(t.contains("# TYPE router_egress_events_total counter\n"), "{t}");
+    }
+
+    #[test]
+    fn named_counters_and_levels_go_to_their_typed_families() {
+        use runtime::stats::Named;
+        let mut s = runtime::Snapshot::default();
+        s.stages.push(("flowpolice".into(), pipeline::StageCounters::default()));
+        s.ports.push(runtime::stats::PortSnapshot { id: 3, counters: Default::default() });
+        let named = |scope, name, kind, value| Named { scope, name, kind, value };
+        s.named = vec![
+            named(Scope::Stage(0), "requests", Kind::Counter, 5),
+            named(Scope::Stage(0), "table_entries", Kind::Gauge, 2),
+            named(Scope::Egress(0), "queue_g_sent", Kind::Counter, 7),
+            named(Scope::Egress(0), "backlog", Kind::Gauge, 1),
+        ];
+        let t = render(&s, 0);
+        for line in [
+            "# TYPE router_stage_events_total counter",
+            "router_stage_events_total{index=\"0\",stage=\"flowpolice\",name=\"requests\"} 5",
+            "# TYPE router_stage_level gauge",
+            "router_stage_level{index=\"0\",stage=\"flowpolice\",name=\"table_entries\"} 2",
+            "# TYPE router_egress_events_total counter",
+            "router_egress_events_total{port=\"3\",name=\"queue_g_sent\"} 7",
+            "# TYPE router_egress_level gauge",
+            "router_egress_level{port=\"3\",name=\"backlog\"} 1",
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing `{line}` in\n{t}");
+        }
+        assert!(!t.contains("untyped"), "{t}");
+        // Each family is declared once, with HELP before TYPE.
+        let types: Vec<&str> = t.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        let helps = t.lines().filter(|l| l.starts_with("# HELP ")).count();
+        assert_eq!(types.len(), helps);
+        let mut names: Vec<&str> = types.iter().map(|l| l.split(' ').nth(2).unwrap()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), types.len(), "{t}");
+        for n in names.iter().filter(|n| n.ends_with("_total")) {
+            assert!(t.contains(&format!("# TYPE {n} counter\n")), "{n} is not a counter");
+        }
     }
 }

@@ -21,6 +21,7 @@
 //!   change a protocol's tables (admit a reservation, install a key).
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,8 @@ pub struct Plane {
     queues: Vec<Sender<Command>>,
     catalog: Arc<dyn Catalog>,
     state: Mutex<State>,
+    /// `state.generation`, readable without waiting for a change in progress.
+    generation: AtomicU64,
     apply_timeout: Duration,
 }
 
@@ -97,12 +100,19 @@ impl Plane {
             catalog: router.catalog(),
             router: Mutex::new(router),
             state: Mutex::new(State { cfg, generation: 0 }),
+            generation: AtomicU64::new(0),
             apply_timeout,
         })
     }
 
     fn router(&self) -> MutexGuard<'_, Router> {
         self.router.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configuration generation: changes applied so far. Never waits
+    /// for a change in progress.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// Counters of all workers, summed.
@@ -238,6 +248,7 @@ impl Plane {
         change: Change,
         detail: &str,
     ) -> Result<Applied, CtlError> {
+        crate::audit::note_target(detail);
         self.ensure_running()?;
         // Parse and validate everything first: any error leaves every worker untouched.
         let ctx = BuildContext {
@@ -304,13 +315,13 @@ impl Plane {
             }
             // Workers run the same code on the same state kinds, so this
             // means one worker's state could not take what the others did.
-            commit(st, &change);
+            self.commit(st, &change);
             return Err(CtlError::Internal(format!(
                 "{applied} of {} workers applied the change, the others refused: {why}",
                 results.len()
             )));
         }
-        commit(st, &change);
+        self.commit(st, &change);
         let lost: u64 = results.iter().filter_map(|r| r.as_ref().ok()).sum();
         let mut detail = detail.to_string();
         if lost > 0 {
@@ -320,6 +331,17 @@ impl Plane {
             ));
         }
         Ok(Applied { workers: applied as u32, generation: st.generation, detail })
+    }
+
+    fn commit(&self, st: &mut State, change: &Change) {
+        for (i, p) in &change.stages {
+            st.cfg.pipeline[*i].params = p.clone();
+        }
+        for (i, p) in &change.egress {
+            st.cfg.ports[*i].egress.params = p.clone();
+        }
+        st.generation += 1;
+        self.generation.store(st.generation, Ordering::Relaxed);
     }
 
     /// Runs `op` on every worker between two bursts and returns the results
@@ -396,22 +418,13 @@ impl Plane {
         if !out.is_empty() {
             // Some workers changed: the configuration moved on.
             st.generation += 1;
+            self.generation.store(st.generation, Ordering::Relaxed);
         }
         match err {
             Some(e) => Err(e),
             None => Ok((out, st.generation)),
         }
     }
-}
-
-fn commit(st: &mut State, change: &Change) {
-    for (i, p) in &change.stages {
-        st.cfg.pipeline[*i].params = p.clone();
-    }
-    for (i, p) in &change.egress {
-        st.cfg.ports[*i].egress.params = p.clone();
-    }
-    st.generation += 1;
 }
 
 fn config_error(e: ConfigError) -> CtlError {
@@ -472,6 +485,7 @@ pub fn change_all<S: Any>(
     detail: String,
     f: impl Fn(&mut S, Now) -> Result<(), CtlError> + Send + Sync + 'static,
 ) -> Result<pb::ApplyReply, CtlError> {
+    crate::audit::note_target(&detail);
     let idx = plane.stages_of(kinds)?;
     let (done, generation) = plane.mutate(reach(idx, f))?;
     Ok(pb::ApplyReply { workers: done.len() as u32, generation, detail })

@@ -17,20 +17,44 @@ use crate::text;
 /// A gRPC reply.
 pub type Reply<T> = Result<Response<T>, Status>;
 
+/// The methods of `RouterControl` that only read; the others change the
+/// router (see [`crate::access`]).
+pub const ROUTER_READ_ONLY: &[&str] = &["GetStatus", "GetCounters"];
+
 /// Runs a (possibly blocking) plane operation off the async executor.
+///
+/// What the call acts on reaches the audit log from here: the plane notes
+/// the description of each change it applies, and an `ApplyReply`'s
+/// `detail` is noted when the operation succeeds.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CtlError> + Send + 'static,
 ) -> Result<Response<T>, Status> {
-    match tokio::task::spawn_blocking(f).await {
+    let note = crate::audit::current();
+    let run = move || {
+        crate::audit::with_note(note, || {
+            let r = f();
+            if let Ok(v) = &r {
+                if let Some(a) = (v as &dyn std::any::Any).downcast_ref::<pb::ApplyReply>() {
+                    crate::audit::note_target(&a.detail);
+                }
+            }
+            r
+        })
+    };
+    match tokio::task::spawn_blocking(run).await {
         Ok(r) => r.map(Response::new).map_err(Status::from),
         Err(e) => Err(Status::internal(format!("control task failed: {e}"))),
     }
 }
 
 /// A protocol's gRPC service, added to the router's server behind the
-/// bearer-token check. An adapter implements it for its generated server:
+/// access layer ([`crate::access`]: credentials, roles, rate limit, audit).
+/// An adapter implements it for its generated server:
 ///
 /// ```ignore
+/// fn read_only(&self) -> &'static [&'static str] {
+///     &["ListReservations", "GetLinkSplit"]
+/// }
 /// fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: Auth) {
 ///     routes.add_service(InterceptedService::new(SibraControlServer::new(svc), auth));
 /// }
@@ -40,23 +64,38 @@ pub trait ControlService: Send {
     /// reports it as serving).
     fn name(&self) -> &'static str;
 
-    /// The encoded protobuf descriptor set of its files, for reflection.
+    /// The encoded protobuf descriptor set of its files, for reflection
+    /// and the access table.
     fn descriptor_set(&self) -> &'static [u8];
 
-    /// Adds the service, behind `auth`, to the server's routes.
+    /// The methods (bare names, e.g. `"ListReservations"`) that only read:
+    /// a read-only credential may call them. Every other method changes the
+    /// router and needs the admin role; the default (none) is the safe one.
+    /// The server refuses to start if a name is not a method of the service.
+    fn read_only(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Adds the service to the server's routes, behind `auth` as an
+    /// interceptor (which passes what the access layer let through).
     fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: Auth);
 }
 
 /// Implements [`ControlService`] for an adapter's service handle
 /// `$service(Arc<Plane>)` whose tonic-generated server is `$server`, built
-/// from `$svc(plane)`, with the descriptor set `$descriptors`:
+/// from `$svc(plane)`, with the descriptor set `$descriptors` and,
+/// optionally, its read-only methods (without them, every method mutates):
 ///
 /// ```ignore
-/// control::control_service!(Service, SibraControlServer<SibraSvc>, SibraSvc, pb::FILE_DESCRIPTOR_SET);
+/// control::control_service!(Service, SibraControlServer<SibraSvc>, SibraSvc, pb::FILE_DESCRIPTOR_SET,
+///     read_only = ["ListReservations", "GetLinkSplit"]);
 /// ```
 #[macro_export]
 macro_rules! control_service {
     ($service:ident, $server:ty, $svc:ident, $descriptors:expr) => {
+        $crate::control_service!($service, $server, $svc, $descriptors, read_only = []);
+    };
+    ($service:ident, $server:ty, $svc:ident, $descriptors:expr, read_only = [$($m:literal),* $(,)?]) => {
         impl $crate::ControlService for $service {
             fn name(&self) -> &'static str {
                 <$server as ::tonic::server::NamedService>::NAME
@@ -64,6 +103,10 @@ macro_rules! control_service {
 
             fn descriptor_set(&self) -> &'static [u8] {
                 $descriptors
+            }
+
+            fn read_only(&self) -> &'static [&'static str] {
+                &[$($m),*]
             }
 
             fn add_to(
@@ -188,6 +231,7 @@ impl pb::router_control_server::RouterControl for RouterSvc {
         req: Request<pb::SetStageParamsRequest>,
     ) -> Reply<pb::ApplyReply> {
         let r = req.into_inner();
+        crate::audit::note_target(&format!("pipeline[{}]", r.index));
         let patch = text::toml_table("params_toml", &r.params_toml)?;
         let index = r.index as usize;
         let plane = self.0.clone();
@@ -218,6 +262,7 @@ impl pb::router_control_server::RouterControl for RouterSvc {
         req: Request<pb::SetEgressParamsRequest>,
     ) -> Reply<pb::ApplyReply> {
         let r = req.into_inner();
+        crate::audit::note_target(&format!("port {} egress", r.port));
         let patch = text::toml_table("params_toml", &r.params_toml)?;
         let port = u16::try_from(r.port)
             .map_err(|_| CtlError::invalid(format!("port: {} is not a port id", r.port)))?;
@@ -291,6 +336,7 @@ pub fn counters(s: &runtime::Snapshot) -> pb::Counters {
                 scope: scope_name(s, n.scope),
                 name: n.name.to_string(),
                 value: n.value,
+                kind: pb::NamedKind::from(n.kind).into(),
             })
             .collect(),
     }

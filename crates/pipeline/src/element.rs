@@ -4,7 +4,8 @@
 //! Stages ([`Stage`](crate::Stage)) and egress disciplines
 //! ([`Egress`](crate::Egress)) are generic over the packet buffer (`Frame`,
 //! a DPDK mbuf, `Vec<u8>`), but nothing the control plane asks of them is:
-//! their name, their named counters, their concrete state (to read a table or
+//! their name, their named counters ([`Element::named_counters`]) and levels
+//! ([`Element::named_gauges`]), their concrete state (to read a table or
 //! install a key) and a live parameter change. Those live here, so that one
 //! control plane drives every backend.
 //!
@@ -82,10 +83,26 @@ pub trait Element: Send {
     /// A short name for counters and logs (the kind, e.g. `"sibra-transit"`).
     fn name(&self) -> &str;
 
-    /// Reports the element's own named counters (per traffic class, per
-    /// queue...) to `out`; called when the worker publishes its counters,
+    /// Reports the element's own named *counters* to `out`: monotonic
+    /// counts of events since the element was built (packets per traffic
+    /// class, requests, packets sent per queue...), which only grow, across
+    /// live changes too. Called when the worker publishes its counters,
     /// never per packet. Names are static so that publishing never allocates.
+    ///
+    /// A value that can go down (table occupancy, reservations held) is a
+    /// level: report it through [`Element::named_gauges`] instead, so that
+    /// monitoring treats it as a gauge (a counter that goes down reads as a
+    /// reset, and its rate is meaningless).
     fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let _ = out;
+    }
+
+    /// Reports the element's own named *levels* (gauges) to `out`: values
+    /// that go up and down, such as table entries or reservations held,
+    /// read at the time of the call. The sibling of
+    /// [`Element::named_counters`], called at the same times; the default
+    /// reports none. A name should not be both a counter and a level.
+    fn named_gauges(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let _ = out;
     }
 

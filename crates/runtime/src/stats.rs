@@ -6,8 +6,10 @@
 //! writes its block, so there is no contention and no read-modify-write; a
 //! reader sums the blocks of all workers into a [`Snapshot`].
 //!
-//! Named counters (a stage's per-class counts, a scheduler's per-queue
-//! counts; see [`pipeline::Stage::named_counters`]) vary by stage kind, so
+//! Named counters and levels (a stage's per-class counts, a scheduler's
+//! per-queue counts, a table's occupancy; see
+//! [`pipeline::Element::named_counters`] and
+//! [`pipeline::Element::named_gauges`]) vary by stage kind, so
 //! they are published as a list behind a mutex that the worker only
 //! `try_lock`s: if a reader holds it at that moment, the worker skips that
 //! publication rather than wait (the next one, `publish_every` bursts later,
@@ -111,18 +113,33 @@ pub enum Scope {
     Egress(usize),
 }
 
-/// One named counter of one worker.
+/// What a named value measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A monotonic count of events ([`pipeline::Element::named_counters`]):
+    /// only grows; monitoring takes its rate.
+    #[default]
+    Counter,
+    /// A level ([`pipeline::Element::named_gauges`]): goes up and down
+    /// (table entries, reservations held); monitoring reads it as it is.
+    Gauge,
+}
+
+/// One named counter or level of one worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Named {
     /// Its stage or egress discipline.
     pub scope: Scope,
-    /// The counter's name (e.g. `"class_g"`).
+    /// The value's name (e.g. `"class_g"`).
     pub name: &'static str,
-    /// Its value.
+    /// Counter or level.
+    pub kind: Kind,
+    /// Its value (summed over workers in a [`Snapshot`]).
     pub value: u64,
 }
 
-/// Fills `out` with the named counters of `pipeline` and `egress`.
+/// Fills `out` with the named counters, then the named levels, of each
+/// stage of `pipeline` and each discipline of `egress`.
 pub fn collect_named<B: PacketBuf>(
     pipeline: &Pipeline<B>,
     egress: &[Box<dyn Egress<B>>],
@@ -130,13 +147,21 @@ pub fn collect_named<B: PacketBuf>(
 ) {
     out.clear();
     for (i, s) in pipeline.stages().enumerate() {
+        let scope = Scope::Stage(i);
         s.named_counters(&mut |name, value| {
-            out.push(Named { scope: Scope::Stage(i), name, value })
+            out.push(Named { scope, name, kind: Kind::Counter, value })
+        });
+        s.named_gauges(&mut |name, value| {
+            out.push(Named { scope, name, kind: Kind::Gauge, value })
         });
     }
     for (i, e) in egress.iter().enumerate() {
+        let scope = Scope::Egress(i);
         e.named_counters(&mut |name, value| {
-            out.push(Named { scope: Scope::Egress(i), name, value })
+            out.push(Named { scope, name, kind: Kind::Counter, value })
+        });
+        e.named_gauges(&mut |name, value| {
+            out.push(Named { scope, name, kind: Kind::Gauge, value })
         });
     }
 }
@@ -252,8 +277,10 @@ pub struct Snapshot {
     pub to_control: u64,
     /// Whether every worker has stopped.
     pub all_done: bool,
-    /// Named counters of stages and egress disciplines, summed over
-    /// workers, ordered by scope then first appearance.
+    /// Named counters and levels of stages and egress disciplines, summed
+    /// over workers (a level's sum is the router's total, e.g. the entries
+    /// of all workers' tables), ordered by scope then first appearance
+    /// (each element's counters before its levels).
     pub named: Vec<Named>,
 }
 
@@ -301,7 +328,11 @@ impl Snapshot {
             }
             let named = w.named.lock().unwrap_or_else(|p| p.into_inner());
             for n in named.iter() {
-                match s.named.iter_mut().find(|m| m.scope == n.scope && m.name == n.name) {
+                match s
+                    .named
+                    .iter_mut()
+                    .find(|m| m.scope == n.scope && m.kind == n.kind && m.name == n.name)
+                {
                     Some(m) => m.value += n.value,
                     None => s.named.push(*n),
                 }
@@ -311,7 +342,7 @@ impl Snapshot {
         s
     }
 
-    /// The summed value of named counter `name` of pipeline stage `stage`.
+    /// The summed value of named counter or level `name` of pipeline stage `stage`.
     pub fn stage_named(&self, stage: usize, name: &str) -> Option<u64> {
         self.named
             .iter()

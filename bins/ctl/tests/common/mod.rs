@@ -85,6 +85,9 @@ pub fn start_in(
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         token_file: Some(token_file.clone()),
+        // Tests change things back to back; the rate limit has its own tests.
+        mutations_per_second: 0,
+        audit_log: Some(dir.join("audit.jsonl")),
         ..Default::default()
     };
     customize(&mut ccfg);
@@ -116,14 +119,27 @@ pub fn ctl_with_token(
     token_file: Option<&Path>,
     args: &[&str],
 ) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctl"));
-    cmd.arg("--addr").arg(addr);
-    if let Some(f) = token_file {
-        cmd.arg("--token-file").arg(f);
+    let mut full = vec!["--addr", addr];
+    let file = token_file.map(|f| f.to_str().expect("UTF-8 path"));
+    if let Some(f) = file {
+        full.extend(["--token-file", f]);
     }
+    full.extend(args);
+    let (code, out, err) = ctl_raw(&full, &[]);
+    (code == Some(0), out, err)
+}
+
+/// Runs `ctl` with exactly `args` and the environment variables `env`
+/// (none of the caller's `CTL_*`): (exit code, stdout, stderr).
+pub fn ctl_raw(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctl"));
+    for v in ["CTL_ADDR", "CTL_TOKEN_FILE", "CTL_CA", "CTL_CERT", "CTL_KEY"] {
+        cmd.env_remove(v);
+    }
+    cmd.envs(env.iter().copied());
     let out = cmd.args(args).output().expect("ctl runs");
     (
-        out.status.success(),
+        out.status.code(),
         String::from_utf8_lossy(&out.stdout).into(),
         String::from_utf8_lossy(&out.stderr).into(),
     )

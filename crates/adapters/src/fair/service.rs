@@ -35,6 +35,10 @@ impl control::ControlService for Service {
         pb::FILE_DESCRIPTOR_SET
     }
 
+    fn read_only(&self) -> &'static [&'static str] {
+        &["ListKeys", "ListChannels", "ListVerdicts"]
+    }
+
     fn add_to(self: Box<Self>, routes: &mut RoutesBuilder, auth: control::auth::Auth) {
         routes.add_service(InterceptedService::new(
             pb::fair_control_server::FairControlServer::new(FairSvc(self.0, self.1))

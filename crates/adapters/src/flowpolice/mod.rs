@@ -127,6 +127,7 @@ mod tests {
     fn counters(e: &dyn Element) -> Vec<(&'static str, u64)> {
         let mut v = Vec::new();
         e.named_counters(&mut |n, x| v.push((n, x)));
+        e.named_gauges(&mut |n, x| v.push((n, x)));
         v
     }
 

@@ -28,7 +28,8 @@ control::control_service!(
     Service,
     pb::flow_police_control_server::FlowPoliceControlServer<FlowPoliceSvc>,
     FlowPoliceSvc,
-    pb::FILE_DESCRIPTOR_SET
+    pb::FILE_DESCRIPTOR_SET,
+    read_only = ["GetParams", "GetTableStats"]
 );
 
 /// `FlowPoliceControl`.

@@ -24,7 +24,8 @@ control::control_service!(
     Service,
     pb::sibra_control_server::SibraControlServer<SibraSvc>,
     SibraSvc,
-    pb::FILE_DESCRIPTOR_SET
+    pb::FILE_DESCRIPTOR_SET,
+    read_only = ["ListReservations", "GetLinkSplit"]
 );
 
 /// `SibraControl`.

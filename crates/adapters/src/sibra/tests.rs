@@ -61,6 +61,7 @@ fn live(kind: &str, params: &str) -> runtime::registry::Parsed {
 fn counters(e: &dyn Element) -> Vec<(&'static str, u64)> {
     let mut v = Vec::new();
     e.named_counters(&mut |n, c| v.push((n, c)));
+    e.named_gauges(&mut |n, c| v.push((n, c)));
     v
 }
 

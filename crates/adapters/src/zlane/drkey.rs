@@ -21,7 +21,8 @@ control::control_service!(
     Service,
     pb::drkey_control_server::DrkeyControlServer<DrkeySvc>,
     DrkeySvc,
-    pb::FILE_DESCRIPTOR_SET
+    pb::FILE_DESCRIPTOR_SET,
+    read_only = ["ListEpochs"]
 );
 
 /// `DrkeyControl`.

@@ -33,7 +33,8 @@ control::control_service!(
     Service,
     pb::zlane_control_server::ZlaneControlServer<ZlaneSvc>,
     ZlaneSvc,
-    pb::FILE_DESCRIPTOR_SET
+    pb::FILE_DESCRIPTOR_SET,
+    read_only = ["ListRates", "GetBounds"]
 );
 
 /// `ZlaneControl`.

@@ -193,6 +193,9 @@ impl Element for FlowPolice {
         out("privileged", c.privileged);
         out("best_effort", c.best_effort);
         out("legacy", c.legacy);
+    }
+
+    fn named_gauges(&self, out: &mut dyn FnMut(&'static str, u64)) {
         out("table_entries", self.router().table().len() as u64);
     }
 

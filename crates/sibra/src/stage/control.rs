@@ -269,6 +269,9 @@ impl Element for SibraControl {
 
     fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.counters().report(out);
+    }
+
+    fn named_gauges(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let (steady, ephemeral) = self.admission().len();
         out("steady_reservations", steady as u64);
         out("ephemeral_reservations", ephemeral as u64);
