@@ -18,32 +18,33 @@ const SCION_PORT: u16 = 30041;
 const PAYLOAD: usize = 64;
 
 fn scion_bytes() -> Vec<u8> {
-    let mut path =
-        ScionPathRepr { curr_inf: 1, curr_hf: 3, seg_lens: [2, 3, 0], ..Default::default() };
+    let hops: [HopFieldRepr; 5] = core::array::from_fn(|i| HopFieldRepr {
+        exp_time: 63,
+        cons_ingress: i as u16 + 1,
+        cons_egress: i as u16 + 2,
+        mac: [i as u8; 6],
+        ..Default::default()
+    });
+    let mut path = ScionPathRepr {
+        curr_inf: 1,
+        curr_hf: 3,
+        seg_lens: [2, 3, 0],
+        hop_fields: (&hops).into(),
+        ..Default::default()
+    };
     path.info_fields[0] =
         InfoFieldRepr { peering: false, cons_dir: false, seg_id: 0x1111, timestamp: 1_700_000_000 };
     path.info_fields[1] =
         InfoFieldRepr { peering: false, cons_dir: true, seg_id: 0x2222, timestamp: 1_700_000_100 };
-    for (i, h) in path.hop_fields.iter_mut().take(5).enumerate() {
-        *h = HopFieldRepr {
-            exp_time: 63,
-            cons_ingress: i as u16 + 1,
-            cons_egress: i as u16 + 2,
-            mac: [i as u8; 6],
-            ..Default::default()
-        };
-    }
-    let mut epic = EpicPathRepr {
+    let hvfs: [[u8; 4]; 5] = core::array::from_fn(|i| [0xa0 + i as u8; 4]);
+    let epic = EpicPathRepr {
         ts_rel: 12345,
         core_id: 3,
         counter: 777,
         q: true,
+        hvfs: (&hvfs).into(),
         path,
-        ..Default::default()
     };
-    for (i, v) in epic.hvfs.iter_mut().take(5).enumerate() {
-        *v = [0xa0 + i as u8; 4];
-    }
     let r = ScionRepr {
         hdr: AddrHdrRepr {
             qos: 0,

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use fuzz::template_input as input;
 use libfuzzer_sys::fuzz_target;
-use packet::scion::{EpicPath, EpicPathRepr, ScionPathRepr};
+use packet::scion::{EpicPath, EpicPathRepr, HopFieldRepr, ScionPathRepr};
 
 fn templates() -> &'static [Vec<u8>] {
     static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
@@ -14,8 +14,18 @@ fn templates() -> &'static [Vec<u8>] {
         [([2u8, 3, 0], 1u8, 3u8), ([1, 0, 0], 0, 0), ([3, 3, 3], 2, 8)]
             .iter()
             .map(|&(seg_lens, curr_inf, curr_hf)| {
-                let path = ScionPathRepr { curr_inf, curr_hf, seg_lens, ..Default::default() };
-                let r = EpicPathRepr { path, q: true, ..Default::default() };
+                let n: usize = seg_lens.iter().map(|&s| usize::from(s)).sum();
+                let hops = vec![HopFieldRepr::default(); n];
+                let hvfs = vec![[0u8; 4]; n];
+                let path = ScionPathRepr {
+                    curr_inf,
+                    curr_hf,
+                    seg_lens,
+                    hop_fields: (&hops[..]).into(),
+                    ..Default::default()
+                };
+                let r =
+                    EpicPathRepr { path, q: true, hvfs: (&hvfs[..]).into(), ..Default::default() };
                 let mut b = vec![0u8; r.buffer_len()];
                 r.emit(&mut EpicPath::new_unchecked(&mut b[..])).expect("template");
                 b

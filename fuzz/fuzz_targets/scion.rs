@@ -7,21 +7,27 @@ use fuzz::template_input as input;
 use libfuzzer_sys::fuzz_target;
 use packet::scion::sibra::{FLAG_ACCEPTED, FLAG_REQUEST, FLAG_SETUP};
 use packet::scion::{
-    parse, AddrHdrRepr, BlockRepr, EpicPathRepr, Path, PathIds, PathRepr, RawHostAddr, RequestRepr,
-    ScionPathRepr, ScionRepr, SibraPathRepr,
+    parse, AddrHdrRepr, BlockRepr, EpicHpPathRepr, EpicPathRepr, HopFieldRepr, Path, PathIds,
+    PathRepr, PktId, RawHostAddr, RequestRepr, ScionPathRepr, ScionRepr, SibraPathRepr,
 };
 use packet::{Error, HostAddr, Ia};
 
 fn templates() -> &'static [Vec<u8>] {
     static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     T.get_or_init(|| {
-        let mut path =
-            ScionPathRepr { curr_inf: 1, curr_hf: 3, seg_lens: [2, 3, 0], ..Default::default() };
+        let hops: [HopFieldRepr; 5] = core::array::from_fn(|i| HopFieldRepr {
+            cons_ingress: i as u16,
+            mac: [i as u8; 6],
+            ..Default::default()
+        });
+        let mut path = ScionPathRepr {
+            curr_inf: 1,
+            curr_hf: 3,
+            seg_lens: [2, 3, 0],
+            hop_fields: (&hops).into(),
+            ..Default::default()
+        };
         path.info_fields[1].cons_dir = true;
-        for (i, h) in path.hop_fields.iter_mut().take(5).enumerate() {
-            h.cons_ingress = i as u16;
-            h.mac = [i as u8; 6];
-        }
         let mut sibra = SibraPathRepr {
             flags: FLAG_SETUP | FLAG_REQUEST | FLAG_ACCEPTED,
             curr_hop: 2,
@@ -32,11 +38,20 @@ fn templates() -> &'static [Vec<u8>] {
         };
         sibra.blocks[0].hops = 2;
         sibra.blocks[1].hops = 3;
-        let epic = EpicPathRepr { path, ..Default::default() };
+        let epic = EpicPathRepr { path, hvfs: (&[[7; 4]; 5]).into(), ..Default::default() };
+        let hp = EpicHpPathRepr {
+            pkt_id: PktId { ts: 9, core_id: 1, counter: 2 },
+            path,
+            ..Default::default()
+        };
         let mut out = Vec::new();
-        for p in
-            [PathRepr::Scion(path), PathRepr::Sibra(sibra), PathRepr::EpicZ(epic), PathRepr::Empty]
-        {
+        for p in [
+            PathRepr::Scion(path),
+            PathRepr::Sibra((&sibra).into()),
+            PathRepr::EpicZ(epic),
+            PathRepr::EpicHp(hp),
+            PathRepr::Empty,
+        ] {
             let r = ScionRepr {
                 hdr: AddrHdrRepr {
                     qos: 0,
@@ -76,6 +91,9 @@ fuzz_target!(|raw: &[u8]| {
             Path::EpicZ(p) => {
                 let _ = (p.pkt_id(), p.q(), p.scion_path().current_hop().cons_egress());
                 assert!(p.current_hvf().is_some());
+            }
+            Path::EpicHp(p) => {
+                let _ = (p.pkt_id(), p.current_hvf(), p.scion_path().current_hop().mac());
             }
             Path::Empty | Path::Other(..) => {}
         }

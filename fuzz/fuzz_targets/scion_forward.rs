@@ -25,7 +25,7 @@ fn template() -> Vec<u8> {
     let s1 = build::segment(true, 5, 1_700_000_000, &[hs(0, 4), hs(5, 0)]);
     let path = build::path(&[s0, s1]).unwrap();
     let hdr = fuzz::udp_hdr(Ia::new(1, 1), Ia::new(1, 2), 8);
-    let repr = ScionRepr { hdr, path: PathRepr::Scion(path) };
+    let repr = ScionRepr { hdr, path: PathRepr::Scion(path.repr()) };
     let mut buf = vec![0u8; repr.buffer_len() + 8];
     repr.emit(&mut buf).unwrap();
     buf

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use fuzz::template_input as input;
 use libfuzzer_sys::fuzz_target;
-use packet::scion::{ScionPath, ScionPathRepr};
+use packet::scion::{HopFieldRepr, ScionPath, ScionPathRepr};
 
 fn templates() -> &'static [Vec<u8>] {
     static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
@@ -13,7 +13,15 @@ fn templates() -> &'static [Vec<u8>] {
         [([2u8, 3, 0], 1u8, 3u8), ([1, 1, 1], 2, 2), ([21, 21, 21], 0, 20)]
             .iter()
             .map(|&(seg_lens, curr_inf, curr_hf)| {
-                let r = ScionPathRepr { curr_inf, curr_hf, seg_lens, ..Default::default() };
+                let hops =
+                    vec![HopFieldRepr::default(); seg_lens.iter().map(|&s| usize::from(s)).sum()];
+                let r = ScionPathRepr {
+                    curr_inf,
+                    curr_hf,
+                    seg_lens,
+                    hop_fields: (&hops[..]).into(),
+                    ..Default::default()
+                };
                 let mut b = vec![0u8; r.buffer_len()];
                 r.emit(&mut ScionPath::new_unchecked(&mut b[..])).expect("template");
                 b

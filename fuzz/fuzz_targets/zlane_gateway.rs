@@ -43,7 +43,7 @@ fn udp_frame(scion: &[u8]) -> Vec<u8> {
     f
 }
 
-fn path() -> packet::scion::ScionPathRepr {
+fn path() -> scion::build::ScionPathBuf {
     let hops: Vec<HopSpec> = (0..3u16)
         .map(|i| HopSpec {
             key: ForwardingKey::new(&Key::from([i as u8; 16])),

@@ -321,7 +321,14 @@ fn run(
     let server = match &control_cfg {
         Some(c) => match control::serve::<adapters::All>(plane.clone(), c) {
             Ok(s) => {
-                eprintln!("control API on {}", c.listen);
+                // The bound addresses (a configured port 0 is resolved here).
+                let tls = if c.tls.is_some() { "https" } else { "http" };
+                match s.metrics_addr {
+                    Some(m) => {
+                        eprintln!("control API on {}, metrics on {tls}://{m}/metrics", s.grpc_addr)
+                    }
+                    None => eprintln!("control API on {}", s.grpc_addr),
+                }
                 Some(s)
             }
             Err(e) => {
@@ -398,7 +405,9 @@ fn control_config(
         .as_ref()
         .map(|t| {
             control::ControlConfig::from_toml(t)
-                .and_then(|c| {
+                .and_then(|mut c| {
+                    // Paths are relative to the configuration file, as elsewhere.
+                    c.resolve_paths(|p| cfg.resolve(p));
                     <adapters::All as control::Services>::check(&c)?;
                     c.check_resources()?;
                     Ok(c)

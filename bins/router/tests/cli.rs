@@ -114,6 +114,20 @@ fn check_sees_what_run_would_fail_on() {
 }
 
 #[test]
+fn control_files_are_found_next_to_the_configuration() {
+    // `token_file = "rel.token"` names the file beside the configuration,
+    // whatever the working directory.
+    std::fs::write(tmp("rel.token"), "a-long-enough-secret-token-for-tests").unwrap();
+    let cfg = edited("rel-token.toml", |t| format!("{t}\n[control]\ntoken_file = \"rel.token\"\n"));
+    let o = Command::new(env!("CARGO_BIN_EXE_router"))
+        .args(["check", cfg.to_str().unwrap()])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn captures_are_checked_before_a_run() {
     let frame = [0u8; 60];
     let good = tmp("good.pcap");

@@ -10,6 +10,7 @@
 //! allow_unauthenticated = false       # only honoured on loopback
 //! allow_plaintext = false             # serve without TLS off loopback
 //! audit_log = "/var/log/router/audit.jsonl"   # default: standard error
+//! # relative file paths are resolved against the configuration file's directory
 //! reflection = true
 //! apply_timeout_ms = 2000
 //! concurrency_limit = 32
@@ -287,6 +288,25 @@ pub struct ControlConfigError {
 const OWN_TABLES: &[&str] = &["tls"];
 
 impl ControlConfig {
+    /// Resolves the relative file paths of the section (token files, audit
+    /// log, TLS files) with `resolve`, e.g. against the directory of the
+    /// configuration file, as every other path of a router configuration.
+    pub fn resolve_paths(&mut self, resolve: impl Fn(&std::path::Path) -> PathBuf) {
+        for p in [&mut self.token_file, &mut self.read_token_file, &mut self.audit_log]
+            .into_iter()
+            .flatten()
+        {
+            *p = resolve(p);
+        }
+        if let Some(t) = &mut self.tls {
+            t.cert_chain = resolve(&t.cert_chain);
+            t.key = resolve(&t.key);
+            if let Some(ca) = &mut t.client_ca {
+                *ca = resolve(ca);
+            }
+        }
+    }
+
     /// Deserializes and validates the `[control]` table.
     /// Sub-tables (`[control.<protocol>]`) go to [`ControlConfig::protocols`].
     pub fn from_toml(t: &toml::Table) -> Result<Self, ControlConfigError> {

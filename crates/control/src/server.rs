@@ -203,9 +203,13 @@ pub fn serve<S: Services>(
     let metrics_access = MetricsAccess { auth: auth.clone(), require: cfg.metrics_auth };
     let c = cfg.clone();
     let tls_on = tls.is_some();
+    let workers = plane.config().0.workers;
     let thread = std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
+            // Off the workers' cores: on a 2-core machine, control load on a
+            // worker's core costs forwarding far more than on the other one.
+            runtime::pin_to_spare_core(&workers);
             let grace = ms(c.shutdown_timeout_ms);
             rt.block_on(async move {
                 let (health, health_svc) = Statuses::serving(&health_names).await;

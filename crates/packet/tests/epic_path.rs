@@ -5,14 +5,14 @@ use packet::scion::epic::FLAG_Q;
 use packet::scion::path::MAX_HOPS;
 use packet::scion::{
     epic_fields, epic_fields_memo, parse, AddrHdrRepr, EpicFields, EpicPath, EpicPathRepr,
-    EpicShape, HopFieldRepr, InfoFieldRepr, Path, PathRepr, PathType, RawHostAddr, ScionHeader,
-    ScionPathRepr, ScionRepr,
+    EpicShape, Fields, HopFieldRepr, InfoFieldRepr, Path, PathRepr, PathType, RawHostAddr,
+    ScionHeader, ScionPathRepr, ScionRepr,
 };
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
 
 mod common;
-use common::{arb_hop, arb_info};
+use common::{arb_hop, arb_info, path_parts, EpicParts};
 
 fn hvf(i: u8) -> [u8; 4] {
     [0x10 + i, 0x20 + i, 0x30 + i, 0x40 + i]
@@ -71,9 +71,9 @@ fn kat_five_hops_every_field() {
     let r = EpicPathRepr::parse(&p).unwrap();
     assert_eq!(r.pkt_id(), p.pkt_id());
     assert_eq!((r.ts_rel, r.core_id, r.counter, r.q), (0x12345, 7, 0xabcdef, true));
-    assert_eq!(r.hvfs[..5], [hvf(0), hvf(1), hvf(2), hvf(3), hvf(4)]);
+    assert_eq!(r.hvfs, Fields::Decoded(&[hvf(0), hvf(1), hvf(2), hvf(3), hvf(4)]));
     assert_eq!(
-        r.path.hops()[4],
+        r.path.hop(4).unwrap(),
         HopFieldRepr {
             exp_time: 67,
             cons_ingress: 4,
@@ -142,9 +142,11 @@ fn num_hvf_byte_wins_over_inference() {
     // Three 1-hop segments whose first info field also reads as a valid
     // one-segment meta header for 4 hops (SegID 4 << 12, flags and RSV zero):
     // ambiguous without the count, so emit writes it and parse uses it.
-    let mut path = ScionPathRepr { seg_lens: [1, 1, 1], ..Default::default() };
+    let hops = [HopFieldRepr::default(); 3];
+    let mut path =
+        ScionPathRepr { seg_lens: [1, 1, 1], hop_fields: (&hops).into(), ..Default::default() };
     path.info_fields[0].seg_id = 0x4000;
-    let r = EpicPathRepr { path, ..Default::default() };
+    let r = EpicPathRepr { path, hvfs: (&[[0; 4]; 3]).into(), ..Default::default() };
     let mut b = vec![0u8; r.buffer_len()];
     r.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
     assert_eq!(b.len(), 12 + 3 * 4 + 4 + 3 * 8 + 3 * 12);
@@ -262,11 +264,14 @@ fn in_a_scion_packet() {
 #[test]
 fn header_length_limit() {
     // 64 hops of EPIC-Z do not fit into HdrLen's 1020 bytes: emit refuses.
-    let mut path = ScionPathRepr { seg_lens: [22, 21, 21], ..Default::default() };
-    path.hop_fields[0].exp_time = 1;
+    let mut hops = [HopFieldRepr::default(); 64];
+    hops[0].exp_time = 1;
+    let path =
+        ScionPathRepr { seg_lens: [22, 21, 21], hop_fields: (&hops).into(), ..Default::default() };
+    let hvfs = [[0; 4]; 64];
     let r = ScionRepr {
         hdr: hdr(),
-        path: PathRepr::EpicZ(EpicPathRepr { path, ..Default::default() }),
+        path: PathRepr::EpicZ(EpicPathRepr { path, hvfs: (&hvfs).into(), ..Default::default() }),
     };
     assert!(r.buffer_len() > 1020);
     let mut out = vec![0u8; 2048];
@@ -280,7 +285,7 @@ fn header_length_limit() {
 
 // ---- property tests ----
 
-fn arb_epic(per_seg: u8) -> impl Strategy<Value = EpicPathRepr> {
+fn arb_epic(per_seg: u8) -> impl Strategy<Value = EpicParts> {
     (
         prop::collection::vec((1..=per_seg, arb_info()), 1..=3),
         any::<prop::sample::Index>(),
@@ -292,21 +297,10 @@ fn arb_epic(per_seg: u8) -> impl Strategy<Value = EpicPathRepr> {
         any::<bool>(),
     )
         .prop_map(|(segs, ci, ch, hops, ts_rel, core_id, counter, q)| {
-            let mut r = EpicPathRepr { ts_rel, core_id, counter, q, ..Default::default() };
-            for (i, (s, inf)) in segs.iter().enumerate() {
-                r.path.seg_lens[i] = *s;
-                r.path.info_fields[i] = *inf;
-            }
-            let curr_inf = ci.index(segs.len());
-            let start: usize = segs[..curr_inf].iter().map(|s| usize::from(s.0)).sum();
-            r.path.curr_inf = curr_inf as u8;
-            r.path.curr_hf = (start + ch.index(usize::from(segs[curr_inf].0))) as u8;
-            let n = r.path.num_hf();
-            for (i, (h, v)) in hops.iter().take(n).enumerate() {
-                r.path.hop_fields[i] = *h;
-                r.hvfs[i] = *v;
-            }
-            r
+            let (hop_fields, hvfs): (Vec<_>, Vec<_>) = hops.into_iter().unzip();
+            let path = path_parts(&segs, ci, ch, &hop_fields);
+            let hvfs = hvfs[..path.hops.len()].to_vec();
+            EpicParts { ts_rel, core_id, counter, q, hvfs, path }
         })
 }
 
@@ -315,6 +309,7 @@ proptest! {
 
     #[test]
     fn epic_roundtrip(r in arb_epic(21)) {
+        let r = r.repr();
         let mut b = vec![0u8; r.buffer_len()];
         // Every valid path emits (NumHVF removes the 1-/3-segment ambiguity).
         r.emit(&mut EpicPath::new_unchecked(&mut b[..])).unwrap();
@@ -322,12 +317,12 @@ proptest! {
         let v = EpicPath::new_checked(&b[..]).unwrap();
         prop_assert_eq!(v.num_hvf(), r.path.num_hf());
         prop_assert_eq!(EpicPathRepr::parse(&v).unwrap(), r);
-        prop_assert_eq!(v.current_hvf(), Some(r.hvfs[usize::from(r.path.curr_hf)]));
+        prop_assert_eq!(v.current_hvf(), r.hvf(usize::from(r.path.curr_hf)));
     }
 
     #[test]
     fn epic_packet_roundtrip(r in arb_epic(13)) {
-        let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
+        let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r.repr()) };
         let mut b = vec![0u8; s.buffer_len() + 8];
         s.emit(&mut b).unwrap();
         prop_assert_eq!(ScionRepr::parse(&b).unwrap(), s);
@@ -367,7 +362,7 @@ proptest! {
         do_cut in any::<bool>(),
         infer in any::<bool>(),
     ) {
-        let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
+        let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r.repr()) };
         let mut b = vec![0u8; s.buffer_len() + 8];
         s.emit(&mut b).unwrap();
         let hl = s.buffer_len();
@@ -407,14 +402,14 @@ proptest! {
             1..8,
         ),
     ) {
-        let emit = |r: EpicPathRepr| {
+        let emit = |r: EpicPathRepr<'_>| {
             let s = ScionRepr { hdr: hdr(), path: PathRepr::EpicZ(r) };
             let mut b = vec![0u8; s.buffer_len() + 8];
             s.emit(&mut b).unwrap();
             (b, s.buffer_len())
         };
-        let (b1, hl1) = emit(r1);
-        let (b2, hl2) = emit(r2);
+        let (b1, hl1) = emit(r1.repr());
+        let (b2, hl2) = emit(r2.repr());
         let mut shape = EpicShape::default();
         for (first, muts, cut) in seq {
             let (mut b, hl) = if first { (b1.clone(), hl1) } else { (b2.clone(), hl2) };
@@ -434,10 +429,11 @@ proptest! {
 /// `epic_fields` rejects it.
 #[test]
 fn epic_fields_memo_rechecks_per_packet_bytes() {
+    let kat = kat_bytes();
     let s = ScionRepr {
         hdr: hdr(),
         path: PathRepr::EpicZ(
-            EpicPathRepr::parse(&EpicPath::new_checked(&kat_bytes()[..]).unwrap()).unwrap(),
+            EpicPathRepr::parse(&EpicPath::new_checked(&kat[..]).unwrap()).unwrap(),
         ),
     };
     let mut good = vec![0u8; s.buffer_len() + 8];

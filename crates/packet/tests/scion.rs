@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 mod common;
-use common::{arb_hop, arb_info};
+use common::{arb_hop, arb_info, PathParts};
 
 fn vectors() -> Vec<Value> {
     // A verbatim copy of shared/vectors/scion-packets-sample.json (packets
@@ -460,7 +460,7 @@ fn every_address_type_combination() {
 // ---- property tests ----
 
 /// A valid SCION path with at most `max_hops` hop fields.
-fn arb_scion_path(max_hops: usize) -> impl Strategy<Value = ScionPathRepr> {
+fn arb_scion_path(max_hops: usize) -> impl Strategy<Value = PathParts> {
     let per_seg = (max_hops / 3).max(1) as u8;
     prop::collection::vec(1..=per_seg, 1..=3)
         .prop_flat_map(|segs| {
@@ -475,7 +475,7 @@ fn arb_scion_path(max_hops: usize) -> impl Strategy<Value = ScionPathRepr> {
             )
         })
         .prop_map(|(segs, curr_inf, pick, infos, hops)| {
-            let mut r = ScionPathRepr::default();
+            let mut r = PathParts::default();
             for (i, s) in segs.iter().enumerate() {
                 r.seg_lens[i] = *s;
             }
@@ -483,7 +483,7 @@ fn arb_scion_path(max_hops: usize) -> impl Strategy<Value = ScionPathRepr> {
             r.curr_inf = curr_inf as u8;
             r.curr_hf = (start + pick.index(usize::from(segs[curr_inf]))) as u8;
             r.info_fields[..infos.len()].copy_from_slice(&infos);
-            r.hop_fields[..hops.len()].copy_from_slice(&hops);
+            r.hops = hops;
             r
         })
 }
@@ -544,6 +544,7 @@ proptest! {
 
     #[test]
     fn scion_path_roundtrip(r in arb_scion_path(MAX_HOPS)) {
+        let r = r.repr();
         let mut b = vec![0u8; r.buffer_len()];
         r.emit(&mut ScionPath::new_unchecked(&mut b[..])).unwrap();
         let v = ScionPath::new_checked(&b[..]).unwrap();
@@ -553,7 +554,7 @@ proptest! {
 
     #[test]
     fn scion_packet_roundtrip(hdr in arb_addr_hdr(), path in arb_scion_path(MAX_HOPS), empty in any::<bool>()) {
-        let r = ScionRepr { hdr, path: if empty { PathRepr::Empty } else { PathRepr::Scion(path) } };
+        let r = ScionRepr { hdr, path: if empty { PathRepr::Empty } else { PathRepr::Scion(path.repr()) } };
         let mut b = vec![0u8; r.buffer_len() + usize::from(r.hdr.payload_len)];
         r.emit(&mut b).unwrap();
         prop_assert_eq!(ScionRepr::parse(&b).unwrap(), r);

@@ -6,7 +6,8 @@ use packet::scion::sibra::{
 };
 use packet::scion::{
     parse, sibra_fields, AddrHdrRepr, BlockRepr, Path, PathIds, PathRepr, RawHostAddr, RequestRepr,
-    ResvInfo, ResvInfoRepr, ScionRepr, SibraFields, SibraHop, SibraPath, SibraPathRepr, SofRepr,
+    ResvInfo, ResvInfoRepr, ScionRepr, SibraFields, SibraHop, SibraPath, SibraPathRef,
+    SibraPathRepr, SofRepr,
 };
 use packet::{Error, HostAddr, Ia};
 use proptest::prelude::*;
@@ -276,9 +277,7 @@ fn wrap(path: &[u8]) -> Vec<u8> {
     };
     let r = ScionRepr {
         hdr,
-        path: PathRepr::Sibra(
-            SibraPathRepr::parse(&SibraPath::new_checked(path).unwrap()).unwrap(),
-        ),
+        path: PathRepr::Sibra(SibraPathRef::Wire(SibraPath::new_checked(path).unwrap())),
     };
     let mut out = vec![0u8; r.buffer_len() + 4];
     r.emit(&mut out).unwrap();
@@ -445,7 +444,7 @@ proptest! {
             dst_ia: Ia::new(1, 2), src_ia: Ia::new(3, 4),
             dst_host: RawHostAddr::from(HostAddr::Svc(1)), src_host: RawHostAddr::from(HostAddr::V6([7; 16])),
         };
-        let s = ScionRepr { hdr, path: PathRepr::Sibra(r) };
+        let s = ScionRepr { hdr, path: PathRepr::Sibra((&r).into()) };
         let mut b = vec![0u8; s.buffer_len()];
         s.emit(&mut b).unwrap();
         prop_assert_eq!(ScionRepr::parse(&b).unwrap(), s);

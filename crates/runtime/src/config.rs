@@ -418,6 +418,25 @@ fn toml_error(e: &toml::de::Error, text: &str, file: &Path, key: &str) -> Config
     }
 }
 
+impl WorkersConfig {
+    /// The core worker `w` is pinned to (`None` with `pin = false`).
+    pub fn core_of(&self, w: usize) -> Option<usize> {
+        self.pin.then(|| self.cores.get(w).copied().unwrap_or(w))
+    }
+
+    /// A core this process may run on that no worker is pinned to, for the
+    /// control thread and other housekeeping (so that they never take
+    /// cycles from a poll-mode worker); `None` when workers are not pinned
+    /// or occupy every available core.
+    pub fn spare_core(&self) -> Option<usize> {
+        if !self.pin {
+            return None;
+        }
+        let used: Vec<usize> = (0..self.count).filter_map(|w| self.core_of(w)).collect();
+        available_cores().into_iter().find(|c| !used.contains(c))
+    }
+}
+
 /// The cores this process may run on (what pinning can use).
 pub fn available_cores() -> Vec<usize> {
     let mut v: Vec<usize> =
@@ -588,6 +607,17 @@ impl RouterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spare_core_is_one_no_worker_is_pinned_to() {
+        let cores = available_cores();
+        let w = |count: usize, pin: bool| WorkersConfig { count, pin, ..Default::default() };
+        assert_eq!(w(1, false).spare_core(), None, "unpinned workers may be anywhere");
+        let all = WorkersConfig { cores: cores.clone(), ..w(cores.len(), true) };
+        assert_eq!(all.spare_core(), None, "every core has a worker");
+        let one = WorkersConfig { cores: vec![cores[0]], ..w(1, true) };
+        assert_eq!(one.spare_core(), cores.get(1).copied());
+    }
 
     const MINIMAL: &str = r#"
 [io]

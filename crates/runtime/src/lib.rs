@@ -233,6 +233,17 @@ pub struct Router {
     warnings: Vec<String>,
 }
 
+/// Pins the calling thread (and the threads it starts later, which inherit
+/// its affinity) to a core no worker of `workers` is pinned to, so that
+/// control and housekeeping never take cycles from a poll-mode worker.
+/// Returns the core, or `None` when there is no spare core (workers not
+/// pinned, or on every core) or the OS refused; the thread then runs
+/// wherever the scheduler puts it.
+pub fn pin_to_spare_core(workers: &config::WorkersConfig) -> Option<usize> {
+    let core = workers.spare_core()?;
+    core_affinity::set_for_current(core_affinity::CoreId { id: core }).then_some(core)
+}
+
 /// Validates `cfg` and starts its workers, with the kinds of `P`.
 pub fn start<P: Protocols>(cfg: RouterConfig) -> Result<Router, RuntimeError> {
     let report = check::<P>(&cfg)?;
@@ -292,7 +303,7 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
     for (w, (io, (pipeline, egress))) in ios.into_iter().zip(built).enumerate() {
         let st = Arc::new(WorkerStats::new(stage_names.len(), port_ids.len(), group_names.len()));
         let (tx, rx) = crossbeam_channel::bounded(cfg.workers.command_queue.max(1));
-        let core = cfg.workers.pin.then(|| cfg.workers.cores.get(w).copied().unwrap_or(w));
+        let core = cfg.workers.core_of(w);
         let worker = Worker {
             index: w,
             io,

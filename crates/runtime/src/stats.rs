@@ -6,6 +6,13 @@
 //! writes its block, so there is no contention and no read-modify-write; a
 //! reader sums the blocks of all workers into a [`Snapshot`].
 //!
+//! A block is read as one publication, never half of one: the worker bumps
+//! the block's sequence number to odd before its stores and to even after
+//! them (a seqlock), and a reader that saw the number change or odd reads
+//! the block again. So, per worker, a snapshot's counters agree with each
+//! other (e.g. rx = tx + drops + queued for a forwarding pipeline); the
+//! worker never waits for a reader.
+//!
 //! Named counters and levels (a stage's per-class counts, a scheduler's
 //! per-queue counts, a table's occupancy; see
 //! [`pipeline::Element::named_counters`] and
@@ -16,7 +23,7 @@
 //! catches up). The list is refilled in place, so publishing allocates
 //! nothing once its length is stable.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use pipeline::{DropCounters, DropReason, Egress, PacketBuf, Pipeline, StageCounters};
@@ -89,6 +96,8 @@ pub struct LocalCounters {
 
 /// One worker's published counters (written only by that worker).
 pub struct WorkerStats {
+    /// Odd while the worker is publishing (see the module docs).
+    seq: AtomicU64,
     bursts: AtomicU64,
     to_control: AtomicU64,
     elapsed_ns: AtomicU64,
@@ -174,6 +183,7 @@ impl WorkerStats {
     /// A zeroed block for `stages` stages, `ports` ports and `groups` traffic groups.
     pub fn new(stages: usize, ports: usize, groups: usize) -> Self {
         WorkerStats {
+            seq: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
             to_control: AtomicU64::new(0),
             elapsed_ns: AtomicU64::new(0),
@@ -208,6 +218,10 @@ impl WorkerStats {
         local: &LocalCounters,
         stages: impl Iterator<Item = &'a StageCounters>,
     ) {
+        // Seqlock write: odd, stores, even.
+        let seq = self.seq.load(Relaxed);
+        self.seq.store(seq.wrapping_add(1), Relaxed);
+        fence(Ordering::Release);
         self.bursts.store(local.bursts, Relaxed);
         self.to_control.store(local.to_control, Relaxed);
         self.elapsed_ns.store(local.elapsed_ns, Relaxed);
@@ -226,6 +240,60 @@ impl WorkerStats {
         }
         for (a, v) in self.group_tx.iter().zip(&local.group_tx) {
             a.store(*v, Relaxed);
+        }
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Adds one publication of this block to `s` (shaped like it, summing
+    /// over workers); reads again while the worker is publishing, so the
+    /// counters added belong to one publication.
+    fn add_consistent(&self, s: &mut Snapshot) {
+        // A reader is overtaken only while a publication is under way (a
+        // few hundred ns every `publish_every` bursts): it spins a little,
+        // then yields to the worker. Only a worker stopped in the middle of
+        // a publication (it panicked) can keep it waiting; after this many
+        // tries the last read is taken as it is.
+        const SPINS: u32 = 64;
+        const MAX_TRIES: u32 = 100_000;
+        let mut one = s.zeroed();
+        for tries in 0..=MAX_TRIES {
+            let seq = self.seq.load(Ordering::Acquire);
+            self.add_to(&mut one);
+            fence(Ordering::Acquire);
+            let whole = seq & 1 == 0 && self.seq.load(Relaxed) == seq;
+            if whole || tries == MAX_TRIES {
+                break;
+            }
+            one = s.zeroed();
+            if tries < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        s.add(&one);
+    }
+
+    /// Adds this block's counters to `s`, without the named list.
+    fn add_to(&self, s: &mut Snapshot) {
+        s.bursts += self.bursts.load(Relaxed);
+        s.to_control += self.to_control.load(Relaxed);
+        s.elapsed_ns = s.elapsed_ns.max(self.elapsed_ns.load(Relaxed));
+        for (a, (_, c)) in self.stages.iter().zip(s.stages.iter_mut()) {
+            a.load_into(c);
+        }
+        for (i, p) in s.ports.iter_mut().enumerate() {
+            p.counters.rx += self.port_rx[i].load(Relaxed);
+            p.counters.tx += self.port_tx[i].load(Relaxed);
+            p.counters.tx_bytes += self.port_tx_bytes[i].load(Relaxed);
+            p.counters.queued += self.port_queued[i].load(Relaxed);
+            let mut d = StageCounters::default();
+            self.port_drops[i].load_into(&mut d);
+            p.counters.drops.merge(&d.drops);
+        }
+        for (i, g) in s.groups.iter_mut().enumerate() {
+            g.offered += self.group_rx[i].load(Relaxed);
+            g.delivered += self.group_tx[i].load(Relaxed);
         }
     }
 
@@ -285,6 +353,52 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The same shape (stage, port and group names) with every counter zero.
+    fn zeroed(&self) -> Snapshot {
+        Snapshot {
+            stages: self
+                .stages
+                .iter()
+                .map(|(n, _)| (n.clone(), StageCounters::default()))
+                .collect(),
+            ports: self
+                .ports
+                .iter()
+                .map(|p| PortSnapshot { id: p.id, counters: PortCounters::default() })
+                .collect(),
+            groups: self
+                .groups
+                .iter()
+                .map(|g| GroupSnapshot { name: g.name.clone(), ..Default::default() })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds the counters of `o` (of the same shape) to these.
+    fn add(&mut self, o: &Snapshot) {
+        self.bursts += o.bursts;
+        self.to_control += o.to_control;
+        self.elapsed_ns = self.elapsed_ns.max(o.elapsed_ns);
+        for ((_, a), (_, b)) in self.stages.iter_mut().zip(&o.stages) {
+            a.packets += b.packets;
+            a.to_control += b.to_control;
+            a.drops.merge(&b.drops);
+        }
+        for (a, b) in self.ports.iter_mut().zip(&o.ports) {
+            let (a, b) = (&mut a.counters, &b.counters);
+            a.rx += b.rx;
+            a.tx += b.tx;
+            a.tx_bytes += b.tx_bytes;
+            a.queued += b.queued;
+            a.drops.merge(&b.drops);
+        }
+        for (a, b) in self.groups.iter_mut().zip(&o.groups) {
+            a.offered += b.offered;
+            a.delivered += b.delivered;
+        }
+    }
+
     /// Sums the published blocks of all workers.
     pub fn collect(
         workers: &[std::sync::Arc<WorkerStats>],
@@ -307,25 +421,7 @@ impl Snapshot {
         };
         for w in workers {
             s.all_done &= w.is_done();
-            s.bursts += w.bursts.load(Relaxed);
-            s.to_control += w.to_control.load(Relaxed);
-            s.elapsed_ns = s.elapsed_ns.max(w.elapsed_ns.load(Relaxed));
-            for (a, (_, c)) in w.stages.iter().zip(s.stages.iter_mut()) {
-                a.load_into(c);
-            }
-            for (i, p) in s.ports.iter_mut().enumerate() {
-                p.counters.rx += w.port_rx[i].load(Relaxed);
-                p.counters.tx += w.port_tx[i].load(Relaxed);
-                p.counters.tx_bytes += w.port_tx_bytes[i].load(Relaxed);
-                p.counters.queued += w.port_queued[i].load(Relaxed);
-                let mut d = StageCounters::default();
-                w.port_drops[i].load_into(&mut d);
-                p.counters.drops.merge(&d.drops);
-            }
-            for (i, g) in s.groups.iter_mut().enumerate() {
-                g.offered += w.group_rx[i].load(Relaxed);
-                g.delivered += w.group_tx[i].load(Relaxed);
-            }
+            w.add_consistent(&mut s);
             let named = w.named.lock().unwrap_or_else(|p| p.into_inner());
             for n in named.iter() {
                 match s
@@ -375,5 +471,50 @@ impl Snapshot {
     /// Packets still queued in egress disciplines.
     pub fn queued(&self) -> u64 {
         self.ports.iter().map(|p| p.counters.queued).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_snapshot_never_mixes_two_publications() {
+        // The worker publishes rx = tx = stage packets = k for k = 1, 2, ...;
+        // every snapshot must see the three equal.
+        let w = Arc::new(WorkerStats::new(1, 1, 0));
+        let writer = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let mut local =
+                    LocalCounters { ports: vec![PortCounters::default()], ..Default::default() };
+                for k in 1..=200_000u64 {
+                    local.bursts = k;
+                    local.ports[0].rx = k;
+                    local.ports[0].tx = k;
+                    let stage = StageCounters { packets: k, ..Default::default() };
+                    w.publish(&local, std::iter::once(&stage));
+                    // A worker publishes between bursts, not back to back.
+                    for _ in 0..50 {
+                        std::hint::spin_loop();
+                    }
+                }
+                w.set_done();
+            })
+        };
+        let (names, ports) = (vec!["s".to_string()], vec![0u16]);
+        let mut seen = 0;
+        loop {
+            let s = Snapshot::collect(std::slice::from_ref(&w), &names, &ports, &[]);
+            let p = &s.ports[0].counters;
+            assert_eq!((p.rx, p.tx, s.stages[0].1.packets), (s.bursts, s.bursts, s.bursts));
+            seen += 1;
+            if s.all_done && s.bursts == 200_000 {
+                break;
+            }
+        }
+        writer.join().unwrap();
+        assert!(seen > 1);
     }
 }

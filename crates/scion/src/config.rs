@@ -5,6 +5,7 @@
 //! key = "000102030405060708090a0b0c0d0e0f"                     # the AS's hop-field key
 //! interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]  # interface -> router port
 //! local_ia = "1-ff00:0:110"   # optional: deliver locally by destination ISD-AS, as SCION does
+//! epic_hp_freshness = { past_ns = 3_000_000_000, future_ns = 1_000_000_000 }  # optional (SCION's)
 //! ```
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use mac::Key;
 use pipeline::{Invalid, Validate};
 
+use crate::epic::Freshness;
 use crate::hopmac::ForwardingKey;
 use crate::interfaces::{InterfaceTable, INTERNAL_IF, NONE};
 
@@ -44,12 +46,47 @@ pub struct ScionForwardConfig {
     /// interface 0 ends here.
     #[cfg_attr(feature = "serde", serde(default))]
     pub local_ia: Option<packet::Ia>,
+    /// Accepted age of EPIC-HP packets where their HVFs are checked
+    /// (default SCION's: 3 s old, 1 s ahead).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default = "epic_hp_freshness", deserialize_with = "de_epic_hp_freshness")
+    )]
+    pub epic_hp_freshness: Freshness,
+}
+
+#[cfg(feature = "serde")]
+fn epic_hp_freshness() -> Freshness {
+    Freshness::EPIC_HP
+}
+
+/// `{ past_ns, future_ns }`, each defaulting to EPIC-HP's value (the type's
+/// own `Default` is EPIC-Z's).
+#[cfg(feature = "serde")]
+fn de_epic_hp_freshness<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Freshness, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Window {
+        past_ns: Option<u64>,
+        future_ns: Option<u64>,
+    }
+    let w = <Window as serde::Deserialize>::deserialize(d)?;
+    let hp = Freshness::EPIC_HP;
+    Ok(Freshness {
+        past_ns: w.past_ns.unwrap_or(hp.past_ns),
+        future_ns: w.future_ns.unwrap_or(hp.future_ns),
+    })
 }
 
 impl ScionForwardConfig {
     /// A configuration with `key` and no interfaces.
     pub fn new(key: Key) -> Self {
-        ScionForwardConfig { key, interfaces: Vec::new(), local_ia: None }
+        ScionForwardConfig {
+            key,
+            interfaces: Vec::new(),
+            local_ia: None,
+            epic_hp_freshness: Freshness::EPIC_HP,
+        }
     }
 
     /// Adds interface `ifid` on `port`.

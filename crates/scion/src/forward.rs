@@ -7,7 +7,8 @@ use packet::Ia;
 use pipeline::DropReason;
 
 use crate::config::ScionForwardConfig;
-use crate::hopmac::{chain_seg_id, hop_input, is_expired, ForwardingKey, HopMac};
+use crate::epic::Freshness;
+use crate::hopmac::{chain_seg_id, hop_input, is_expired, mac_eq, ForwardingKey, HopMac};
 use crate::interfaces::{InterfaceTable, INTERNAL_IF};
 
 /// Where a forwarded packet leaves the router: the egress-interface decision
@@ -45,6 +46,10 @@ pub struct Forwarded {
     pub hop: u8,
     /// Whether a segment cross-over happened (two hop fields processed).
     pub xover: bool,
+    /// At a cross-over, the full 16-byte MAC of the second hop field (the
+    /// one whose MAC [`Forwarder::finish`] computes itself): EPIC-HP keys
+    /// its HVF with the MAC of the last hop field verified.
+    pub xover_mac: Option<Block>,
     /// Where it leaves.
     pub exit: Exit,
 }
@@ -115,7 +120,7 @@ pub fn process_hop(
     let hop = p.current_hop();
     let (ing, egr, exp, wire_mac) =
         (hop.cons_ingress(), hop.cons_egress(), hop.exp_time(), hop.mac());
-    if !mac::ct_eq(computed, &wire_mac) {
+    if !mac_eq(computed, &wire_mac) {
         return Err(DropReason::BadMac);
     }
     if is_expired(ts, exp, now_unix_ns) {
@@ -143,11 +148,19 @@ pub struct ForwardConfig {
     /// the addresses must agree with the path ([`Forwarder::finish_addressed`]);
     /// without it, a path whose last hop has egress interface 0 ends here.
     pub local_ia: Option<Ia>,
+    /// Accepted age of EPIC-HP packets at the two hops that check their
+    /// HVFs (SCION's: 3 s old, 1 s ahead).
+    pub epic_hp_freshness: Freshness,
 }
 
 impl Default for ForwardConfig {
     fn default() -> Self {
-        ForwardConfig { local_port: 0, check_ingress: true, local_ia: None }
+        ForwardConfig {
+            local_port: 0,
+            check_ingress: true,
+            local_ia: None,
+            epic_hp_freshness: Freshness::EPIC_HP,
+        }
     }
 }
 
@@ -169,8 +182,17 @@ impl Forwarder {
     /// A forwarder with the key, interfaces and local ISD-AS of `cfg` and
     /// default options otherwise.
     pub fn from_config(cfg: &ScionForwardConfig) -> Self {
-        let opts = ForwardConfig { local_ia: cfg.local_ia, ..ForwardConfig::default() };
+        let opts = ForwardConfig {
+            local_ia: cfg.local_ia,
+            epic_hp_freshness: cfg.epic_hp_freshness,
+            ..ForwardConfig::default()
+        };
         Self::new(cfg.forwarding_key(), cfg.interface_table(), opts)
+    }
+
+    /// Sets the EPIC-HP freshness window (reconfiguration between bursts).
+    pub fn set_epic_hp_freshness(&mut self, f: Freshness) {
+        self.cfg.epic_hp_freshness = f;
     }
 
     /// Sets (or clears) the local ISD-AS (reconfiguration between bursts).
@@ -297,14 +319,14 @@ impl Forwarder {
         if self.cfg.check_ingress && ingress_if != INTERNAL_IF && out.ingress_if != ingress_if {
             return Err(DropReason::WrongInterface);
         }
-        let mut xover = false;
+        let mut xover_mac = None;
         if !p.is_last_hop() && !out.peering && self.at_segment_end(&p) {
             // Cross-over: the next hop field (first of the next segment) also
             // belongs to this AS and names the egress interface.
             p.advance()?;
-            let mac2 = self.key.mac(&current_input(&p));
-            out = process_hop(&mut p, &mac2, now_unix_ns)?;
-            xover = true;
+            let full = self.key.full_mac(&current_input(&p));
+            out = process_hop(&mut p, &mac::truncate(&full), now_unix_ns)?;
+            xover_mac = Some(full);
         }
         // Local delivery: by destination ISD-AS when the addresses are known
         // (the path ends here: checked above), else by egress interface 0.
@@ -322,7 +344,7 @@ impl Forwarder {
             p.advance()?;
             Exit::Interface { ifid: out.egress_if, port }
         };
-        Ok(Forwarded { hop: first_hop, xover, exit })
+        Ok(Forwarded { hop: first_hop, xover: xover_mac.is_some(), xover_mac, exit })
     }
 
     fn at_segment_end<T: AsRef<[u8]>>(&self, p: &ScionPath<T>) -> bool {

@@ -10,10 +10,15 @@
 //!   hop, update the SegID per the C flag, advance CurrHF/CurrINF (with
 //!   segment cross-over), and decide the [`Exit`] (egress interface and port).
 //! * [`interfaces`]: the router's interface ↔ port tables.
-//! * [`stage`]: the [`ScionForward`] pipeline stage (PathType 1 and the SCION
-//!   path embedded in EPIC-Z); [`locate`](mod@locate) finds a packet's header
-//!   and path for it and for the Z-Lane and SIBRA stages.
-//! * [`build`]: path construction for tests and traffic generators.
+//! * [`epic`]: EPIC-HP hop validation fields (PHVF/LHVF) and the packet
+//!   freshness window EPIC-HP and EPIC-Z share.
+//! * [`stage`]: the [`ScionForward`] pipeline stage (PathType 1, and the
+//!   SCION path embedded in EPIC-HP and EPIC-Z, with EPIC-HP's HVF checks);
+//!   [`locate`](mod@locate) finds a packet's header and path for it and for
+//!   the Z-Lane and SIBRA stages.
+//! * [`build`]: path construction for tests and traffic generators
+//!   ([`ScionPathBuf`](build::ScionPathBuf), the path that owns its hop
+//!   fields), and EPIC-HP packets as their source builds them.
 //!
 //! Header layouts come from the `packet` crate's SCION views; this crate adds
 //! the semantics. It is sans-IO: time is passed in (`Now::unix_ns`).
@@ -33,6 +38,13 @@
 //!   hop field; a non-zero egress on the last hop field, or an interface
 //!   without a port, is dropped as `NoRoute`.
 //! * A hop field is valid up to and including its expiry instant.
+//! * EPIC-HP: the PHVF or LHVF is checked where the last hop field the
+//!   router verified (the second one at a cross-over) is the path's
+//!   penultimate or last, keyed with that hop field's full MAC. SCION's
+//!   router decides by CurrHF on arrival instead; the two differ only when
+//!   the penultimate AS crosses over into a two-hop last segment, where
+//!   SCION checks no PHVF and this crate checks it (see [`ScionForward`]).
+//!   Packet freshness is SCION's: 3 s old, 1 s ahead, configurable.
 //!
 //! # Embedding
 //!
@@ -43,7 +55,7 @@
 //! [`Validate`]...), so this crate is the only dependency it needs.
 //!
 //! ```
-//! use scion::build::{self, HopSpec, ScionPathRepr};
+//! use scion::build::{self, HopSpec, ScionPathBuf};
 //! use scion::{DropReason, Exit, Forwarder, ForwardingKey, Key, ScionForwardConfig, ScionPath};
 //! use scion::{Validate, INTERNAL_IF};
 //!
@@ -64,7 +76,7 @@
 //! };
 //! let hops = [hop(router.key(), 0, 3), hop(&next_as, 4, 0)];
 //! let repr = build::path(&[build::segment(true, 0x1234, 1_700_000_000, &hops)]).unwrap();
-//! fn bytes(repr: &ScionPathRepr) -> Vec<u8> {
+//! fn bytes(repr: &ScionPathBuf) -> Vec<u8> {
 //!     let mut b = vec![0; repr.buffer_len()];
 //!     repr.emit(&mut ScionPath::new_unchecked(&mut b[..])).expect("a path from build::path");
 //!     b
@@ -94,6 +106,7 @@
 
 pub mod build;
 pub mod config;
+pub mod epic;
 pub mod forward;
 pub mod hopmac;
 pub mod interfaces;
@@ -101,11 +114,14 @@ pub mod locate;
 pub mod stage;
 
 pub use config::{validate_bindings, IfBinding, ScionForwardConfig};
+pub use epic::{FreshWindow, Freshness};
 pub use forward::{
     current_input, is_peering_hop, process_hop, Exit, ForwardConfig, Forwarded, Forwarder,
     HopOutcome,
 };
-pub use hopmac::{chain_seg_id, hop_input, is_expired, mac_input, ForwardingKey, HopMac, MAC_LEN};
+pub use hopmac::{
+    chain_seg_id, hop_input, is_expired, mac_eq, mac_input, ForwardingKey, HopMac, MAC_LEN,
+};
 pub use interfaces::{InterfaceTable, INTERNAL_IF};
 pub use locate::{locate, scion_offset, PathLoc};
 pub use stage::{ForwardCounters, ScionForward};

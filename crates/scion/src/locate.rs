@@ -3,7 +3,8 @@
 
 use core::ops::Range;
 
-use packet::scion::{epic::EpicPath, PathType, ScionHeader};
+use packet::scion::epic_hp::EPIC_HP_META_LEN;
+use packet::scion::{epic::EpicPath, EpicHpPath, PathType, ScionHeader};
 use pipeline::{DropReason, Meta, Proto, L3};
 
 /// Where the SCION header and path of a packet lie.
@@ -13,7 +14,8 @@ pub struct PathLoc {
     pub hdr: usize,
     /// The path type.
     pub path_type: PathType,
-    /// The whole path (for EPIC-Z: EPIC block, HVFs and embedded SCION path).
+    /// The whole path (for EPIC-Z: EPIC block, HVFs and embedded SCION path;
+    /// for EPIC-HP: packet ID, PHVF, LHVF and embedded SCION path).
     pub path: Range<usize>,
     /// The standard SCION path inside it (equal to `path` for PathType 1).
     pub scion: Range<usize>,
@@ -33,7 +35,9 @@ pub fn scion_offset(meta: &Meta) -> Option<usize> {
 }
 
 /// Locates the header and path of a SCION packet starting at `hdr`.
-/// Validates the common/address header and, for PathType 1 and 201, the path.
+/// Validates the common/address header and, for EPIC-Z (201) and EPIC-HP
+/// (3), the EPIC part of the path (the embedded SCION path is checked by
+/// whoever processes it).
 pub fn locate(data: &[u8], hdr: usize) -> Result<PathLoc, DropReason> {
     let bytes = data.get(hdr..).ok_or(DropReason::Truncated)?;
     let h = ScionHeader::new_checked(bytes)?;
@@ -43,6 +47,10 @@ pub fn locate(data: &[u8], hdr: usize) -> Result<PathLoc, DropReason> {
         PathType::EPIC_Z => {
             let e = EpicPath::new_checked(&data[path.clone()])?;
             path.start + e.path_offset()..path.end
+        }
+        PathType::EPIC_HP => {
+            EpicHpPath::new_checked(&data[path.clone()])?;
+            path.start + EPIC_HP_META_LEN..path.end
         }
         _ => path.clone(),
     };

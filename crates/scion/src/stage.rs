@@ -4,14 +4,16 @@ use core::any::Any;
 use core::ops::Range;
 
 use mac::Block;
-use packet::scion::{PathType, ScionHeader};
+use packet::scion::epic_hp::EPIC_HP_META_LEN;
+use packet::scion::{EpicHpPath, HvfOrigin, PathType, ScionHeader};
 use pipeline::{
-    config_of, Batch, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate, BURST,
+    config_of, Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate,
+    BURST,
 };
 
 use crate::config::ScionForwardConfig;
+use crate::epic::{verify_hvf, FreshWindow};
 use crate::forward::{Exit, Forwarded, Forwarder};
-use crate::hopmac::HopMac;
 use crate::locate::{locate, scion_offset};
 
 /// Counters of [`ScionForward`] beyond the pipeline's per-reason drop counters.
@@ -25,13 +27,31 @@ pub struct ForwardCounters {
     pub xovers: u64,
     /// Packets of path types this stage leaves alone.
     pub skipped: u64,
+    /// EPIC-HP packets whose PHVF or LHVF verified (at the penultimate or
+    /// last hop; the others are forwarded as plain SCION).
+    pub epic_hp_checked: u64,
 }
 
-/// SCION forwarding as a pipeline stage, for PathType 1 (SCION) and 201
-/// (EPIC-Z, whose embedded SCION path it processes): verify the current hop
-/// field, update the SegID, advance CurrHF/CurrINF (cross-over included), and
-/// set the egress port. Other path types (SIBRA, empty) are left to their
-/// own stages. The traffic class is kept.
+/// SCION forwarding as a pipeline stage, for PathType 1 (SCION), 3 (EPIC-HP)
+/// and 201 (EPIC-Z), whose embedded SCION path it processes: verify the
+/// current hop field, update the SegID, advance CurrHF/CurrINF (cross-over
+/// included), and set the egress port. Other path types (SIBRA, empty) are
+/// left to their own stages. The traffic class is kept.
+///
+/// An EPIC-HP packet whose hop fields verify is also checked as SCION's
+/// EPIC-HP requires when the last hop field this router verified is the
+/// path's penultimate or last one: the packet time must lie in
+/// [`ForwardConfig::epic_hp_freshness`](crate::ForwardConfig::epic_hp_freshness)
+/// (`expired`, `from_future`), then the PHVF or LHVF must verify under that
+/// hop field's full MAC (`bad_mac`). "Last verified" differs from SCION's
+/// router, which looks at CurrHF on arrival, only at a segment cross-over:
+/// where the penultimate AS crosses over into a two-hop last segment (a
+/// leaf attached to a core AS), SCION checks no PHVF at all, this stage
+/// checks it with the authenticator the source used for it. A source that
+/// computes its HVFs as SCION specifies passes both.
+///
+/// EPIC-Z's HVFs are Z-Lane's (`zlane-classify`, which runs before this
+/// stage); a border pipeline runs both, in that order.
 ///
 /// Hop-field MACs of a burst are computed in one batch.
 ///
@@ -104,6 +124,7 @@ impl Element for ScionForward {
         out("local", c.local);
         out("xovers", c.xovers);
         out("skipped", c.skipped);
+        out("epic_hp_checked", c.epic_hp_checked);
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
@@ -121,6 +142,7 @@ impl Element for ScionForward {
         self.fwd.set_key(c.forwarding_key());
         self.fwd.interfaces_mut().rebind(&c.interfaces);
         self.fwd.set_local_ia(c.local_ia);
+        self.fwd.set_epic_hp_freshness(c.epic_hp_freshness);
         self.config = Some(c.clone());
         Ok(Reconfigured::APPLIED)
     }
@@ -129,8 +151,10 @@ impl Element for ScionForward {
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let mut inputs: [Block; BURST] = [[0; 16]; BURST];
-        let mut which: [(u8, usize, Range<usize>); BURST] = core::array::from_fn(|_| (0, 0, 0..0));
+        let mut which: [(u8, bool, usize, Range<usize>); BURST] =
+            core::array::from_fn(|_| (0, false, 0, 0..0));
         let mut n = 0;
+        let fresh = self.fwd.config().epic_hp_freshness.window(now.unix_ns);
         // Pass 1: parse and gather MAC inputs.
         for i in batch.live() {
             let Some(off) = scion_offset(batch.meta(i)) else {
@@ -145,38 +169,46 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                     continue;
                 }
             };
-            if !matches!(loc.path_type, PathType::SCION | PathType::EPIC_Z) {
+            if !matches!(loc.path_type, PathType::SCION | PathType::EPIC_Z | PathType::EPIC_HP) {
                 self.counters.skipped += 1;
                 continue;
             }
             match Forwarder::prepare(&data[loc.scion.clone()]) {
                 Ok(inp) => {
                     inputs[n] = inp;
-                    which[n] = (i as u8, loc.hdr, loc.scion);
+                    which[n] = (i as u8, loc.path_type == PathType::EPIC_HP, loc.hdr, loc.scion);
                     n += 1;
                 }
                 Err(r) => batch.drop_packet(i, r),
             }
         }
-        // Pass 2: one batched MAC computation for the burst.
-        let mut macs: [HopMac; BURST] = [[0; 6]; BURST];
-        self.fwd.key().mac_batch(&inputs[..n], &mut macs[..n]);
+        // Pass 2: one batched MAC computation for the burst (full 16-byte
+        // tags: EPIC-HP keys its HVFs with them).
+        let mut tags: [Block; BURST] = [[0; 16]; BURST];
+        self.fwd.key().full_mac_batch(&inputs[..n], &mut tags[..n]);
         // Pass 3: verify, update, advance, route.
         let addressed = self.fwd.config().local_ia.is_some();
-        for (k, (i, hdr, range)) in which[..n].iter().enumerate() {
+        for (k, (i, epic_hp, hdr, range)) in which[..n].iter().enumerate() {
             let i = usize::from(*i);
             let ingress = self.fwd.interfaces().ingress_if(batch.meta(i).port);
             let (buf, meta) = batch.get_mut(i);
             let data = buf.data_mut();
+            let mac = mac::truncate(&tags[k]);
             let done = if addressed {
                 // `locate` checked the header in pass 1.
                 let h = ScionHeader::new_unchecked(&data[*hdr..]);
                 let (src, dst) = (h.src_ia(), h.dst_ia());
                 let path = &mut data[range.clone()];
-                self.fwd.finish_addressed(path, &macs[k], ingress, now.unix_ns, src, dst)
+                self.fwd.finish_addressed(path, &mac, ingress, now.unix_ns, src, dst)
             } else {
-                self.fwd.finish(&mut data[range.clone()], &macs[k], ingress, now.unix_ns)
+                self.fwd.finish(&mut data[range.clone()], &mac, ingress, now.unix_ns)
             };
+            let done = done.and_then(|f| {
+                if *epic_hp && check_epic_hp(data, *hdr, range.start, &f, &tags[k], &fresh)? {
+                    self.counters.epic_hp_checked += 1;
+                }
+                Ok(f)
+            });
             match done {
                 Ok(f) => {
                     let class = meta.class().unwrap_or_default();
@@ -186,5 +218,45 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                 Err(r) => batch.drop_packet(i, r),
             }
         }
+    }
+}
+
+/// The EPIC-HP checks of a packet that [`Forwarder::finish`] forwarded as
+/// `f` (its header at `hdr`, its SCION path at `scion`, `tag` the full MAC
+/// of the hop field it verified first): none unless the last hop field it
+/// verified is the path's penultimate or last; then freshness, then the
+/// PHVF or LHVF under that hop field's full MAC. Whether it checked an HVF.
+///
+/// Forwarding changed only SegID and CurrINF/CurrHF, none of which the HVF
+/// covers; the hop-field count and the first info field's Timestamp are
+/// as they arrived.
+#[inline]
+fn check_epic_hp(
+    data: &[u8],
+    hdr: usize,
+    scion: usize,
+    f: &Forwarded,
+    tag: &Block,
+    fresh: &FreshWindow,
+) -> Result<bool, DropReason> {
+    let epic = EpicHpPath::new_unchecked(&data[scion - EPIC_HP_META_LEN..]);
+    let p = epic.scion_path();
+    let (n, last) = (p.num_hf(), usize::from(f.hop) + usize::from(f.xover));
+    let got = if last + 1 == n {
+        epic.lhvf()
+    } else if last + 2 == n {
+        epic.phvf()
+    } else {
+        return Ok(false);
+    };
+    let info0 = p.info_field(0).ok_or(DropReason::Malformed)?.timestamp();
+    fresh.check_epic_hp(info0, epic.epic_ts())?;
+    let origin = HvfOrigin::from_header(&ScionHeader::new_unchecked(&data[hdr..]));
+    let input = origin.epic_hp_input(&epic.pkt_id_bytes(), info0);
+    let sigma = f.xover_mac.as_ref().unwrap_or(tag);
+    if verify_hvf(sigma, &input, &got) {
+        Ok(true)
+    } else {
+        Err(DropReason::BadMac)
     }
 }

@@ -75,3 +75,14 @@ fn refuses_bad_tables_with_their_key() {
             .unwrap();
     assert_eq!(twice.validate().unwrap_err().key, "interfaces[1].ifid");
 }
+
+#[test]
+fn epic_hp_freshness_defaults_to_scions_window() {
+    let base = "key = \"000102030405060708090a0b0c0d0e0f\"\ninterfaces = []\n";
+    assert_eq!(parse(base).unwrap().epic_hp_freshness, scion::Freshness::EPIC_HP);
+    let c = parse(&format!("{base}epic_hp_freshness = {{ future_ns = 5 }}\n")).unwrap();
+    let want = scion::Freshness { past_ns: 3_000_000_000, future_ns: 5 };
+    assert_eq!(c.epic_hp_freshness, want, "a missing field keeps EPIC-HP's value");
+    let bad = parse(&format!("{base}epic_hp_freshness = {{ past = 5 }}\n")).unwrap_err();
+    assert!(bad.to_string().contains("past"), "{bad}");
+}

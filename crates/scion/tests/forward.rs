@@ -46,7 +46,7 @@ fn addressed(src: Ia, dst: Ia) -> Vec<u8> {
         dst_host: h,
         src_host: h,
     };
-    let repr = ScionRepr { hdr, path: PathRepr::Scion(path) };
+    let repr = ScionRepr { hdr, path: PathRepr::Scion(path.repr()) };
     let mut buf = vec![0u8; repr.buffer_len() + 4];
     repr.emit(&mut buf).unwrap();
     buf
@@ -133,7 +133,10 @@ fn live_change_moves_an_interface_and_keeps_counters() {
     assert_eq!(s.config(), Some(&as1(5)));
     assert_eq!(run_stage(&mut s, packet(), 0), fwd(5));
     assert_eq!(s.counters().forwarded, 2, "counters survive the change");
-    assert_eq!(counters(&s), [("forwarded", 2), ("local", 0), ("xovers", 0), ("skipped", 0)]);
+    assert_eq!(
+        counters(&s),
+        [("forwarded", 2), ("local", 0), ("xovers", 0), ("skipped", 0), ("epic_hp_checked", 0)]
+    );
     // The old port is no interface any more: a packet arriving there is from inside.
     assert_eq!(s.forwarder().interfaces().ingress_if(1), scion::INTERNAL_IF);
 }

@@ -288,7 +288,7 @@ pub fn packet(
             dst_host: RawHostAddr::new(0, &dst_host)?,
             src_host: RawHostAddr::new(0, &src_host)?,
         },
-        path: PathRepr::Sibra(*path),
+        path: PathRepr::Sibra(path.into()),
     };
     let hl = repr.buffer_len();
     let mut buf = vec![0u8; hl + payload.len()];

@@ -265,7 +265,9 @@ impl Classifier {
             PathType::SIBRA => R,
             PathType::ONE_HOP => N,
             _ if h.next_hdr() == next_hdr::BFD => N,
-            PathType::SCION | PathType::EMPTY => U,
+            // EPIC-HP is SCION's own path type: unauthenticated for Z-Lane
+            // (its HVFs are checked by `scion-forward`), so best effort.
+            PathType::SCION | PathType::EPIC_HP | PathType::EMPTY => U,
             _ => return Err(DropReason::Unsupported),
         };
         Ok(Prep::Done(class))

@@ -2,7 +2,8 @@
 //! traffic generators, tests and benchmarks).
 
 use mac::Cmac;
-use packet::scion::{AddrHdrRepr, EpicPathRepr, PathRepr, ScionPathRepr, ScionRepr};
+use packet::scion::{AddrHdrRepr, EpicPathRepr, Fields, PathRepr, ScionRepr};
+use scion::build::ScionPathBuf;
 
 use crate::hvf::{host_hvf, host_input};
 
@@ -13,7 +14,7 @@ use crate::hvf::{host_hvf, host_input};
 /// payload length in `hdr` is set from `payload`.
 pub fn epic_packet(
     hdr: &AddrHdrRepr,
-    path: &ScionPathRepr,
+    path: &ScionPathBuf,
     host_keys: &[&Cmac],
     ts_rel: u32,
     core_id: u8,
@@ -26,14 +27,20 @@ pub fn epic_packet(
     }
     let mut hdr = *hdr;
     hdr.payload_len = u16::try_from(payload.len()).ok()?;
-    let mut e =
-        EpicPathRepr { ts_rel, core_id, counter, q: false, path: *path, ..Default::default() };
+    let mut e = EpicPathRepr {
+        ts_rel,
+        core_id,
+        counter,
+        q: false,
+        path: path.repr(),
+        ..Default::default()
+    };
     let pkt_id = e.pkt_id();
     let host = hdr.src_host.padded();
-    for (i, k) in host_keys.iter().enumerate() {
-        let sigma = path.hops()[i].mac;
-        e.hvfs[i] = host_hvf(k, &host_input(&pkt_id, hdr.src_ia, &host, &sigma, hdr.payload_len));
-    }
+    let hvfs: Vec<_> = (host_keys.iter().zip(path.hops()))
+        .map(|(k, h)| host_hvf(k, &host_input(&pkt_id, hdr.src_ia, &host, &h.mac, hdr.payload_len)))
+        .collect();
+    e.hvfs = Fields::Decoded(&hvfs);
     let repr = ScionRepr { hdr, path: PathRepr::EpicZ(e) };
     let mut buf = vec![0u8; repr.buffer_len() + payload.len()];
     repr.emit(&mut buf).ok()?;

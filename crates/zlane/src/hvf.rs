@@ -1,15 +1,18 @@
 //! EPIC-Z hop validation fields: host-level V_i, AS-level Ṽ_i, freshness.
 
 use mac::{Aes, Block, Cmac};
+use packet::scion::{EpicClock, HvfOrigin};
 use packet::Ia;
-use pipeline::DropReason;
+
+/// The freshness window, shared with EPIC-HP (`scion::epic`).
+pub use scion::epic::{FreshWindow, Freshness};
 
 /// Length of an HVF.
 pub const HVF_LEN: usize = 4;
 /// Length of the host-level HVF input.
-pub const INPUT_LEN: usize = 40;
+pub const INPUT_LEN: usize = packet::scion::epic_common::EPIC_Z_INPUT_LEN;
 /// TsRel unit in nanoseconds (4 µs).
-pub const TS_UNIT_NS: u64 = 4_000;
+pub const TS_UNIT_NS: u64 = EpicClock::EPIC_Z.unit_ns();
 
 /// A 4-byte HVF.
 pub type Hvf = [u8; HVF_LEN];
@@ -19,7 +22,8 @@ pub type Hvf = [u8; HVF_LEN];
 ///
 /// `zlane.md` also lists "6 zero bytes" after PayloadLen, which contradicts its
 /// own total of 40 bytes; this crate MACs exactly the 40 listed field bytes
-/// (CMAC pads the last partial block itself).
+/// (CMAC pads the last partial block itself). The layout lives with EPIC-HP's
+/// in `packet` ([`HvfOrigin::epic_z_input`]).
 #[inline]
 pub fn host_input(
     pkt_id: &[u8; 8],
@@ -28,13 +32,9 @@ pub fn host_input(
     sigma: &[u8; 6],
     payload_len: u16,
 ) -> [u8; INPUT_LEN] {
-    let mut b = [0u8; INPUT_LEN];
-    b[..8].copy_from_slice(pkt_id);
-    b[8..16].copy_from_slice(&src_ia.to_bytes());
-    b[16..32].copy_from_slice(src_host);
-    b[32..38].copy_from_slice(sigma);
-    b[38..40].copy_from_slice(&payload_len.to_be_bytes());
-    b
+    // The type/length code is not part of this input.
+    HvfOrigin { src_ia, src_type_len: 0, src_host: *src_host, payload_len }
+        .epic_z_input(pkt_id, sigma)
 }
 
 /// `V_i = CMAC_{K_i}(input)[0:4]` with K_i the AS-host key of the on-path AS.
@@ -83,103 +83,16 @@ fn dbl(b: &Block) -> Block {
     out
 }
 
-/// Freshness window for EPIC-Z packet timestamps: `freshness = { past_ns,
-/// future_ns }` of a `zlane-classify` stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
-pub struct Freshness {
-    /// Oldest accepted packet age (default 2 s).
-    pub past_ns: u64,
-    /// Largest accepted lead into the future (default 1 s).
-    pub future_ns: u64,
-}
-
-impl Default for Freshness {
-    fn default() -> Self {
-        Freshness { past_ns: 2_000_000_000, future_ns: 1_000_000_000 }
-    }
-}
-
 /// Absolute packet time: first info field's Timestamp plus TsRel × 4 µs.
 #[inline]
 pub fn packet_time_ns(info0_timestamp: u32, ts_rel: u32) -> u64 {
-    u64::from(info0_timestamp) * 1_000_000_000 + u64::from(ts_rel) * TS_UNIT_NS
-}
-
-/// The packet times [`Freshness`] accepts at one instant, computed once
-/// (per burst) so that each packet costs two comparisons.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreshWindow {
-    /// Oldest accepted packet time.
-    pub oldest_ns: u64,
-    /// Newest accepted packet time.
-    pub newest_ns: u64,
-}
-
-impl FreshWindow {
-    /// Exactly [`Freshness::check`] at the window's instant.
-    #[inline]
-    pub fn check(&self, pkt_ns: u64) -> Result<(), DropReason> {
-        if pkt_ns > self.newest_ns {
-            Err(DropReason::FromFuture)
-        } else if pkt_ns < self.oldest_ns {
-            Err(DropReason::Expired)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Freshness {
-    /// The window of packet times accepted at `now_unix_ns`
-    /// (`now − past ..= now + future`, saturating).
-    #[inline]
-    pub fn window(&self, now_unix_ns: u64) -> FreshWindow {
-        FreshWindow {
-            // `now − pkt > past` ⇔ `pkt < now − past` (never when now ≤ past).
-            oldest_ns: now_unix_ns.saturating_sub(self.past_ns),
-            newest_ns: now_unix_ns.saturating_add(self.future_ns),
-        }
-    }
-
-    /// Checks a packet time against `now_unix_ns`.
-    #[inline]
-    pub fn check(&self, pkt_ns: u64, now_unix_ns: u64) -> Result<(), DropReason> {
-        if pkt_ns > now_unix_ns.saturating_add(self.future_ns) {
-            Err(DropReason::FromFuture)
-        } else if now_unix_ns.saturating_sub(pkt_ns) > self.past_ns {
-            Err(DropReason::Expired)
-        } else {
-            Ok(())
-        }
-    }
+    EpicClock::EPIC_Z.packet_time_ns(info0_timestamp, ts_rel)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use mac::Key;
-
-    #[test]
-    fn window_decides_like_check() {
-        let edges = [0, 1, 999_999_999, 1_000_000_000, 2_000_000_000, u64::MAX - 1, u64::MAX];
-        for f in [Freshness::default(), Freshness { past_ns: 0, future_ns: u64::MAX }] {
-            for now in edges.iter().copied().chain([5_000_000_000, 1_700_000_000_000_000_000]) {
-                let w = f.window(now);
-                for base in [now, 0, u64::MAX] {
-                    for d in [0u64, 1, 999_999_999, 1_000_000_000, 1_000_000_001, 2_000_000_001] {
-                        for pkt in [base.wrapping_sub(d), base.wrapping_add(d)] {
-                            assert_eq!(
-                                w.check(pkt),
-                                f.check(pkt, now),
-                                "{f:?} now {now} pkt {pkt}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
 
     #[test]
     fn as_hvf_on_a_bare_schedule_equals_cmac() {

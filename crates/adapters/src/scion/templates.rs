@@ -71,7 +71,7 @@ pub struct ScionTemplateParams {
 /// A SCION path and address header built from template parameters.
 pub(crate) struct Built {
     pub hdr: packet::scion::AddrHdrRepr,
-    pub path: packet::scion::ScionPathRepr,
+    pub path: ::scion::build::ScionPathBuf,
     #[cfg_attr(not(feature = "zlane"), allow(dead_code))] // read by `epic-z`
     pub src_ia: packet::Ia,
 }
@@ -152,7 +152,7 @@ pub fn scion_template(
     let mut out = Vec::with_capacity(ctx.flows as usize);
     for i in 0..ctx.flows {
         let b = build_flow(&p, ctx.unix_s, i)?;
-        let mut repr = ScionRepr { hdr: b.hdr, path: PathRepr::Scion(b.path) };
+        let mut repr = ScionRepr { hdr: b.hdr, path: PathRepr::Scion(b.path.repr()) };
         let hdr_len = repr.buffer_len();
         let pl = payload_len(p.size, hdr_len)?;
         repr.hdr.payload_len = pl as u16;

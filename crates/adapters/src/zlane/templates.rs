@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use packet::scion::ScionPathRepr;
+use ::scion::build::ScionPathBuf;
 use packet::Ia;
 use runtime::config::typed;
 use runtime::templates::{TemplateCtx, Templates};
@@ -82,7 +82,7 @@ pub fn epic_template(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<
 fn through_gateway(
     p: &EpicTemplateParams,
     sv: &SvKeys,
-    (src_ia, path): (Ia, &ScionPathRepr),
+    (src_ia, path): (Ia, &ScionPathBuf),
     pkt: &mut [u8],
     unix_s: u64,
 ) -> Result<(), ConfigError> {

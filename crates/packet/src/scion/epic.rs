@@ -39,8 +39,11 @@
 //! meta-header decode either way, the explicit count just removes the guess.
 
 use crate::field::{array, be24, be32, put24, put32};
+use crate::scion::epic_common::{HvfOrigin, PktId};
+use crate::scion::fields::Fields;
 use crate::scion::path::{
-    HopField, InfoField, Meta, ScionPath, ScionPathRepr, HOP_LEN, INFO_LEN, MAX_HOPS, META_LEN,
+    meta_word_ok, HopField, InfoField, Meta, ScionPath, ScionPathRepr, HOP_LEN, INFO_LEN, MAX_HOPS,
+    META_LEN,
 };
 use crate::{Error, Ia, Result};
 
@@ -49,7 +52,7 @@ pub const EPIC_LEN: usize = 12;
 /// Length of one hop validation field.
 pub const HVF_LEN: usize = 4;
 /// Length of the packet ID (TsRel, CoreID, Counter).
-pub const PKT_ID_LEN: usize = 8;
+pub use crate::scion::epic_common::PKT_ID_LEN;
 /// Q flag (QoS, set by the Z-Lane gateway).
 pub const FLAG_Q: u8 = 0x80;
 
@@ -166,6 +169,17 @@ impl EpicFields {
     #[inline]
     pub fn q(&self) -> bool {
         self.flags & FLAG_Q != 0
+    }
+
+    /// The source and payload length the HVF authenticates.
+    #[inline]
+    pub fn origin(&self) -> HvfOrigin {
+        HvfOrigin {
+            src_ia: self.src_ia,
+            src_type_len: self.src_type_len,
+            src_host: self.src_host,
+            payload_len: self.payload_len,
+        }
     }
 }
 
@@ -405,28 +419,6 @@ fn fast_locate(b: &[u8]) -> Option<(usize, u32)> {
     (n != 0 && n_hf as usize == n && meta_word_ok(w) && b.len() == want).then_some((n, w))
 }
 
-/// Whether a meta-header word passes every [`Meta::validate`] rule (one
-/// expression over the word's fields, no `Result`, nothing through memory).
-#[inline(always)]
-fn meta_word_ok(w: u32) -> bool {
-    let (s0, s1, s2) = ((w >> 12) & 0x3f, (w >> 6) & 0x3f, w & 0x3f);
-    let (ci, chf) = (w >> 30, (w >> 24) & 0x3f);
-    let gap = (s0 == 0 && s1 != 0) || (s1 == 0 && s2 != 0);
-    let n_inf = u32::from(s0 != 0) + u32::from(s1 != 0) + u32::from(s2 != 0);
-    let start = if ci >= 1 { s0 } else { 0 } + if ci >= 2 { s1 } else { 0 };
-    let seg = match ci {
-        0 => s0,
-        1 => s1,
-        2 => s2,
-        _ => 0,
-    };
-    !gap && n_inf != 0
-        && s0 + s1 + s2 <= MAX_HOPS as u32
-        && ci < n_inf
-        && chf >= start
-        && chf < start + seg
-}
-
 /// Big-endian masks keeping the first 4, 8, 12 or 16 bytes of a host
 /// address (by its 2-bit length code), zeroing the rest.
 const HOST_MASK: [u128; 4] = [!0 << 96, !0 << 64, !0 << 32, !0];
@@ -644,10 +636,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EpicPath<T> {
     }
 }
 
+impl<'a> EpicPath<&'a [u8]> {
+    /// All HVFs, borrowing the underlying buffer rather than the view.
+    #[inline]
+    pub fn hvfs_ref(&self) -> &'a [u8] {
+        &self.buffer[field::HVFS..self.path_offset()]
+    }
+
+    /// The embedded SCION path, borrowing the underlying buffer.
+    #[inline]
+    pub fn scion_path_ref(&self) -> ScionPath<&'a [u8]> {
+        ScionPath::new_unchecked(&self.buffer[self.path_offset()..])
+    }
+}
+
 /// Owned EPIC-Z path. Reserved bits are ignored on parse and emitted as zero;
-/// `NumHVF` is implied by the embedded path and always emitted.
-#[derive(Clone, Copy, Debug)]
-pub struct EpicPathRepr {
+/// `NumHVF` is implied by the embedded path and always emitted. The HVFs and
+/// the hop fields are [`Fields`]: borrowed from the packet after
+/// [`parse`](Self::parse), from the caller when building.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EpicPathRepr<'a> {
     /// TsRel.
     pub ts_rel: u32,
     /// CoreID.
@@ -656,63 +664,59 @@ pub struct EpicPathRepr {
     pub counter: u32,
     /// Q flag.
     pub q: bool,
-    /// HVFs; the first `path.num_hf()` are meaningful.
-    pub hvfs: [[u8; HVF_LEN]; MAX_HOPS],
+    /// HVFs, one per hop field of `path`.
+    pub hvfs: Fields<'a, [u8; HVF_LEN]>,
     /// The embedded SCION path.
-    pub path: ScionPathRepr,
+    pub path: ScionPathRepr<'a>,
 }
 
-impl Default for EpicPathRepr {
-    fn default() -> Self {
-        EpicPathRepr {
-            ts_rel: 0,
-            core_id: 0,
-            counter: 0,
-            q: false,
-            hvfs: [[0; HVF_LEN]; MAX_HOPS],
-            path: ScionPathRepr::default(),
-        }
-    }
-}
-
-impl PartialEq for EpicPathRepr {
-    fn eq(&self, o: &Self) -> bool {
-        let n = self.path.num_hf();
+impl<'a, 'b> PartialEq<EpicPathRepr<'b>> for EpicPathRepr<'a> {
+    fn eq(&self, o: &EpicPathRepr<'b>) -> bool {
         self.ts_rel == o.ts_rel
             && self.core_id == o.core_id
             && self.counter == o.counter
             && self.q == o.q
             && self.path == o.path
-            && self.hvfs[..n] == o.hvfs[..n]
+            && self.hvfs == o.hvfs
     }
 }
-impl Eq for EpicPathRepr {}
+impl Eq for EpicPathRepr<'_> {}
 
-impl EpicPathRepr {
-    /// The 8-byte packet ID this representation emits.
-    pub fn pkt_id(&self) -> [u8; PKT_ID_LEN] {
-        let mut b = [0u8; PKT_ID_LEN];
-        b[..4].copy_from_slice(&self.ts_rel.to_be_bytes());
-        b[4] = self.core_id;
-        b[5..].copy_from_slice(&self.counter.to_be_bytes()[1..]);
-        b
+impl<'a> EpicPathRepr<'a> {
+    /// The packet ID this representation emits.
+    pub fn packet_id(&self) -> PktId {
+        PktId { ts: self.ts_rel, core_id: self.core_id, counter: self.counter }
     }
 
-    /// Parses a checked path.
-    pub fn parse<T: AsRef<[u8]>>(p: &EpicPath<T>) -> Result<Self> {
+    /// The 8-byte packet ID this representation emits.
+    pub fn pkt_id(&self) -> [u8; PKT_ID_LEN] {
+        self.packet_id().to_bytes()
+    }
+
+    /// HVF `i`, if there is one.
+    #[inline]
+    pub fn hvf(&self, i: usize) -> Option<[u8; HVF_LEN]> {
+        self.hvfs.get(i)
+    }
+
+    /// Parses a checked path (the HVFs and hop fields stay in the packet).
+    pub fn parse(p: &EpicPath<&'a [u8]>) -> Result<Self> {
         p.check_len()?;
-        let mut r = EpicPathRepr {
-            ts_rel: p.ts_rel(),
-            core_id: p.core_id(),
-            counter: p.counter(),
+        Ok(Self::from_checked(p))
+    }
+
+    /// [`parse`](Self::parse) of a path that passed `check_len`.
+    #[inline(always)]
+    pub(crate) fn from_checked(p: &EpicPath<&'a [u8]>) -> Self {
+        let id = PktId::from_bytes(p.pkt_id());
+        EpicPathRepr {
+            ts_rel: id.ts,
+            core_id: id.core_id,
+            counter: id.counter,
             q: p.q(),
-            path: ScionPathRepr::parse(&p.scion_path())?,
-            ..Default::default()
-        };
-        for (i, h) in r.hvfs.iter_mut().enumerate().take(p.num_hvf()) {
-            *h = p.hvf(i).ok_or(Error::Truncated)?;
+            hvfs: Fields::Wire(p.hvfs_ref()),
+            path: ScionPathRepr::from_checked(&p.buffer[p.path_offset()..]),
         }
-        Ok(r)
     }
 
     /// Length of the emitted path.
@@ -722,27 +726,27 @@ impl EpicPathRepr {
 
     /// Writes the path (with `NumHVF` set) into the start of `p`'s buffer and
     /// points the view at it. Every path that passes
-    /// [`ScionPathRepr::validate`] emits and reads back unchanged.
+    /// [`ScionPathRepr::validate`] and has one HVF per hop field emits and
+    /// reads back unchanged.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut EpicPath<T>) -> Result<()> {
         self.path.validate()?;
         if self.counter > 0x00ff_ffff {
             return Err(Error::malformed("EPIC-Z counter"));
         }
         let n = self.path.num_hf();
+        if self.hvfs.len() != n {
+            return Err(Error::malformed("EPIC-Z HVF count vs SCION path"));
+        }
         if p.buffer.as_ref().len() < self.buffer_len() {
             return Err(Error::BufferTooSmall);
         }
         p.hops = n;
-        p.set_ts_rel(self.ts_rel);
-        p.set_core_id(self.core_id);
-        p.set_counter(self.counter);
+        p.buffer.as_mut()[..PKT_ID_LEN].copy_from_slice(&self.pkt_id());
         p.set_flags(if self.q { FLAG_Q } else { 0 });
         // validate() bounds n to 1..=64.
         p.set_num_hvf_field(n as u8);
         p.set_rsv([0; 2]);
-        for (i, h) in self.hvfs[..n].iter().enumerate() {
-            p.set_hvf(i, *h)?;
-        }
+        self.hvfs.emit(&mut p.buffer.as_mut()[field::HVFS..])?;
         self.path.emit(&mut p.scion_path_mut())
     }
 }

@@ -135,6 +135,30 @@ pub const fn host_len(code: u8) -> usize {
     ((code & 0b11) as usize + 1) * 4
 }
 
+/// The host address with type/length `code` at `at` in `b`, zero-padded
+/// (all zero if `b` is too short). Reads one fixed 16-byte window and masks
+/// it when the buffer has one there: a copy of variable length costs a
+/// library call.
+#[inline(always)]
+fn raw_host_at(b: &[u8], at: usize, code: u8) -> RawHostAddr {
+    let type_len = code & 0x0f;
+    let n = host_len(type_len);
+    let bytes = match b.get(at..at + 16) {
+        Some(w) => {
+            let v = u128::from_be_bytes(crate::field::array(w, 0));
+            (v & (u128::MAX << (128 - 8 * n))).to_be_bytes()
+        }
+        None => {
+            let mut x = [0u8; 16];
+            if let Some(s) = b.get(at..at + n) {
+                x[..n].copy_from_slice(s);
+            }
+            x
+        }
+    };
+    RawHostAddr { type_len, bytes }
+}
+
 view! {
     /// A view over a SCION packet starting at its common header.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,16 +301,15 @@ impl<T: AsRef<[u8]>> ScionHeader<T> {
     }
 
     /// Destination host in raw form (any DT/DL).
+    #[inline]
     pub fn dst_host_raw(&self) -> RawHostAddr {
-        // Length is right by construction.
-        RawHostAddr::new(self.dst_type_len(), self.dst_host_bytes())
-            .unwrap_or(RawHostAddr { type_len: 0, bytes: [0; 16] })
+        raw_host_at(self.buffer.as_ref(), field::DST_HOST, self.dst_type_len())
     }
 
     /// Source host in raw form (any ST/SL).
+    #[inline]
     pub fn src_host_raw(&self) -> RawHostAddr {
-        RawHostAddr::new(self.src_type_len(), self.src_host_bytes())
-            .unwrap_or(RawHostAddr { type_len: 0, bytes: [0; 16] })
+        raw_host_at(self.buffer.as_ref(), self.src_host_off(), self.src_type_len())
     }
 
     /// Destination host decoded (IPv4, IPv6 or service); other kinds are
@@ -458,7 +481,13 @@ impl AddrHdrRepr {
     /// Reads the common and address header of a checked view.
     pub fn parse<T: AsRef<[u8]>>(h: &ScionHeader<T>) -> Result<Self> {
         h.check_len()?;
-        Ok(AddrHdrRepr {
+        Ok(Self::from_checked(h))
+    }
+
+    /// [`parse`](Self::parse) of a header that passed `check_len`.
+    #[inline(always)]
+    pub(crate) fn from_checked<T: AsRef<[u8]>>(h: &ScionHeader<T>) -> Self {
+        AddrHdrRepr {
             qos: h.qos(),
             flow_id: h.flow_id(),
             next_hdr: h.next_hdr(),
@@ -467,7 +496,7 @@ impl AddrHdrRepr {
             src_ia: h.src_ia(),
             dst_host: h.dst_host_raw(),
             src_host: h.src_host_raw(),
-        })
+        }
     }
 
     /// Length of common + address header.

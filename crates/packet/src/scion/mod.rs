@@ -5,22 +5,34 @@
 //!   [`AddrHdrRepr`].
 //! * [`path`]: the standard SCION path (PathType 1) with info and hop fields.
 //! * [`sibra`]: the SIBRA path (PathType 200).
+//! * [`epic_hp`]: the EPIC-HP path (PathType 3).
 //! * [`epic`]: the EPIC-Z path (PathType 201).
+//! * [`epic_common`]: what both EPIC paths share: packet ID, timestamp
+//!   arithmetic, HVF inputs.
+//! * [`fields`]: [`Fields`], the borrowed lists of hop fields and HVFs that
+//!   keep the representations small.
 //! * [`packet`]: [`parse`] walks common -> address -> path by type and locates
-//!   the payload and L4 header; [`ScionRepr`] emits a whole SCION header.
+//!   the payload and L4 header; [`ScionRepr`] decodes and emits a whole
+//!   SCION header.
 //!
 //! Every `new_checked` validates all lengths against its buffer, so a view it
 //! returns can be read without panics; hop-field MACs are *not* computed here.
 
 pub mod epic;
+pub mod epic_common;
+pub mod epic_hp;
+pub mod fields;
 pub mod header;
 pub mod packet;
 pub mod path;
 pub mod sibra;
 
 pub use epic::{epic_fields, epic_fields_memo, EpicFields, EpicPath, EpicPathRepr, EpicShape};
+pub use epic_common::{EpicClock, EpicHpInput, HvfOrigin, PktId};
+pub use epic_hp::{EpicHpPath, EpicHpPathRepr};
+pub use fields::{Fields, FieldsIter, WireField};
 pub use header::{next_hdr, AddrHdrRepr, PathType, RawHostAddr, ScionHeader};
-pub use packet::{parse, parse_path, Path, PathRepr, ScionPacket, ScionRepr};
+pub use packet::{parse, parse_path, Path, PathRepr, ScionPacket, ScionRepr, SibraPathRef};
 pub use path::{
     hop_expiry_unix_ns, hop_expiry_unix_secs, HopField, HopFieldRepr, InfoField, InfoFieldRepr,
     ScionPath, ScionPathRepr,

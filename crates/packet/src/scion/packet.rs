@@ -1,6 +1,7 @@
 //! Whole-packet walk: common header -> address header -> path by type -> payload.
 
 use crate::scion::epic::{EpicPath, EpicPathRepr};
+use crate::scion::epic_hp::{EpicHpPath, EpicHpPathRepr};
 use crate::scion::header::{next_hdr, AddrHdrRepr, PathType, ScionHeader, MAX_HDR_LEN};
 use crate::scion::path::{ScionPath, ScionPathRepr};
 use crate::scion::sibra::{SibraPath, SibraPathRepr};
@@ -13,6 +14,8 @@ pub enum Path<'a> {
     Empty,
     /// PathType 1.
     Scion(ScionPath<&'a [u8]>),
+    /// PathType 3.
+    EpicHp(EpicHpPath<&'a [u8]>),
     /// PathType 200.
     Sibra(SibraPath<&'a [u8]>),
     /// PathType 201.
@@ -32,8 +35,8 @@ pub struct ScionPacket<'a> {
 
 /// Checks the path bytes of `h` for its path type and returns the path view.
 ///
-/// For SCION and SIBRA paths, the length the path announces must equal the
-/// length `HdrLen` leaves for it.
+/// For SCION, EPIC-HP and SIBRA paths, the length the path announces must
+/// equal the length `HdrLen` leaves for it.
 #[inline(always)]
 pub fn parse_path<'a>(ty: PathType, bytes: &'a [u8]) -> Result<Path<'a>> {
     const MISMATCH: Error = Error::malformed("path length does not match HdrLen");
@@ -50,6 +53,13 @@ pub fn parse_path<'a>(ty: PathType, bytes: &'a [u8]) -> Result<Path<'a>> {
                 return Err(MISMATCH);
             }
             Path::Scion(p)
+        }
+        PathType::EPIC_HP => {
+            let p = EpicHpPath::new_checked(bytes)?;
+            if p.path_len() != bytes.len() {
+                return Err(MISMATCH);
+            }
+            Path::EpicHp(p)
         }
         PathType::SIBRA => {
             let p = SibraPath::new_checked(bytes)?;
@@ -120,29 +130,90 @@ impl<'a> ScionPacket<'a> {
     }
 }
 
-/// Path in owned form.
-///
-/// The variants differ a lot in size, but the crate cannot box (no alloc);
-/// representations are for building and checking packets, not the fast path.
-#[allow(clippy::large_enum_variant)]
+/// A SIBRA path in a [`PathRepr`]: the checked bytes of a parsed packet, or
+/// a representation the caller built. SIBRA's representation has fixed
+/// capacity (its own 64-hop limit); holding it by reference keeps
+/// [`PathRepr`] as small as its other variants.
+#[derive(Clone, Copy, Debug)]
+pub enum SibraPathRef<'a> {
+    /// A checked view of a parsed path.
+    Wire(SibraPath<&'a [u8]>),
+    /// A path built by the caller.
+    Repr(&'a SibraPathRepr),
+}
+
+impl<'a> From<&'a SibraPathRepr> for SibraPathRef<'a> {
+    fn from(r: &'a SibraPathRepr) -> Self {
+        SibraPathRef::Repr(r)
+    }
+}
+
+impl SibraPathRef<'_> {
+    /// The path in owned form (a copy of the caller's, or decoded).
+    pub fn to_repr(&self) -> Result<SibraPathRepr> {
+        match self {
+            SibraPathRef::Wire(v) => SibraPathRepr::parse(v),
+            SibraPathRef::Repr(r) => Ok(**r),
+        }
+    }
+
+    /// Length of the emitted path.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            SibraPathRef::Wire(v) => v.path_len(),
+            SibraPathRef::Repr(r) => r.buffer_len(),
+        }
+    }
+
+    /// Writes the path into the start of `p`'s buffer (a parsed path is
+    /// written as its representation would be: reserved bits zero).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut SibraPath<T>) -> Result<()> {
+        match self {
+            SibraPathRef::Wire(v) => SibraPathRepr::parse(v)?.emit(p),
+            SibraPathRef::Repr(r) => r.emit(p),
+        }
+    }
+}
+
+impl<'a, 'b> PartialEq<SibraPathRef<'b>> for SibraPathRef<'a> {
+    fn eq(&self, o: &SibraPathRef<'b>) -> bool {
+        match (self.to_repr(), o.to_repr()) {
+            (Ok(a), Ok(b)) => a == b,
+            // Bytes that do not parse (an unchecked view) equal only themselves.
+            (Err(_), Err(_)) => match (self, o) {
+                (SibraPathRef::Wire(a), SibraPathRef::Wire(b)) => a.into_inner() == b.into_inner(),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+impl Eq for SibraPathRef<'_> {}
+
+/// Path in owned form. Every variant is a few dozen bytes: the variable
+/// parts (hop fields, HVFs, SIBRA's blocks) are borrowed, from the packet
+/// after [`parse`](Self::parse) or from the caller when building.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PathRepr {
+pub enum PathRepr<'a> {
     /// PathType 0.
     Empty,
     /// PathType 1.
-    Scion(ScionPathRepr),
+    Scion(ScionPathRepr<'a>),
+    /// PathType 3.
+    EpicHp(EpicHpPathRepr<'a>),
     /// PathType 200.
-    Sibra(SibraPathRepr),
+    Sibra(SibraPathRef<'a>),
     /// PathType 201.
-    EpicZ(EpicPathRepr),
+    EpicZ(EpicPathRepr<'a>),
 }
 
-impl PathRepr {
+impl<'a> PathRepr<'a> {
     /// The path type this representation emits.
     pub fn path_type(&self) -> PathType {
         match self {
             PathRepr::Empty => PathType::EMPTY,
             PathRepr::Scion(_) => PathType::SCION,
+            PathRepr::EpicHp(_) => PathType::EPIC_HP,
             PathRepr::Sibra(_) => PathType::SIBRA,
             PathRepr::EpicZ(_) => PathType::EPIC_Z,
         }
@@ -153,18 +224,34 @@ impl PathRepr {
         match self {
             PathRepr::Empty => 0,
             PathRepr::Scion(p) => p.buffer_len(),
+            PathRepr::EpicHp(p) => p.buffer_len(),
             PathRepr::Sibra(p) => p.buffer_len(),
             PathRepr::EpicZ(p) => p.buffer_len(),
         }
     }
 
-    /// Parses a checked path view.
-    pub fn parse(p: &Path<'_>) -> Result<Self> {
+    /// Parses a checked path view (no copy of hop fields or HVFs).
+    #[inline]
+    pub fn parse(p: &Path<'a>) -> Result<Self> {
         Ok(match p {
             Path::Empty => PathRepr::Empty,
             Path::Scion(v) => PathRepr::Scion(ScionPathRepr::parse(v)?),
-            Path::Sibra(v) => PathRepr::Sibra(SibraPathRepr::parse(v)?),
+            Path::EpicHp(v) => PathRepr::EpicHp(EpicHpPathRepr::parse(v)?),
+            Path::Sibra(v) => PathRepr::Sibra(SibraPathRef::Wire(*v)),
             Path::EpicZ(v) => PathRepr::EpicZ(EpicPathRepr::parse(v)?),
+            Path::Other(..) => return Err(Error::unsupported("SCION path type")),
+        })
+    }
+
+    /// [`parse`](Self::parse) of a view [`parse_path`] returned (checked).
+    #[inline(always)]
+    fn from_checked(p: &Path<'a>) -> Result<Self> {
+        Ok(match p {
+            Path::Empty => PathRepr::Empty,
+            Path::Scion(v) => PathRepr::Scion(ScionPathRepr::from_checked(v.into_inner())),
+            Path::EpicHp(v) => PathRepr::EpicHp(EpicHpPathRepr::from_checked(v)),
+            Path::Sibra(v) => PathRepr::Sibra(SibraPathRef::Wire(*v)),
+            Path::EpicZ(v) => PathRepr::EpicZ(EpicPathRepr::from_checked(v)),
             Path::Other(..) => return Err(Error::unsupported("SCION path type")),
         })
     }
@@ -176,6 +263,7 @@ impl PathRepr {
         match self {
             PathRepr::Empty => Ok(()),
             PathRepr::Scion(p) => p.emit(&mut ScionPath::new_unchecked(b)),
+            PathRepr::EpicHp(p) => p.emit(&mut EpicHpPath::new_unchecked(b)),
             PathRepr::Sibra(p) => p.emit(&mut SibraPath::new_unchecked(b)),
             PathRepr::EpicZ(p) => p.emit(&mut EpicPath::new_unchecked(b)),
         }
@@ -183,20 +271,28 @@ impl PathRepr {
 }
 
 /// A whole SCION header (common, address, path) in owned form.
+///
+/// About 170 bytes whatever the path: decoding copies the header fields and
+/// the info fields and borrows the rest of the path from the packet, so
+/// [`parse`](Self::parse) costs about as much as the checks the lazy views
+/// make. Building a packet borrows the caller's hop fields the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScionRepr {
+pub struct ScionRepr<'a> {
     /// Common + address header fields.
     pub hdr: AddrHdrRepr,
     /// The path.
-    pub path: PathRepr,
+    pub path: PathRepr<'a>,
 }
 
-impl ScionRepr {
-    /// Parses a packet (header and path).
+impl<'a> ScionRepr<'a> {
+    /// Parses a packet (header and path), checking it as [`parse`] does.
     #[inline]
-    pub fn parse(buf: &[u8]) -> Result<Self> {
+    pub fn parse(buf: &'a [u8]) -> Result<Self> {
         let pkt = parse(buf)?;
-        Ok(ScionRepr { hdr: AddrHdrRepr::parse(&pkt.header)?, path: PathRepr::parse(&pkt.path)? })
+        Ok(ScionRepr {
+            hdr: AddrHdrRepr::from_checked(&pkt.header),
+            path: PathRepr::from_checked(&pkt.path)?,
+        })
     }
 
     /// Length of the SCION header this emits (HdrLen in bytes).
@@ -221,5 +317,22 @@ impl ScionRepr {
             len,
         )?;
         self.path.emit(&mut b[addr_len..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The representation stays small whatever the path type: moving or
+    /// returning one copies a few cache lines, not kilobytes.
+    #[test]
+    fn representations_are_compact() {
+        assert!(
+            core::mem::size_of::<ScionRepr<'_>>() <= 192,
+            "{}",
+            core::mem::size_of::<ScionRepr<'_>>()
+        );
+        assert!(core::mem::size_of::<PathRepr<'_>>() <= 128);
     }
 }

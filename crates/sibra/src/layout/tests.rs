@@ -28,7 +28,7 @@ fn packet(path: SibraPathRepr, dt: u8, st: u8, payload: usize) -> Vec<u8> {
             dst_host: RawHostAddr::new(dt, &host).unwrap(),
             src_host: RawHostAddr::new(st, &host).unwrap(),
         },
-        path: PathRepr::Sibra(path),
+        path: PathRepr::Sibra((&path).into()),
     };
     let mut b = vec![0u8; repr.buffer_len() + payload];
     repr.emit(&mut b).unwrap();

@@ -10,10 +10,10 @@
 use mac::{Cmac, Key};
 use packet::scion::{
     next_hdr, AddrHdrRepr, EpicPath, HopFieldRepr, InfoFieldRepr, PathRepr, PathType, RawHostAddr,
-    ScionHeader, ScionPathRepr, ScionRepr,
+    ScionHeader, ScionRepr,
 };
 use packet::{HostAddr, Ia};
-use scion::build::{self, HopSpec};
+use scion::build::{self, HopSpec, ScionPathBuf};
 use scion::ForwardingKey;
 use zlane::hvf::{as_hvf, TS_UNIT_NS};
 use zlane::keys::{Level1, SvKeys, EPIC_Z_PROTOCOL};
@@ -76,7 +76,7 @@ pub const IF_OUT: u16 = 2;
 /// first AS is the source (ingress 0), the last the destination (egress 0),
 /// all others enter on [`IF_IN`] and leave on [`IF_OUT`]. Positioned at hop
 /// `at` with the SegID chained accordingly.
-pub fn path(ases: &[&AsKeys], info_ts: u32, at: usize) -> ScionPathRepr {
+pub fn path(ases: &[&AsKeys], info_ts: u32, at: usize) -> ScionPathBuf {
     let n = ases.len();
     let hops: Vec<HopSpec> = ases
         .iter()
@@ -125,7 +125,7 @@ pub struct EpicBuilder {
     /// Address header.
     pub hdr: AddrHdrRepr,
     /// The SCION path inside.
-    pub path: ScionPathRepr,
+    pub path: ScionPathBuf,
     /// Host keys per hop field.
     pub host_keys: Vec<Cmac>,
     /// Hop indices to turn AS-level (Q set), with K_{A_i, src}; empty: host-level.
@@ -175,7 +175,7 @@ impl EpicBuilder {
         let hdr_len = ScionRepr {
             hdr: self.hdr,
             path: PathRepr::EpicZ(packet::scion::EpicPathRepr {
-                path: self.path,
+                path: self.path.repr(),
                 ..Default::default()
             }),
         }
@@ -207,8 +207,8 @@ fn set_as_level(pkt: &mut [u8], keys: &[(usize, Cmac)]) {
 }
 
 /// A plain SCION packet (PathType 1) of `packet_bytes` over `path`.
-pub fn scion_packet(hdr: &AddrHdrRepr, path: &ScionPathRepr, packet_bytes: usize) -> Vec<u8> {
-    emit(ScionRepr { hdr: *hdr, path: PathRepr::Scion(*path) }, packet_bytes, None)
+pub fn scion_packet(hdr: &AddrHdrRepr, path: &ScionPathBuf, packet_bytes: usize) -> Vec<u8> {
+    emit(ScionRepr { hdr: *hdr, path: PathRepr::Scion(path.repr()) }, packet_bytes, None)
 }
 
 /// A packet with path type `ty` and an empty path (e.g. SIBRA-typed
@@ -217,7 +217,7 @@ pub fn typed_packet(hdr: &AddrHdrRepr, ty: PathType, packet_bytes: usize) -> Vec
     emit(ScionRepr { hdr: *hdr, path: PathRepr::Empty }, packet_bytes, Some(ty))
 }
 
-fn emit(repr: ScionRepr, packet_bytes: usize, ty: Option<PathType>) -> Vec<u8> {
+fn emit(repr: ScionRepr<'_>, packet_bytes: usize, ty: Option<PathType>) -> Vec<u8> {
     let hl = repr.buffer_len();
     let payload = packet_bytes.saturating_sub(hl).max(TAG_LEN);
     let mut r = repr;

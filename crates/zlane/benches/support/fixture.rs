@@ -4,10 +4,10 @@
 
 use drkey::{Epoch, Protocol, SecretValue, DEFAULT_GRACE_NS};
 use mac::{Cmac, Key};
-use packet::scion::{AddrHdrRepr, RawHostAddr, ScionPathRepr};
+use packet::scion::{AddrHdrRepr, RawHostAddr};
 use packet::{HostAddr, Ia};
 use pipeline::{Batch, Now};
-use scion::build::{self, HopSpec};
+use scion::build::{self, HopSpec, ScionPathBuf};
 use scion::ForwardingKey;
 use zlane::config::{GatewayConfig, Origin, Rate, RateConfig, RouterConfig};
 use zlane::gateway::GatewayOutcome;
@@ -36,7 +36,7 @@ pub fn router_keys() -> RouterKeys {
 }
 
 /// A path over `hops` hop fields (one AS each).
-pub fn path(hops: usize) -> ScionPathRepr {
+pub fn path(hops: usize) -> ScionPathBuf {
     let specs: Vec<HopSpec> = (0..hops as u16)
         .map(|i| HopSpec {
             key: ForwardingKey::new(&Key::from([i as u8 + 1; 16])),
@@ -51,7 +51,7 @@ pub fn path(hops: usize) -> ScionPathRepr {
 /// An EPIC-Z packet from `host` over `path` with host-level HVFs (keys
 /// derived with `drkey`'s uncached API, generic level 2, protocol 64) and a
 /// 100-byte payload.
-pub fn host_packet(path: &ScionPathRepr, host: HostAddr) -> Vec<u8> {
+pub fn host_packet(path: &ScionPathBuf, host: HostAddr) -> Vec<u8> {
     let raw = RawHostAddr::from(host);
     let hdr = AddrHdrRepr {
         qos: 0,
@@ -71,7 +71,7 @@ pub fn host_packet(path: &ScionPathRepr, host: HostAddr) -> Vec<u8> {
 /// A packet of host 10.0.0.1 over `path`, and a gateway that knows every
 /// on-path AS key, grants each host `host_rate` bit/s and already holds
 /// `active_hosts` other hosts in its table.
-pub fn gateway(path: &ScionPathRepr, host_rate: u64, active_hosts: u32) -> (Vec<u8>, Gateway) {
+pub fn gateway(path: &ScionPathBuf, host_rate: u64, active_hosts: u32) -> (Vec<u8>, Gateway) {
     let pkt = host_packet(path, HostAddr::V4([10, 0, 0, 1]));
     let s = sv();
     let mut gw = Gateway::new(GatewayConfig {
@@ -96,7 +96,7 @@ pub fn gateway(path: &ScionPathRepr, host_rate: u64, active_hosts: u32) -> (Vec<
 }
 
 /// A burst of 32 packets over `path` from the 32 hosts 10.0.`net`.0..31.
-pub fn host_burst(path: &ScionPathRepr, net: u8) -> Batch<Vec<u8>> {
+pub fn host_burst(path: &ScionPathBuf, net: u8) -> Batch<Vec<u8>> {
     let mut batch = Batch::new();
     for h in 0..32u8 {
         batch.push(host_packet(path, HostAddr::V4([10, 0, net, h])), 0).unwrap();
@@ -106,7 +106,7 @@ pub fn host_burst(path: &ScionPathRepr, net: u8) -> Batch<Vec<u8>> {
 
 /// [`host_burst`] passed through `gw`, which must authorize every packet:
 /// what the router receives.
-pub fn authorized_burst(gw: &mut Gateway, path: &ScionPathRepr, net: u8) -> Batch<Vec<u8>> {
+pub fn authorized_burst(gw: &mut Gateway, path: &ScionPathBuf, net: u8) -> Batch<Vec<u8>> {
     let mut batch = host_burst(path, net);
     for i in 0..batch.len() {
         let out = gw.process(batch.buf_mut(i), Now::from_unix_ns(T0));

@@ -4,10 +4,10 @@
 
 use drkey::{Epoch, Protocol, SecretValue};
 use mac::{Cmac, Key};
-use packet::scion::{AddrHdrRepr, RawHostAddr, ScionPathRepr};
+use packet::scion::{AddrHdrRepr, RawHostAddr};
 use packet::{HostAddr, Ia};
 use pipeline::Now;
-use scion::build::{self, HopSpec};
+use scion::build::{self, HopSpec, ScionPathBuf};
 use scion::ForwardingKey;
 use zlane::keys::{SvKeys, EPIC_Z_PROTOCOL};
 
@@ -39,7 +39,7 @@ pub fn fwd_key() -> ForwardingKey {
 }
 
 /// A 3-hop path positioned at hop 1 (the transit AS).
-pub fn path() -> ScionPathRepr {
+pub fn path() -> ScionPathBuf {
     let hops: Vec<HopSpec> = [(0, 1), (2, 3), (4, 0)]
         .iter()
         .map(|&(i, e)| HopSpec { key: fwd_key(), cons_ingress: i, cons_egress: e, exp_time: 255 })
