@@ -351,10 +351,15 @@ fn run(
             eprintln!("warning: no handler for signal {sig}: {e}");
         }
     }
+    // SIGHUP re-reads the configuration file and applies what can change live.
+    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()) {
+        eprintln!("warning: no handler for SIGHUP (no reload): {e}");
+    }
     for w in plane.warnings() {
         eprintln!("warning: {w}");
     }
-    eprintln!("router `{name}` running (Ctrl-C or SIGTERM to stop)");
+    eprintln!("router `{name}` running (Ctrl-C or SIGTERM to stop, SIGHUP to reload)");
     let started = Instant::now();
     let mut prev = plane.snapshot();
     let mut prev_t = started;
@@ -370,6 +375,9 @@ fn run(
         }
         if plane.stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
             interrupted = true;
+        }
+        if hup.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            reload(&plane, path);
         }
     }
     let wall = started.elapsed();
@@ -394,6 +402,30 @@ fn run(
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Reads `path` again and applies what can change live (`SIGHUP`); says
+/// what happened, and what needs a restart, on standard error.
+fn reload(plane: &control::Plane, path: &std::path::Path) {
+    let checked = config::load_file(path)
+        .map_err(|e| e.to_string())
+        .and_then(|c| runtime::check::<adapters::All>(&c).map(|_| c).map_err(|e| e.to_string()));
+    let new = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reload refused, nothing changed: {e}");
+            return;
+        }
+    };
+    match plane.reload(&new) {
+        Ok(r) => {
+            eprintln!("reload: {} (generation {})", r.applied.detail, r.applied.generation);
+            if !r.needs_restart.is_empty() {
+                eprintln!("reload: not applied, needs a restart: {}", r.needs_restart.join(", "));
+            }
+        }
+        Err(e) => eprintln!("reload refused, nothing changed: {e}"),
     }
 }
 

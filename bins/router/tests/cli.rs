@@ -198,6 +198,53 @@ fn sigterm_and_sigint_stop_cleanly_with_a_summary() {
 }
 
 #[test]
+fn sighup_reloads_what_can_change_live_and_names_the_rest() {
+    let text =
+        std::fs::read_to_string(config("default.toml")).unwrap().replace("duration_ms = 1000", "");
+    let path = tmp("reload.toml");
+    std::fs::write(&path, &text).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_router"))
+        .args(["run", "--quiet"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let hup = |edited: String| {
+        std::fs::write(&path, edited).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(Command::new("kill")
+            .arg("-HUP")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap()
+            .success());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // A live parameter (the egress rate), a section that needs a restart,
+    // then a value the egress refuses.
+    hup(text.replace("rate_pps = 1_000_000", "rate_pps = 2_000_000"));
+    hup(text
+        .replace("rate_pps = 1_000_000", "rate_pps = 2_000_000")
+        .replace("count = 1", "count = 2"));
+    hup(text.replace("rate_pps = 1_000_000", "rate_pps = -5"));
+    assert!(Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("reload: configuration reloaded (generation 1)"), "{err}");
+    assert!(err.contains("reload: not applied, needs a restart: workers"), "{err}");
+    assert!(err.contains("reload refused, nothing changed") && err.contains("rate_pps"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("by a signal"));
+}
+
+#[test]
 fn gen_refuses_flow_counts_it_cannot_hold() {
     let out = tmp("gen.pcap");
     let (code, err) = run(&[

@@ -106,6 +106,7 @@ pub mod health;
 pub mod metrics;
 pub mod net;
 pub mod plane;
+pub mod reload;
 pub mod server;
 pub mod service;
 pub mod subject;
