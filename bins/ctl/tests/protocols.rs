@@ -409,6 +409,11 @@ async fn sibra_admit_list_revoke_and_split() {
     let (ok, out, err) = ctl(&env, &args("admit-steady", "7", "8"));
     assert!(ok, "{err}");
     assert!(out.starts_with("admitted on 2 workers (generation 1)"), "{out}");
+    // The audit log names the reservation the call acted on.
+    let audit = std::fs::read_to_string(env.dir.join("audit.jsonl")).unwrap();
+    let line = audit.lines().find(|l| l.contains("/AdmitSteady")).expect("an audit line");
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["target"], "sibra steady reservation ff00:0:111/7 (1 -> 2)", "{line}");
     let (ok, out, err) = ctl(&env, &{
         let mut a = args("admit-core", "9", "20");
         a.extend(["--index", "2"]);

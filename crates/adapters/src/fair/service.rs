@@ -213,6 +213,7 @@ impl pb::fair_control_server::FairControl for FairSvc {
             }
             (true, false) => r.protest,
         };
+        control::audit::note_target(&format!("fair protest ({} bytes)", b.len()));
         if b.len() > MAX_PROTEST_BYTES {
             return Err(CtlError::invalid(format!(
                 "protest: {} bytes exceed {MAX_PROTEST_BYTES}",

@@ -107,6 +107,12 @@ fn steady_text(id: &sibra::SteadyId) -> String {
 fn admit(plane: &Plane, a: Admit, core: bool) -> Result<pb::AdmitReply, CtlError> {
     use sibra::admission::{Decision, SteadyRequest};
     let what = if core { "core" } else { "steady" };
+    control::audit::note_target(&format!(
+        "sibra {what} reservation {} ({} -> {})",
+        steady_text(&a.id),
+        a.ingress,
+        a.egress
+    ));
     let (res, generation) = plane.mutate(reach(
         plane.stages_of(KINDS_ADMISSION)?,
         move |s: &mut sibra::stage::SibraControl, now| {
