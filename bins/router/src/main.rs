@@ -359,6 +359,13 @@ fn run(
     for w in plane.warnings() {
         eprintln!("warning: {w}");
     }
+    let workers = plane.config().0.workers.count;
+    if workers > 1 {
+        eprintln!(
+            "{workers} workers: every configured rate is the link's, AS's or host's total; \
+             each worker applies 1/{workers} of it (docs/multicore.md)"
+        );
+    }
     eprintln!("router `{name}` running (Ctrl-C or SIGTERM to stop, SIGHUP to reload)");
     let started = Instant::now();
     let mut prev = plane.snapshot();

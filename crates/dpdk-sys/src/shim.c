@@ -23,5 +23,8 @@ int shim_mbuf_has_rss_hash(const struct rte_mbuf *m) { return (m->ol_flags & RTE
 int shim_errno(void) { return rte_errno; }
 unsigned shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rss_hf_ip_udp_tcp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP; }
+uint64_t shim_rss_hf_ip(void) { return RTE_ETH_RSS_IP; }
+uint64_t shim_rss_l3_src_only(void) { return RTE_ETH_RSS_L3_SRC_ONLY; }
+uint64_t shim_rss_l3_dst_only(void) { return RTE_ETH_RSS_L3_DST_ONLY; }
 uint32_t shim_mq_rx_rss(void) { return RTE_ETH_MQ_RX_RSS; }
 uint16_t shim_mbuf_default_buf_size(void) { return RTE_MBUF_DEFAULT_BUF_SIZE; }

@@ -29,6 +29,9 @@ int shim_mbuf_has_rss_hash(const struct rte_mbuf *m);
 int shim_errno(void);
 unsigned shim_lcore_id(void);
 uint64_t shim_rss_hf_ip_udp_tcp(void);
+uint64_t shim_rss_hf_ip(void);
+uint64_t shim_rss_l3_src_only(void);
+uint64_t shim_rss_l3_dst_only(void);
 uint32_t shim_mq_rx_rss(void);
 uint16_t shim_mbuf_default_buf_size(void);
 

@@ -262,6 +262,16 @@ impl Validate for Config {
         let table = slots.saturating_mul(crate::table::FlowTable::bytes_per_slot() as u64);
         table.saturating_add(self.seeds.epochs().len() as u64 * 32)
     }
+
+    /// The request and legacy channel caps are rates of the router's
+    /// ingress, shared by its workers. Flow state needs no split: RSS
+    /// keeps each flow on one worker, and Algorithm 1's windows are per
+    /// flow.
+    fn split_rates(&mut self, workers: usize) {
+        for cap in [&mut self.request_cap, &mut self.legacy_cap].into_iter().flatten() {
+            cap.rate_mbps = pipeline::validate::share_f64(cap.rate_mbps, workers);
+        }
+    }
 }
 
 /// Refuses the second occurrence of a value in `list` (at `key[i]`).

@@ -69,6 +69,31 @@ pub trait Validate {
     fn footprint(&self) -> u64 {
         0
     }
+
+    /// Turns the configured totals into one worker's share, for a router
+    /// that runs an instance on each of `workers` workers: every rate the
+    /// configuration holds (link capacities, policer, bucket and shaper
+    /// rates) is a property of the link, AS or host, so each instance gets
+    /// `1 / workers` of it ([`share`], [`share_f64`]). Bursts, queue and
+    /// table sizes stay as configured. Called once, after
+    /// [`Validate::validate`] succeeded; configurations without rates keep
+    /// the default, which changes nothing.
+    fn split_rates(&mut self, workers: usize) {
+        let _ = workers;
+    }
+}
+
+/// One worker's share of the integer rate `total` among `workers`, rounded
+/// up so that a non-zero rate never becomes 0 (which often means "never");
+/// the instances together exceed `total` by less than `workers` units.
+pub fn share(total: u64, workers: usize) -> u64 {
+    let n = workers.max(1) as u64;
+    total.div_ceil(n)
+}
+
+/// One worker's share of the rate `total` among `workers`.
+pub fn share_f64(total: f64, workers: usize) -> f64 {
+    total / workers.max(1) as f64
 }
 
 /// Checks that `value` (at `key`) is finite and within `[lo, hi]`.
@@ -93,5 +118,16 @@ mod tests {
         assert!(in_range("f", f64::NAN, 0.0, 1.0).is_err());
         assert!(in_range("f", 1.5, 0.0, 1.0).is_err());
         assert!(in_range("f", 1.0, 0.0, 1.0).is_ok());
+    }
+
+    #[test]
+    fn shares_round_up_and_never_reach_zero() {
+        assert_eq!(share(1_000_000, 2), 500_000);
+        assert_eq!(share(1_000_001, 2), 500_001);
+        assert_eq!(share(1, 4), 1);
+        assert_eq!(share(0, 4), 0);
+        assert_eq!(share(u64::MAX, 1), u64::MAX);
+        assert_eq!(share(7, 0), 7, "no workers counts as one");
+        assert_eq!(share_f64(3.0, 2), 1.5);
     }
 }

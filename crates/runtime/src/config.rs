@@ -267,6 +267,10 @@ pub struct WorkersConfig {
     /// Bursts between two publications of a worker's counters.
     #[serde(default = "default_publish")]
     pub publish_every: u32,
+    /// Fields that decide which worker a packet goes to: `flow` (default),
+    /// `addresses`, `src` or `dst` (see `docs/multicore.md`).
+    #[serde(default)]
+    pub rss: crate::rss::RssKey,
 }
 
 fn one() -> usize {
@@ -287,6 +291,7 @@ impl Default for WorkersConfig {
             pin: true,
             command_queue: default_cmdq(),
             publish_every: default_publish(),
+            rss: crate::rss::RssKey::Flow,
         }
     }
 }

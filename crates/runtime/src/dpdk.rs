@@ -10,9 +10,11 @@
 //! * Port `id`s in `[[ports]]` are DPDK port ids (the order of `--vdev`s / PCI
 //!   devices). Every port gets one RX and one TX queue per worker; with more
 //!   than one worker, RSS (IP/UDP/TCP as far as the device supports it)
-//!   spreads flows over the RX queues, and the NIC's RSS hash becomes
+//!   spreads flows over the RX queues (over the fields `[workers] rss` names:
+//!   IP/UDP/TCP for `flow`, IP for `addresses`, with the NIC's L3 source- or
+//!   destination-only mode for `src`/`dst`), and the NIC's RSS hash becomes
 //!   `Meta::hash`. Devices without RSS (e.g. `net_null`) leave it 0 unless
-//!   `software_hash = true`, which computes [`flow_hash`] per packet (it reads
+//!   `software_hash = true`, which computes [`hash_by`] per packet (it reads
 //!   the headers, which costs a cache miss per packet on a cold buffer).
 //! * Each worker has its own mbuf pool; [`Mbuf`] implements
 //!   [`PacketBuf`] directly over the mbuf, so a `Batch<Mbuf>` is built without
@@ -35,7 +37,7 @@ use pipeline::{Batch, NoRoom, Now, PacketBuf, BURST};
 
 use crate::config::{ConfigError, DpdkConfig, RouterConfig};
 use crate::io::{WallClock, WorkerIo};
-use crate::rss::flow_hash;
+use crate::rss::{hash_by, RssKey};
 use crate::RuntimeError;
 
 const _: () = assert!(
@@ -258,6 +260,7 @@ pub struct DpdkIo {
     pinned_unix_ns: Option<u64>,
     registered: bool,
     software_hash: bool,
+    rss: RssKey,
     prefetch: bool,
 }
 
@@ -319,7 +322,24 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
         let mut conf = sys::rte_eth_conf::default();
         if workers > 1 {
             // SAFETY: pure functions returning constants.
-            let hf = unsafe { sys::shim_rss_hf_ip_udp_tcp() } & info.flow_type_rss_offloads;
+            let (types, l3_only) = unsafe {
+                match cfg.workers.rss {
+                    RssKey::Flow => (sys::shim_rss_hf_ip_udp_tcp(), 0),
+                    RssKey::Addresses => (sys::shim_rss_hf_ip(), 0),
+                    RssKey::Src => (sys::shim_rss_hf_ip(), sys::shim_rss_l3_src_only()),
+                    RssKey::Dst => (sys::shim_rss_hf_ip(), sys::shim_rss_l3_dst_only()),
+                }
+            };
+            let hf = types & info.flow_type_rss_offloads;
+            if l3_only != 0 && info.flow_type_rss_offloads & l3_only == 0 && hf != 0 {
+                return Err(RuntimeError::Dpdk(format!(
+                    "port {port} cannot hash on the {} address alone ([workers] rss = \"{}\"); \
+                     use \"addresses\" or \"flow\"",
+                    if cfg.workers.rss == RssKey::Src { "source" } else { "destination" },
+                    cfg.workers.rss.name()
+                )));
+            }
+            let hf = hf | l3_only;
             if hf != 0 {
                 conf.rxmode.mq_mode = unsafe { sys::shim_mq_rx_rss() };
                 conf.rx_adv_conf.rss_conf.rss_hf = hf;
@@ -374,6 +394,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             pinned_unix_ns: c.unix_time_s.map(|s| s.saturating_mul(1_000_000_000)),
             registered: false,
             software_hash: c.software_hash,
+            rss: cfg.workers.rss,
             prefetch: c.prefetch,
         })
         .collect();
@@ -482,7 +503,7 @@ impl WorkerIo for DpdkIo {
                     // SAFETY: the flag says the driver filled `hash.rss`.
                     unsafe { m.__bindgen_anon_2.hash.rss }
                 } else if self.software_hash {
-                    flow_hash(buf.data())
+                    hash_by(buf.data(), self.rss)
                 } else {
                     0
                 };

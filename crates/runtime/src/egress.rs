@@ -49,16 +49,16 @@ fn build<B: PacketBuf + Send + 'static>(
     Ok(Box::new(Discipline::new(c)))
 }
 
-fn parse_fifo(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+fn parse_fifo(ctx: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
     let c: FifoConfig = typed(p)?;
     limits::count("capacity", c.capacity, limits::MAX_QUEUE_PACKETS)?;
     Ok(DisciplineConfig {
         queue: QueueSpec::Fifo { capacity: c.capacity },
-        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?.map(|s| s.share(ctx.workers)),
     })
 }
 
-fn parse_priority(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+fn parse_priority(ctx: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
     let c: PriorityConfig = typed(p)?;
     limits::count("capacity", c.capacity, limits::MAX_QUEUE_PACKETS)?;
     if c.order.is_empty() {
@@ -76,15 +76,18 @@ fn parse_priority(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig,
     s.add_queue(c.capacity, None, []);
     Ok(DisciplineConfig {
         queue: QueueSpec::Priority(Box::new(s)),
-        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?.map(|s| s.share(ctx.workers)),
     })
 }
 
-fn parse_priority_caps(_: &BuildContext, p: &toml::Table) -> Result<DisciplineConfig, ConfigError> {
+fn parse_priority_caps(
+    ctx: &BuildContext,
+    p: &toml::Table,
+) -> Result<DisciplineConfig, ConfigError> {
     let c: PriorityCapsConfig = typed(p)?;
     Ok(DisciplineConfig {
-        queue: QueueSpec::Priority(Box::new(c.layout()?)),
-        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?,
+        queue: QueueSpec::Priority(Box::new(c.layout(ctx.workers)?)),
+        shaper: ShaperSpec::new(c.rate_pps, c.rate_mbps, c.burst)?.map(|s| s.share(ctx.workers)),
     })
 }
 
@@ -310,13 +313,17 @@ pub struct QueueConfig {
 }
 
 impl PriorityCapsConfig {
-    /// The scheduler's layout (queues, caps, class map), checked.
-    pub fn layout(&self) -> Result<StrictPriority<()>, ConfigError> {
+    /// The scheduler's layout (queues, caps, class map), checked, for one
+    /// of `workers` instances: each cap gets its share of the rate, and the
+    /// default burst is 10 ms at that share (an explicit burst is each
+    /// instance's).
+    pub fn layout(&self, workers: usize) -> Result<StrictPriority<()>, ConfigError> {
         let mut s = StrictPriority::new("priority-caps");
         let mut ids = BTreeMap::new();
         for (name, c) in &self.caps {
             limits::rate(&format!("caps.{name}.rate_mbps"), c.rate_mbps, limits::MAX_RATE_MBPS)?;
-            let rate = (c.rate_mbps * 1e6 / 8.0) as u64;
+            let total = (c.rate_mbps * 1e6 / 8.0) as u64;
+            let rate = pipeline::validate::share(total, workers);
             let burst = c.burst_bytes.unwrap_or((rate / 100).max(2 * 1518));
             if !(1518..=1 << 40).contains(&burst) {
                 return Err(ConfigError::at(
@@ -392,6 +399,18 @@ impl ShaperSpec {
             bytes_per_s: mbps.map(|m| m * 1e6 / 8.0),
             burst: f64::from(burst),
         }))
+    }
+}
+
+impl ShaperSpec {
+    /// One of `workers` instances' share of the rates (the burst stays).
+    #[must_use]
+    pub fn share(self, workers: usize) -> ShaperSpec {
+        ShaperSpec {
+            pps: self.pps.map(|r| pipeline::validate::share_f64(r, workers)),
+            bytes_per_s: self.bytes_per_s.map(|r| pipeline::validate::share_f64(r, workers)),
+            burst: self.burst,
+        }
     }
 }
 

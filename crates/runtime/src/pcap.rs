@@ -27,7 +27,7 @@ use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
 use crate::capture::{self, CaptureWriter, Format};
 use crate::config::{ConfigError, RouterConfig};
 use crate::io::{FramePool, WallClock, WorkerIo};
-use crate::rss::{flow_hash, shard};
+use crate::rss::{hash_by, shard, RssKey};
 use crate::stats::LocalCounters;
 use crate::RuntimeError;
 
@@ -187,12 +187,13 @@ pub fn check(cfg: &RouterConfig) -> Result<Vec<String>, ConfigError> {
 fn read_capture(
     path: &std::path::Path,
     port: u16,
+    rss: RssKey,
     out: &mut Vec<Recorded>,
 ) -> Result<(), RuntimeError> {
     // `check` warned about a cut-off last record; the intact ones replay.
     capture::for_each_packet(path, |p| {
         let data = p.data.to_vec();
-        out.push(Recorded { port, ts_ns: p.ts_ns, hash: flow_hash(&data), data });
+        out.push(Recorded { port, ts_ns: p.ts_ns, hash: hash_by(&data, rss), data });
     })
     .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
     Ok(())
@@ -205,7 +206,7 @@ impl PcapIo {
         check_ports(cfg, pc)?;
         let mut all = Vec::new();
         for f in &pc.inputs {
-            read_capture(&cfg.resolve(&f.file), f.port, &mut all)?;
+            read_capture(&cfg.resolve(&f.file), f.port, cfg.workers.rss, &mut all)?;
         }
         // Stable sort keeps each capture's order among equal timestamps.
         all.sort_by_key(|r| r.ts_ns);

@@ -86,13 +86,15 @@ impl<T: 'static> Entry<T> {
     }
 }
 
-/// Deserializes `C` from a parameter table and validates it.
+/// Deserializes `C` from a parameter table, validates it and turns its
+/// rates into one worker's share ([`Validate::split_rates`]).
 pub fn parse_validated<C: DeserializeOwned + Validate>(
-    _ctx: &BuildContext,
+    ctx: &BuildContext,
     params: &toml::Table,
 ) -> Result<C, ConfigError> {
-    let c: C = typed(params)?;
+    let mut c: C = typed(params)?;
     c.validate()?;
+    c.split_rates(ctx.workers);
     Ok(c)
 }
 

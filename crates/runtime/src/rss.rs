@@ -1,10 +1,13 @@
-//! Software RSS: a flow hash over the 5-tuple and the worker it maps to.
+//! Software RSS: a flow hash over the 5-tuple (or the fields an [`RssKey`]
+//! names) and the worker it maps to.
 //!
 //! NICs (and DPDK) compute a Toeplitz hash and spread flows over queues; the
 //! software backends do the same job with this hash so that all packets of a
 //! flow (same addresses, protocol and ports) reach the same worker and its
-//! state shard. The hash is not Toeplitz-compatible: it only needs to be
-//! stable and well mixed. Frames are read with the packet crate's Ethernet
+//! state shard. `[workers] rss` narrows the key to the fields a pipeline's
+//! state is keyed on (FlowPolice aggregates per destination, for example;
+//! `docs/multicore.md`). The hash is not Toeplitz-compatible: it only needs
+//! to be stable and well mixed. Frames are read with the packet crate's Ethernet
 //! view, as the `parse` stage reads them (one 802.1Q tag; stacked tags are
 //! not unwrapped); frames that are not IPv4/IPv6 there hash over their
 //! first 64 bytes.
@@ -40,8 +43,42 @@ fn bytes_hash(h: u64, b: &[u8]) -> u64 {
     mix(h, u64::from_le_bytes(a) ^ ((rest.len() as u64) << 56))
 }
 
+/// The fields packets are spread over workers by (`[workers] rss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RssKey {
+    /// Addresses, protocol and TCP/UDP ports (the default; NICs' usual RSS).
+    #[default]
+    Flow,
+    /// Source and destination addresses.
+    Addresses,
+    /// The source address alone (state keyed per sender).
+    Src,
+    /// The destination address alone (state keyed per destination).
+    Dst,
+}
+
+impl RssKey {
+    /// The name used in configuration files.
+    pub fn name(self) -> &'static str {
+        match self {
+            RssKey::Flow => "flow",
+            RssKey::Addresses => "addresses",
+            RssKey::Src => "src",
+            RssKey::Dst => "dst",
+        }
+    }
+}
+
 /// The flow hash of an Ethernet frame (never panics, on any input).
 pub fn flow_hash(frame: &[u8]) -> u32 {
+    hash_by(frame, RssKey::Flow)
+}
+
+/// The hash of an Ethernet frame over the fields `key` names (never panics;
+/// frames that are not IPv4/IPv6 hash over their first 64 bytes whatever
+/// the key).
+pub fn hash_by(frame: &[u8], key: RssKey) -> u32 {
     let Ok(eth) = Ethernet::new_checked(frame) else {
         return finish(bytes_hash(1, frame));
     };
@@ -52,9 +89,19 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
             let ihl = usize::from(ip[0] & 0x0f) * 4;
             let proto = ip[9];
             let fragmented = be16(ip, 6) & 0x3fff != 0;
-            let mut h = mix(2, u64::from(proto));
-            h = bytes_hash(h, &ip[12..20]);
-            if !fragmented && (proto == 6 || proto == 17) && ip.len() >= ihl + 4 && ihl >= 20 {
+            let (mut h, addrs) = match key {
+                RssKey::Flow => (mix(2, u64::from(proto)), &ip[12..20]),
+                RssKey::Addresses => (2, &ip[12..20]),
+                RssKey::Src => (2, &ip[12..16]),
+                RssKey::Dst => (2, &ip[16..20]),
+            };
+            h = bytes_hash(h, addrs);
+            if key == RssKey::Flow
+                && !fragmented
+                && (proto == 6 || proto == 17)
+                && ip.len() >= ihl + 4
+                && ihl >= 20
+            {
                 h = bytes_hash(h, &ip[ihl..ihl + 4]);
             }
             finish(h)
@@ -62,9 +109,14 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
         ethertype::IPV6 if frame.len() >= l3 + 40 => {
             let ip = &frame[l3..];
             let next = ip[6];
-            let mut h = mix(3, u64::from(next));
-            h = bytes_hash(h, &ip[8..40]);
-            if (next == 6 || next == 17) && ip.len() >= 44 {
+            let (mut h, addrs) = match key {
+                RssKey::Flow => (mix(3, u64::from(next)), &ip[8..40]),
+                RssKey::Addresses => (3, &ip[8..40]),
+                RssKey::Src => (3, &ip[8..24]),
+                RssKey::Dst => (3, &ip[24..40]),
+            };
+            h = bytes_hash(h, addrs);
+            if key == RssKey::Flow && (next == 6 || next == 17) && ip.len() >= 44 {
                 h = bytes_hash(h, &ip[40..44]);
             }
             finish(h)
@@ -120,6 +172,19 @@ mod tests {
     }
 
     #[test]
+    fn narrower_keys_ignore_the_other_fields() {
+        let f = |src, sport| udp4(src, sport, 64);
+        let (a, b) = (f([10, 0, 0, 1], 5), f([10, 0, 0, 1], 6));
+        assert_eq!(hash_by(&a, RssKey::Addresses), hash_by(&b, RssKey::Addresses));
+        assert_eq!(hash_by(&a, RssKey::Src), hash_by(&b, RssKey::Src));
+        let other_src = f([10, 0, 0, 9], 5);
+        assert_eq!(hash_by(&a, RssKey::Dst), hash_by(&other_src, RssKey::Dst));
+        assert_ne!(hash_by(&a, RssKey::Src), hash_by(&other_src, RssKey::Src));
+        assert_ne!(hash_by(&a, RssKey::Addresses), hash_by(&other_src, RssKey::Addresses));
+        assert_eq!(flow_hash(&a), hash_by(&a, RssKey::Flow));
+    }
+
+    #[test]
     fn shards_spread_flows() {
         let mut count = [0usize; 4];
         for p in 0..4000u16 {
@@ -133,6 +198,9 @@ mod tests {
         #[test]
         fn never_panics_and_shard_in_range(b in proptest::collection::vec(any::<u8>(), 0..128), w in 1usize..16) {
             prop_assert!(shard(flow_hash(&b), w) < w);
+            for key in [RssKey::Addresses, RssKey::Src, RssKey::Dst] {
+                prop_assert!(shard(hash_by(&b, key), w) < w);
+            }
         }
     }
 }

@@ -34,7 +34,7 @@ use pipeline::{Batch, Frame, Now, PacketBuf, BURST};
 use crate::config::{ConfigError, RouterConfig};
 use crate::io::{FramePool, WallClock, WorkerIo};
 use crate::limits;
-use crate::rss::{flow_hash, shard};
+use crate::rss::{hash_by, shard, RssKey};
 use crate::stats::LocalCounters;
 use crate::templates::{group_of, tag_for, TemplateCtx, Templates};
 
@@ -126,6 +126,7 @@ struct Refresh {
     ctx: TemplateCtx,
     worker: usize,
     workers: usize,
+    rss: RssKey,
     /// Virtual pacing: the generator's Unix time of the next inline rebuild.
     next_unix_ns: u64,
     period_ns: u64,
@@ -141,7 +142,7 @@ impl Refresh {
         Ok(frames
             .into_iter()
             .map(|f| {
-                let h = flow_hash(&f);
+                let h = hash_by(&f, self.rss);
                 (f, h)
             })
             .filter(|(_, h)| shard(*h, self.workers) == self.worker)
@@ -235,7 +236,7 @@ fn build_groups(
         let per_flow = t.rate_pps / frames.len() as f64;
         let mut shares: Vec<Vec<(Vec<u8>, u32)>> = (0..workers).map(|_| Vec::new()).collect();
         for f in frames {
-            let h = flow_hash(&f);
+            let h = hash_by(&f, cfg.workers.rss);
             shares[shard(h, workers)].push((f, h));
         }
         for (w, frames) in shares.into_iter().enumerate() {
@@ -251,6 +252,7 @@ fn build_groups(
                     ctx,
                     worker: w,
                     workers,
+                    rss: cfg.workers.rss,
                     next_unix_ns: unix_s.saturating_mul(1_000_000_000).saturating_add(period_ns),
                     period_ns,
                     fresh: None,

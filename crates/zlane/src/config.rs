@@ -352,6 +352,19 @@ impl Validate for RouterConfig {
         self.resolve().map(drop)
     }
 
+    /// The egress capacity (and with it μ_G and every `percent_of_g`) and
+    /// the absolute AS/ISD rates are the link's: each worker gets its
+    /// share. Absolute rates round down (never below 1 bit/s) and the
+    /// capacity up, so the shares still fit within μ_G.
+    fn split_rates(&mut self, workers: usize) {
+        self.capacity_bps = pipeline::validate::share(self.capacity_bps, workers);
+        for r in &mut self.rates {
+            if let Some(Rate::Bps(b)) = &mut r.rate {
+                *b = (*b / workers.max(1) as u64).max(1);
+            }
+        }
+    }
+
     /// The host-key cache and the duplicate-suppression filter.
     fn footprint(&self) -> u64 {
         let replay = self.replay_pps.map_or(0, |pps| {
@@ -564,6 +577,17 @@ impl Validate for GatewayConfig {
     fn footprint(&self) -> u64 {
         crate::host_table::HostTable::bytes_for(self.host_capacity)
     }
+
+    /// Host rates are shared by the workers the host's flows reach (RSS
+    /// spreads a host's flows): each worker polices its share, so a host
+    /// never exceeds its rate; one whose traffic is a single flow gets
+    /// `1 / workers` of it.
+    fn split_rates(&mut self, workers: usize) {
+        let share = |b: &mut u64| *b = pipeline::validate::share(*b, workers);
+        share(&mut self.default_rate_bps);
+        self.prefixes.iter_mut().for_each(|p| share(&mut p.bps));
+        self.hosts.iter_mut().for_each(|h| share(&mut h.bps));
+    }
 }
 
 /// The `zlane` egress: the five-queue scheduler of one egress interface.
@@ -614,6 +638,12 @@ impl Validate for SchedulerConfig {
     /// The five queues' slots (a buffer handle each, allocated up front).
     fn footprint(&self) -> u64 {
         self.queue_packets.iter().map(|&q| q as u64).fold(0, u64::saturating_add) * 16
+    }
+
+    /// The link's capacity (and with it every bound μ) is shared by the
+    /// workers' schedulers.
+    fn split_rates(&mut self, workers: usize) {
+        self.capacity_bps = pipeline::validate::share(self.capacity_bps, workers);
     }
 }
 
