@@ -574,7 +574,42 @@ fn summary(name: &str, s: &Snapshot, wall: Duration, interrupted: bool) -> Strin
         }
         let _ = writeln!(o);
     }
+    if let Some(sp) = &s.slow_path {
+        slow_path_summary(&mut o, s, sp);
+    }
     o
+}
+
+/// The slow path's part of the summary: what it took, what became of it,
+/// its latency (punt to verdict, wall clock) and its stages.
+fn slow_path_summary(o: &mut String, s: &Snapshot, sp: &runtime::slowpath::SlowPathSnapshot) {
+    use std::fmt::Write;
+    let full: u64 =
+        s.ports.iter().map(|p| p.counters.drops.get(pipeline::DropReason::SlowPathFull)).sum();
+    let _ = writeln!(
+        o,
+        "slow path: received {} ({:.0} pps wall) forwarded {} delivered {} dropped {} ring-full {}",
+        sp.received, sp.rate_pps, sp.forwarded, sp.consumed, sp.dropped, full
+    );
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let _ = writeln!(
+        o,
+        "  latency: mean {:.1} µs, p99 < {:.1} µs, max {:.1} µs",
+        us(sp.latency_mean_ns),
+        us(sp.latency_p99_ns),
+        us(sp.latency_max_ns)
+    );
+    for (i, (n, c)) in sp.stages.iter().enumerate() {
+        let _ = write!(o, "  {:<20} in {:>12}", n, c.packets);
+        for (r, k) in c.drops.nonzero() {
+            let _ = write!(o, " {r}={k}");
+        }
+        let own = |v: &&runtime::stats::Named| v.scope == runtime::stats::Scope::Stage(i);
+        for v in sp.named.iter().filter(own).filter(|v| v.value > 0) {
+            let _ = write!(o, " {}={}", v.name, v.value);
+        }
+        let _ = writeln!(o);
+    }
 }
 
 #[cfg(test)]

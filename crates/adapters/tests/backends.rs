@@ -115,9 +115,11 @@ fn every_example_config_checks_starts_and_forwards_on_synthetic() {
         assert!(s.tx() > 0, "{}: forwarded nothing", path.display());
         let offered: u64 = s.groups.iter().map(|g| g.offered).sum();
         assert_eq!(offered, s.rx(), "{}", path.display());
-        // Conservation: everything received was sent, dropped, queued or handed to control.
+        // Conservation: everything received was sent, dropped, queued or
+        // handed to control; what the slow path forwarded was sent as well.
+        let back = s.slow_path.as_ref().map_or(0, |sp| sp.forwarded);
         assert_eq!(
-            s.rx(),
+            s.rx() + back,
             s.tx() + s.drops().total() + s.queued() + s.to_control,
             "{}",
             path.display()

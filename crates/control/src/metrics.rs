@@ -24,6 +24,13 @@
 //! | `router_stage_level` | gauge | `index`, `stage`, `name` ([`pipeline::Element::named_gauges`]) |
 //! | `router_egress_events_total` | counter | `port`, `name` |
 //! | `router_egress_level` | gauge | `port`, `name` |
+//! | `router_slow_path_packets_total` | counter | `outcome` (`received`, `forwarded`, `delivered`, `dropped`) |
+//! | `router_slow_path_latency_seconds` | gauge | `stat` (`mean`, `p99`, `max`; punt to verdict) |
+//! | `router_slow_path_stage_drops_total` | counter | `index`, `stage`, `reason` |
+//! | `router_slow_path_stage_events_total` / `_level` | counter / gauge | `index`, `stage`, `name` |
+//!
+//! Packets a full slow-path ring refused are port drops with reason
+//! `slow_path_full`.
 
 use std::convert::Infallible;
 use std::fmt::Write;
@@ -222,7 +229,54 @@ pub fn render(s: &runtime::Snapshot, generation: u64) -> String {
             let _ = writeln!(o, "{metric}{{port=\"{port}\",name=\"{}\"}} {}", esc(n.name), n.value);
         }
     }
+    slow_path(&mut o, s.slow_path.as_ref());
     o
+}
+
+/// The slow path's families (declared, without samples, when there is none).
+fn slow_path(o: &mut String, sp: Option<&runtime::slowpath::SlowPathSnapshot>) {
+    family(o, "router_slow_path_packets_total", "counter", "Packets on the slow path by outcome.");
+    if let Some(sp) = sp {
+        for (outcome, v) in [
+            ("received", sp.received),
+            ("forwarded", sp.forwarded),
+            ("delivered", sp.consumed),
+            ("dropped", sp.dropped),
+        ] {
+            let _ = writeln!(o, "router_slow_path_packets_total{{outcome=\"{outcome}\"}} {v}");
+        }
+    }
+    let m = "router_slow_path_latency_seconds";
+    family(o, m, "gauge", "Slow-path latency from punt to verdict (wall clock), by statistic.");
+    if let Some(sp) = sp {
+        for (stat, ns) in
+            [("mean", sp.latency_mean_ns), ("p99", sp.latency_p99_ns), ("max", sp.latency_max_ns)]
+        {
+            let _ = writeln!(o, "{m}{{stat=\"{stat}\"}} {}", ns as f64 / 1e9);
+        }
+    }
+    let m = "router_slow_path_stage_drops_total";
+    family(o, m, "counter", "Packets dropped by each slow-path stage, by reason.");
+    for (i, (n, c)) in sp.map_or(&[][..], |sp| &sp.stages).iter().enumerate() {
+        for (r, v) in c.drops.nonzero() {
+            let (n, r) = (esc(n), esc(&r.to_string()));
+            let _ = writeln!(o, "{m}{{index=\"{i}\",stage=\"{n}\",reason=\"{r}\"}} {v}");
+        }
+    }
+    for (m, kind, help) in [
+        ("router_slow_path_stage_events_total", Kind::Counter, "Events a slow-path stage counts."),
+        ("router_slow_path_stage_level", Kind::Gauge, "Levels a slow-path stage reports."),
+    ] {
+        family(o, m, type_name(kind), help);
+        let Some(sp) = sp else { continue };
+        for v in sp.named.iter().filter(|v| v.kind == kind) {
+            let Scope::Stage(i) = v.scope else { continue };
+            let stage = esc(sp.stages.get(i).map_or("?", |(n, _)| n.as_str()));
+            let name = esc(v.name);
+            let _ =
+                writeln!(o, "{m}{{index=\"{i}\",stage=\"{stage}\",name=\"{name}\"}} {}", v.value);
+        }
+    }
 }
 
 fn respond(plane: &Plane, req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -56,6 +56,22 @@ fn full_snapshot() -> runtime::Snapshot {
         named(Scope::Egress(0), "queue_g_sent", Kind::Counter),
         named(Scope::Egress(0), "backlog", Kind::Gauge),
     ];
+    let mut slow = StageCounters { packets: 2, ..Default::default() };
+    slow.drops.add(DropReason::Denied, 1);
+    s.slow_path = Some(runtime::slowpath::SlowPathSnapshot {
+        received: 2,
+        forwarded: 1,
+        dropped: 1,
+        latency_mean_ns: 1000,
+        latency_p99_ns: 2048,
+        latency_max_ns: 3000,
+        stages: vec![("sibra-control".into(), slow)],
+        named: vec![
+            named(Scope::Stage(0), "granted", Kind::Counter),
+            named(Scope::Stage(0), "steady_reservations", Kind::Gauge),
+        ],
+        ..Default::default()
+    });
     s
 }
 

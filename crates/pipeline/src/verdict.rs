@@ -110,6 +110,8 @@ drop_reasons! {
     Reconfigured => "reconfigured",
     /// A received frame longer than the receive buffer.
     TooLong => "too_long",
+    /// Handed to control while the worker's slow-path ring was full.
+    SlowPathFull => "slow_path_full",
 }
 
 impl fmt::Display for DropReason {

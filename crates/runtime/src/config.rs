@@ -145,6 +145,10 @@ pub struct RouterConfig {
     /// Limits for scripted runs and the status interval.
     #[serde(default)]
     pub run: RunConfig,
+    /// `[slow_path]`: the thread that handles packets stages hand to
+    /// control ([`crate::slowpath`]); without it they are counted and freed.
+    #[serde(default)]
+    pub slow_path: Option<crate::slowpath::SlowPathConfig>,
     /// `[control]`: the control API (gRPC + metrics), validated and served by the
     /// `control` crate; `router run` embeds the server when this table is present.
     #[serde(default)]
@@ -474,6 +478,9 @@ impl RouterConfig {
                  ingress port; add stages (e.g. `parse` and a forwarding stage), or `nop` to \
                  reflect on purpose",
             ));
+        }
+        if let Some(sp) = &self.slow_path {
+            sp.validate()?;
         }
         let w = &self.workers;
         limits::count("workers.count", w.count, limits::MAX_WORKERS)?;

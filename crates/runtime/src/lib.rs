@@ -14,6 +14,8 @@
 //!   traffic generator, no NIC, no root), [`pcap`] (capture replay), and
 //!   `dpdk` (cargo feature `dpdk`, zero-copy over mbufs).
 //! * [`rss`]: software RSS so that a flow's packets and state stay on one worker.
+//! * [`slowpath`]: packets handed to control, processed on a thread of their
+//!   own and returned to their worker (`[slow_path]`).
 //! * [`stats`]: per-worker counters, published lock-free and summed on read.
 //!
 //! ```
@@ -47,9 +49,11 @@ pub mod dpdk;
 pub mod egress;
 pub mod io;
 pub mod limits;
+pub mod local;
 pub mod pcap;
 pub mod registry;
 pub mod rss;
+pub mod slowpath;
 pub mod stages;
 pub mod stats;
 pub mod synthetic;
@@ -157,6 +161,24 @@ fn build_pipeline<B: PacketBuf + Send + 'static>(
     Ok((p, egress))
 }
 
+/// The `[slow_path]` pipeline: one instance for the whole router, so its
+/// rates are not split across workers.
+fn build_slow_pipeline<B: PacketBuf + Send + 'static>(
+    cfg: &RouterConfig,
+    reg: &Registry<B>,
+) -> Result<Option<Pipeline<B>>, ConfigError> {
+    let Some(sp) = &cfg.slow_path else { return Ok(None) };
+    let ctx = BuildContext { workers: 1, ..ctx_for(cfg, 0) };
+    let mut p = Pipeline::new();
+    for (i, s) in sp.pipeline.iter().enumerate() {
+        let stage = reg
+            .build_stage(&s.kind, &ctx, &s.params)
+            .map_err(|e| cfg.locate(e.under(&format!("slow_path.pipeline[{i}]"))))?;
+        p.push(stage);
+    }
+    Ok(Some(p))
+}
+
 /// Validates a configuration as a whole: builds every stage and egress from
 /// its parameters and checks the backend section, without starting anything.
 ///
@@ -171,6 +193,7 @@ pub fn check<P: Protocols>(cfg: &RouterConfig) -> Result<CheckReport, ConfigErro
     let sized = footprints(cfg, &reg).map_err(|e| cfg.locate(e))?;
     limits::check_memory(&limits::estimate(cfg, &sized), None).map_err(|e| cfg.locate(e))?;
     let (p, _) = build_pipeline(cfg, &reg, 0)?;
+    build_slow_pipeline(cfg, &reg)?;
     let backend = match cfg.io.backend {
         BackendKind::Synthetic => synthetic::check(cfg, &Templates::with::<P>()).map(|()| vec![]),
         BackendKind::Pcap => pcap::check(cfg),
@@ -231,6 +254,7 @@ pub struct Router {
     catalog: Arc<dyn Catalog>,
     teardown: Option<Box<dyn FnOnce() + Send>>,
     warnings: Vec<String>,
+    slow: Option<SlowHandle>,
 }
 
 /// Pins the calling thread (and the threads it starts later, which inherit
@@ -293,6 +317,13 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
     for w in 0..workers {
         built.push(build_pipeline(cfg, &reg, w)?);
     }
+    let (slow, mut links) = match (build_slow_pipeline(cfg, &reg)?, &cfg.slow_path) {
+        (Some(p), Some(sc)) => {
+            let (slow, links) = slowpath::wire(sc, p, workers);
+            (Some(slow), links.into_iter().map(Some).collect())
+        }
+        _ => (None, (0..workers).map(|_| None).collect::<Vec<_>>()),
+    };
     let stage_names: Vec<String> = built
         .first()
         .map(|(p, _)| p.counters().map(|(n, _)| n.to_string()).collect())
@@ -316,6 +347,7 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
             limits,
             publish_every: cfg.workers.publish_every,
             core,
+            slow: links[w].take(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("worker-{w}"))
@@ -325,6 +357,17 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
         senders.push(tx);
         threads.push(handle);
     }
+    let slow = match slow {
+        Some(sp) => {
+            let (stats, stop) = (sp.stats(), sp.stop_flag());
+            let thread = std::thread::Builder::new()
+                .name("slow-path".into())
+                .spawn(move || sp.run())
+                .map_err(|e| RuntimeError::Io(format!("spawning the slow path: {e}")))?;
+            Some(SlowHandle { stats, stop, thread: Some(thread) })
+        }
+        None => None,
+    };
     Ok(Router {
         stats,
         stage_names,
@@ -336,13 +379,35 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
         catalog: Arc::new(reg),
         teardown,
         warnings: Vec::new(),
+        slow,
     })
+}
+
+/// The running slow-path thread.
+struct SlowHandle {
+    stats: Arc<slowpath::SlowStats>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SlowHandle {
+    /// Stops the thread once the workers have stopped (it frees what is
+    /// still in flight) and waits for it.
+    fn join(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Router {
     /// The counters of all workers, summed (as last published).
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::collect(&self.stats, &self.stage_names, &self.port_ids, &self.group_names)
+        let mut s =
+            Snapshot::collect(&self.stats, &self.stage_names, &self.port_ids, &self.group_names);
+        s.slow_path = self.slow.as_ref().map(|h| h.stats.snapshot());
+        s
     }
 
     /// Asks every worker to stop after its current burst.
@@ -386,6 +451,9 @@ impl Router {
                 first_err.get_or_insert(e);
             }
         }
+        if let Some(h) = &mut self.slow {
+            h.join();
+        }
         let snap = self.snapshot();
         if let Some(t) = self.teardown.take() {
             t();
@@ -402,6 +470,9 @@ impl Drop for Router {
         self.stop();
         for t in std::mem::take(&mut self.threads) {
             let _ = t.join();
+        }
+        if let Some(h) = &mut self.slow {
+            h.join();
         }
         if let Some(t) = self.teardown.take() {
             t();

@@ -5,8 +5,9 @@
 //! | `parse` | fills `Meta` l3/l4/proto offsets; put it first |
 //! | `nop` | nothing (measures pipeline overhead) |
 //! | `port-forward` | sends everything from a port to a fixed port (testpmd's io forwarding) |
-//! | `ipv4-forward` | validates Ethernet/IPv4, decrements TTL, longest-prefix-match routing |
+//! | `ipv4-forward` | validates Ethernet/IPv4, decrements TTL, longest-prefix-match routing; packets to the router's own `local` addresses go to control |
 //! | `classify` | sets the traffic class from the IPv4 source prefix |
+//! | `icmp-echo` | answers ICMP echo requests to the router (a slow-path stage, [`crate::local`]) |
 
 use serde::Deserialize;
 use std::net::Ipv4Addr;
@@ -50,6 +51,11 @@ pub fn register<B: PacketBuf + Send + 'static>(r: &mut Registry<B>) {
         |s, _| Ok(Box::new(s.clone())),
     );
     r.stage_with("classify", |_, p| Classify::new(typed(p)?), |s, _| Ok(Box::new(s.clone())));
+    r.stage_with(
+        "icmp-echo",
+        |_, p| crate::local::IcmpEcho::new(typed(p)?),
+        |s, _| Ok(Box::new(s.clone())),
+    );
 }
 
 /// `parse` parameters (defaults as `pipeline::ParseConfig::default()`).
@@ -276,6 +282,10 @@ pub struct Ipv4ForwardConfig {
     /// Decrement the TTL (dropping packets whose TTL would reach 0).
     #[serde(default = "yes")]
     pub decrement_ttl: bool,
+    /// The router's own addresses: packets to them go to control (the
+    /// slow path, `[slow_path]`) instead of being routed, whatever their TTL.
+    #[serde(default)]
+    pub local: Vec<Ipv4Addr>,
 }
 
 fn yes() -> bool {
@@ -302,6 +312,7 @@ pub struct Ipv4Forward {
     routes: Vec<Route>,
     verify_checksum: bool,
     decrement_ttl: bool,
+    local: Vec<u32>,
 }
 
 impl Ipv4Forward {
@@ -326,7 +337,14 @@ impl Ipv4Forward {
             routes,
             verify_checksum: c.verify_checksum,
             decrement_ttl: c.decrement_ttl,
+            local: c.local.iter().map(|a| u32::from(*a)).collect(),
         })
+    }
+
+    /// Whether `dst` is one of the router's own addresses.
+    #[inline(always)]
+    fn is_local(&self, dst: u32) -> bool {
+        !self.local.is_empty() && self.local.contains(&dst)
     }
 
     #[inline(always)]
@@ -349,10 +367,11 @@ impl Ipv4Forward {
                 if self.verify_checksum && !pipeline::ipv4_header_checksum_ok(ip) {
                     return Err(DropReason::BadChecksum);
                 }
-                if self.decrement_ttl && ip[8] <= 1 {
+                let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+                if self.decrement_ttl && ip[8] <= 1 && !self.is_local(dst) {
                     return Err(DropReason::HopLimit);
                 }
-                return Ok((20, u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])));
+                return Ok((20, dst));
             }
         }
         self.check_general(d)
@@ -385,10 +404,11 @@ impl Ipv4Forward {
         if self.verify_checksum && crate::templates::checksum(0, &ip[..ihl]) != 0 {
             return Err(DropReason::BadChecksum);
         }
-        if self.decrement_ttl && ip[8] <= 1 {
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        if self.decrement_ttl && ip[8] <= 1 && !self.is_local(dst) {
             return Err(DropReason::HopLimit);
         }
-        Ok((ihl, u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])))
+        Ok((ihl, dst))
     }
 }
 
@@ -412,6 +432,10 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
                     continue;
                 }
             };
+            if self.is_local(dst) {
+                batch.to_control(i);
+                continue;
+            }
             let Some(route) = self.routes.iter().find(|r| dst & r.mask == r.addr) else {
                 batch.drop_packet(i, DropReason::NoRoute);
                 continue;
@@ -580,7 +604,7 @@ mod tests {
                 f[at] = v;
             }
             f.truncate(f.len().saturating_sub(cut));
-            let fwd = Ipv4Forward { routes: Vec::new(), verify_checksum: verify, decrement_ttl: ttl };
+            let fwd = Ipv4Forward { routes: Vec::new(), verify_checksum: verify, decrement_ttl: ttl, local: Vec::new() };
             proptest::prop_assert_eq!(fwd.check(&f), fwd.check_general(&f));
         }
     }

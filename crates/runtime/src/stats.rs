@@ -88,7 +88,8 @@ pub struct LocalCounters {
     pub group_rx: Vec<u64>,
     /// Packets delivered per synthetic traffic group (seen by the TX sink).
     pub group_tx: Vec<u64>,
-    /// Packets handed to control that the runtime had no consumer for.
+    /// Packets handed to control (to the slow path, or counted and freed
+    /// without one; a full slow-path ring's refusals are port drops).
     pub to_control: u64,
     /// Time the worker has run, on its own clock (virtual or wall), in ns.
     pub elapsed_ns: u64,
@@ -345,6 +346,8 @@ pub struct Snapshot {
     pub to_control: u64,
     /// Whether every worker has stopped.
     pub all_done: bool,
+    /// The slow path's counters, latency and rate (with `[slow_path]`).
+    pub slow_path: Option<crate::slowpath::SlowPathSnapshot>,
     /// Named counters and levels of stages and egress disciplines, summed
     /// over workers (a level's sum is the router's total, e.g. the entries
     /// of all workers' tables), ordered by scope then first appearance

@@ -71,6 +71,7 @@ impl Templates {
         t.add("ipv4-udp", ipv4_udp);
         t.add("ipv6-udp", ipv6_udp);
         t.add("malformed", malformed);
+        t.add("icmp-echo", icmp_echo);
         t.add("hex", hex_frame);
         P::templates(&mut t);
         t
@@ -316,6 +317,61 @@ pub fn ipv4_udp_frame(
     }
     f[40..42].copy_from_slice(&c.to_be_bytes());
     f
+}
+
+/// Parameters of `icmp-echo`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EchoParams {
+    /// Source of flow 0; flow `i` comes from `src + i`.
+    src: Option<Ipv4Addr>,
+    /// The address pinged (e.g. the router's own).
+    dst: Option<Ipv4Addr>,
+    /// Frame length including Ethernet.
+    #[serde(default = "default_size")]
+    size: usize,
+    #[serde(default = "default_ttl")]
+    ttl: u8,
+    #[serde(default = "default_src_mac")]
+    src_mac: String,
+    #[serde(default = "default_dst_mac")]
+    dst_mac: String,
+}
+
+/// `icmp-echo`: ICMP echo requests (ping), one source address and
+/// identifier per flow, the group tag in the payload (replies keep it).
+fn icmp_echo(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError> {
+    let p: EchoParams = typed(params)?;
+    let (smac, dmac) = macs(&p.src_mac, &p.dst_mac)?;
+    let min = 14 + 20 + 8 + TAG_LEN;
+    if p.size < min || p.size > 1514 {
+        return Err(ConfigError::at("size", format!("must be in {min}..=1514")));
+    }
+    let (src, dst) = (p.src.unwrap_or_else(default_v4_src), p.dst.unwrap_or_else(default_v4_dst));
+    let mut out = Vec::with_capacity(ctx.flows as usize);
+    for i in 0..ctx.flows {
+        let mut f = vec![0u8; p.size];
+        f[0..6].copy_from_slice(&dmac);
+        f[6..12].copy_from_slice(&smac);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((p.size - 14) as u16).to_be_bytes());
+        f[22] = p.ttl;
+        f[23] = 1;
+        f[26..30].copy_from_slice(&src.octets());
+        add_low(&mut f[26..30], i);
+        f[30..34].copy_from_slice(&dst.octets());
+        let c = checksum(0, &f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f[34] = 8;
+        f[38..40].copy_from_slice(&(i as u16).to_be_bytes());
+        let n = f.len();
+        f[n - TAG_LEN..].copy_from_slice(&ctx.tag);
+        let c = checksum(0, &f[34..]);
+        f[36..38].copy_from_slice(&c.to_be_bytes());
+        out.push(f);
+    }
+    Ok(out)
 }
 
 fn ipv6_udp(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError> {

@@ -126,6 +126,8 @@ pub struct Worker<I: WorkerIo> {
     pub publish_every: u32,
     /// Core to pin to, if any.
     pub core: Option<usize>,
+    /// Its end of the slow path (`[slow_path]`), if there is one.
+    pub slow: Option<crate::slowpath::WorkerLink<I::Buf>>,
 }
 
 /// Transmits `v` on port `port`, counting packets, bytes and TX-ring drops.
@@ -168,6 +170,9 @@ fn common_port(metas: &[Meta]) -> Option<u16> {
     same.then_some(port)
 }
 
+/// How long a stopping worker waits for its packets on the slow path.
+const SLOW_DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Port id → slot in `[[ports]]` order; `NO_SLOT` for unknown ports.
 const NO_SLOT: usize = usize::MAX;
 
@@ -207,6 +212,7 @@ struct Loop<I: WorkerIo> {
     publish_every: u32,
     /// Counts down to the next publication (no division per burst).
     publish_in: u32,
+    slow: Option<crate::slowpath::WorkerLink<I::Buf>>,
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -230,6 +236,9 @@ impl<I: WorkerIo> Worker<I> {
             if rx_open && !exhausted {
                 moved += w.receive(now);
             }
+            if w.slow.is_some() {
+                w.slow_returns(now);
+            }
             let (sent, queued) = w.transmit(now);
             moved += sent;
             w.local.bursts += 1;
@@ -251,6 +260,7 @@ impl<I: WorkerIo> Worker<I> {
                 w.io.idle();
             }
         }
+        w.drain_slow_path();
         w.publish();
         let res = w.io.finish();
         w.stats.set_done();
@@ -273,6 +283,7 @@ impl<I: WorkerIo> Loop<I> {
             limits,
             publish_every,
             core,
+            slow,
         } = w;
         if let Some(core) = core {
             // Pinning is best effort: a container may forbid it; the worker still runs.
@@ -318,6 +329,7 @@ impl<I: WorkerIo> Loop<I> {
             last_now: start,
             publish_every,
             publish_in: publish_every,
+            slow,
         };
         w.classify_egress();
         Ok(w)
@@ -388,7 +400,8 @@ impl<I: WorkerIo> Loop<I> {
     fn dispatch(&mut self, pslot: usize, now: Now) {
         // The batch may already know that every packet goes to one port.
         let hint = if self.batch.all_live() { self.batch.egress_port() } else { None };
-        let Loop { io, slot, direct, staged, egress, local, dead, port_ids, batch, .. } = self;
+        let Loop { io, slot, direct, staged, egress, local, dead, port_ids, batch, slow, .. } =
+            self;
         batch.drain_with(|bufs, metas| {
             // Fast path: the whole burst leaves on one pass-through port;
             // packets staged for it earlier go first.
@@ -428,18 +441,74 @@ impl<I: WorkerIo> Loop<I> {
                         }
                     }
                     Verdict::Drop(_) => dead.push(buf),
-                    Verdict::ToControl => {
-                        // No control-plane consumer is attached to the runtime
-                        // yet; the pipeline counted the packet.
-                        local.to_control += 1;
-                        dead.push(buf);
-                    }
+                    Verdict::ToControl => match slow {
+                        // Without a slow path the count is all there is.
+                        None => {
+                            local.to_control += 1;
+                            dead.push(buf);
+                        }
+                        Some(link) => match link.punt(buf, *meta, now) {
+                            Ok(()) => local.to_control += 1,
+                            Err(buf) => {
+                                local.ports[pslot].drops.inc(DropReason::SlowPathFull);
+                                dead.push(buf);
+                            }
+                        },
+                    },
                 }
             }
             if !dead.is_empty() {
                 io.free_bulk(dead);
             }
         });
+    }
+
+    /// At the end of a run: waits a little for the packets still on the
+    /// slow path (replies a stopping router can still send) and transmits
+    /// them; what is not back within [`SLOW_DRAIN`] is freed by the slow path.
+    fn drain_slow_path(&mut self) {
+        let deadline = std::time::Instant::now() + SLOW_DRAIN;
+        while self.slow.as_ref().is_some_and(|l| l.in_flight() > 0)
+            && std::time::Instant::now() < deadline
+        {
+            self.slow_returns(self.last_now);
+            self.transmit(self.last_now);
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+        self.slow_returns(self.last_now);
+        self.transmit(self.last_now);
+    }
+
+    /// Takes back what the slow path has finished with: forwarded packets
+    /// join this burst's TX vectors or egress queues, the rest is freed.
+    fn slow_returns(&mut self, now: Now) {
+        let Some(link) = self.slow.as_mut() else { return };
+        while let Some(r) = link.returned() {
+            let in_slot = self.slot.get(usize::from(r.in_port)).copied().unwrap_or(NO_SLOT);
+            let Verdict::Forward { port, class } = r.verdict else {
+                self.dead.push(r.buf);
+                continue;
+            };
+            let s = self.slot.get(usize::from(port)).copied().unwrap_or(NO_SLOT);
+            if s == NO_SLOT {
+                if let Some(pc) = self.local.ports.get_mut(in_slot) {
+                    pc.drops.inc(DropReason::NoRoute);
+                }
+                self.dead.push(r.buf);
+            } else if self.direct[s] {
+                self.staged[s].push(r.buf);
+                if self.staged[s].len() >= BURST {
+                    let pc = &mut self.local.ports[s];
+                    transmit(&mut self.io, port, &mut self.staged[s], pc, now);
+                }
+            } else if let Err((buf, reason)) = self.egress[s].enqueue(r.buf, class, now) {
+                self.local.ports[s].drops.inc(reason);
+                self.dead.push(buf);
+            }
+        }
+        if !self.dead.is_empty() {
+            self.io.free_bulk(&mut self.dead);
+        }
     }
 
     /// Sends the staged TX vectors, then what each queueing egress
@@ -637,6 +706,7 @@ mod tests {
             limits: Limits::default(),
             publish_every: 1,
             core: None,
+            slow: None,
         };
         w.run().unwrap();
         let snap = Snapshot::collect(&[stats], &["by-first-byte".into()], &port_ids, &[]);

@@ -67,11 +67,10 @@ fn build_control<B: PacketBuf>(
     c: &ControlConfig,
     _ctx: &BuildContext,
 ) -> Result<Box<dyn Stage<B>>, ConfigError> {
-    // Admission state starts at the current tick (a runtime may read clocks).
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let s = SibraControl::from_config(c, Tick::from_unix_secs(now))
+    // Admission state starts at the epoch and moves to the router's time
+    // with the first packet or command: that clock may be virtual (the
+    // synthetic backend's) or pinned, so the wall clock is not it.
+    let s = SibraControl::from_config(c, Tick::from_unix_secs(0))
         .map_err(|e| config_err("interfaces", e))?;
     Ok(Box::new(s))
 }

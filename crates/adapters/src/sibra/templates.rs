@@ -33,6 +33,22 @@ pub struct SibraTemplateParams {
     /// Corrupt the router's SOF MAC (forged token).
     #[serde(default)]
     pub forge_sof: bool,
+    /// What to send: `data` (the default) or `steady-setup` requests (one
+    /// steady reservation `(src AS, flow + 1)` per flow, at the router's hop,
+    /// for admission by `sibra-control`).
+    #[serde(default)]
+    pub kind: SibraPacketKind,
+}
+
+/// The packets of a `sibra` traffic group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SibraPacketKind {
+    /// Data packets on ephemeral reservations.
+    #[default]
+    Data,
+    /// Steady reservation setup requests.
+    SteadySetup,
 }
 
 /// `sibra`: data packets on one ephemeral reservation per flow over a
@@ -62,29 +78,44 @@ pub fn sibra_template(
     };
     let hops = [(0, 1), (s.ingress, s.egress), (4, 0)];
     let (src, dst) = (ia("src_ia", &s.src_ia)?, ia("dst_ia", &s.dst_ia)?);
+    // Flow `i`'s packet on `path`, as it reaches the router: the first hop
+    // has been traversed.
+    let at_router =
+        |path: &packet::scion::sibra::SibraPathRepr, i: u32| -> Result<Vec<u8>, ConfigError> {
+            let host = u32::from_be_bytes(s.src_host.octets()).wrapping_add(i).to_be_bytes();
+            let build = |payload: &[u8]| {
+                sibra::host::packet(src, host, dst, [10, 9, 0, 1], path, payload)
+                    .map_err(|e| config_err("", e))
+            };
+            let hdr_len = build(&[])?.len();
+            let mut pkt = build(&vec![0u8; payload_len(s.size, hdr_len)?])?;
+            sibra::host::sibra_path_mut(&mut pkt)
+                .and_then(|mut sp| sp.set_curr_hop(1).map_err(Into::into))
+                .map_err(|e| config_err("", e))?;
+            Ok(finish(s, pkt, &ctx.tag, i))
+        };
     let mut out = Vec::with_capacity(ctx.flows as usize);
     for i in 0..ctx.flows {
-        let mut rnd = [0u8; 10];
-        rnd[6..].copy_from_slice(&i.to_be_bytes());
-        let eid = EphemeralId::new(src.asn(), rnd);
-        let mut sofs = sibra::token::issue_chain(&[&up, &router, &down], &hops, &info, &eid.0);
-        if p.forge_sof {
-            sofs[1].mac[0] ^= 0x5a;
-        }
-        let block = sibra::host::ActiveBlock { info, sofs };
-        let path = sibra::host::ephemeral_data(eid, &block).map_err(|e| config_err("", e))?;
-        let host = u32::from_be_bytes(s.src_host.octets()).wrapping_add(i).to_be_bytes();
-        let build = |payload: &[u8]| {
-            sibra::host::packet(src, host, dst, [10, 9, 0, 1], &path, payload)
-                .map_err(|e| config_err("", e))
+        let path = match p.kind {
+            SibraPacketKind::SteadySetup => {
+                let req =
+                    sibra::host::request_info(Tick::from_unix_secs(ctx.unix_s), 40, class, class);
+                let sid = sibra::SteadyId::new(src.asn(), (i % 0xffff + 1) as u16);
+                sibra::host::steady_setup(sid, &hops, &req)
+            }
+            SibraPacketKind::Data => {
+                let mut rnd = [0u8; 10];
+                rnd[6..].copy_from_slice(&i.to_be_bytes());
+                let eid = EphemeralId::new(src.asn(), rnd);
+                let mut sofs =
+                    sibra::token::issue_chain(&[&up, &router, &down], &hops, &info, &eid.0);
+                if p.forge_sof {
+                    sofs[1].mac[0] ^= 0x5a;
+                }
+                sibra::host::ephemeral_data(eid, &sibra::host::ActiveBlock { info, sofs })
+            }
         };
-        let hdr_len = build(&[])?.len();
-        let mut pkt = build(&vec![0u8; payload_len(s.size, hdr_len)?])?;
-        // At the router: the first hop has been traversed.
-        sibra::host::sibra_path_mut(&mut pkt)
-            .and_then(|mut sp| sp.set_curr_hop(1).map_err(Into::into))
-            .map_err(|e| config_err("", e))?;
-        out.push(finish(s, pkt, &ctx.tag, i));
+        out.push(at_router(&path.map_err(|e| config_err("", e))?, i)?);
     }
     Ok(out)
 }
