@@ -16,34 +16,35 @@
 //! * `run_decode_*_read`: the same, then every field of every hop read;
 //! * `run_forward_{scion,epic_hp}`: the `ScionForward` stage on bursts of 32
 //!   packets at a transit hop (plain SCION; EPIC-HP at its penultimate hop,
-//!   so with the PHVF check), [`N`] / 32 bursts; `run_restore` is the part
+//!   so with the PHVF check), [`N`] / 32 bursts, all packets on one path;
+//!   `run_forward_distinct_*` the same with each packet of a burst on a path
+//!   of its own (so no parse or MAC is shared). `run_restore` is the part
 //!   of those loops that only rewrites the packets between bursts, to be
-//!   subtracted. The AES share is the inclusive count of
-//!   `ForwardingKey::full_mac_batch` (and, for EPIC-HP, `epic::hvf`).
+//!   subtracted. The AES share is the inclusive count of the `aesni`
+//!   functions (`aesni::ni::lanes`, and for EPIC-HP `aesni::ni::chain` and
+//!   the key expansion `aesni::ni::expand`). The linker may fold the four
+//!   identical `run_forward_*` bodies into one symbol: filter by name (the
+//!   argument) to profile one at a time.
 //!
 //! An argument keeps only the functions whose name contains it. When run
 //! natively it also prints CPU nanoseconds per packet.
 
 use std::hint::black_box;
 
-use mac::Key;
-use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
-use packet::{HostAddr, Ia};
-use pipeline::{Batch, Meta, Now, Stage, BURST};
-use scion::build::{self, HopSpec};
-use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
+use packet::scion::{PathRepr, ScionRepr};
+use pipeline::{Batch, Now, Stage, BURST};
+use scion::ScionForward;
 
+#[path = "../benches/support/burst.rs"]
+mod burst_support;
 #[path = "../benches/support/decode.rs"]
 mod support;
 
+use burst_support::{burst, burst_packets, burst_packets_distinct, restore, transit, NOW};
 use support::{alloc_decode, fixed64, hop_checksum, packet_15_hops};
 
 /// Packets per measured function.
 const N: u64 = 100_000;
-/// When the forwarded packets' info fields were stamped (Unix s).
-const T0: u32 = 1_700_000_000;
-/// When they are forwarded (Unix ns).
-const NOW: u64 = (T0 as u64 + 60) * 1_000_000_000;
 
 fn cpu_ns() -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -110,81 +111,6 @@ fn run_decode_alloc_read(pkt: &[u8]) {
     }
 }
 
-/// The transit AS (key 2) of a one-segment path over ASes 1, 2, 3, 4;
-/// interface 21 on port 0, 23 on port 1.
-fn transit() -> ScionForward {
-    let key = ForwardingKey::new(&Key::from([2; 16]));
-    let ifaces = InterfaceTable::new().with(21, 0).with(23, 1);
-    ScionForward::new(Forwarder::new(key, ifaces, ForwardConfig::default()))
-}
-
-/// 32 packets of host `i` over the path of [`transit`], as they arrive at
-/// AS 2 (CurrHF 1 of 3 hops for SCION; of 3 for EPIC-HP too, so AS 2 is the
-/// penultimate hop and checks the PHVF).
-fn burst_packets(epic_hp: bool) -> Vec<Vec<u8>> {
-    let hs = |k: u8, i, e| HopSpec {
-        key: ForwardingKey::new(&Key::from([k; 16])),
-        cons_ingress: i,
-        cons_egress: e,
-        exp_time: 255,
-    };
-    let (info, hops, auth) = build::segment_with_authenticators(
-        true,
-        0x1234,
-        T0,
-        &[hs(1, 0, 12), hs(2, 21, 23), hs(3, 32, 0)],
-    );
-    let mut path = build::path(&[(info, hops)]).expect("path");
-    path.curr_hf = 1;
-    path.info_fields[0].seg_id = scion::chain_seg_id(0x1234, &path.hops()[0].mac);
-    (0..BURST as u8)
-        .map(|i| {
-            let hdr = AddrHdrRepr {
-                qos: 0,
-                flow_id: 1,
-                next_hdr: 17,
-                payload_len: 0,
-                dst_ia: Ia::new(1, 3),
-                src_ia: Ia::new(1, 1),
-                dst_host: RawHostAddr::from(HostAddr::V4([10, 0, 0, 3])),
-                src_host: RawHostAddr::from(HostAddr::V4([10, 0, 1, i])),
-            };
-            if epic_hp {
-                build::epic_hp_packet(&hdr, &path, &auth[1], &auth[2], NOW, 0, 1, &[0; 64])
-                    .expect("EPIC-HP packet")
-            } else {
-                let r = ScionRepr {
-                    hdr: AddrHdrRepr { payload_len: 64, ..hdr },
-                    path: PathRepr::Scion(path.repr()),
-                };
-                let mut b = vec![0; r.buffer_len() + 64];
-                r.emit(&mut b).expect("SCION packet");
-                b
-            }
-        })
-        .collect()
-}
-
-/// A burst of `pkts`, all arrived on port 0.
-fn burst(pkts: &[Vec<u8>]) -> Batch<Vec<u8>> {
-    let mut b = Batch::new();
-    for p in pkts {
-        b.push(p.clone(), 0).expect("32 fit");
-    }
-    b
-}
-
-/// Puts the packets of `pkts` back into `b` as they arrived.
-#[inline(always)]
-fn restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
-    for (i, p) in pkts.iter().enumerate() {
-        b.buf_mut(i).copy_from_slice(p);
-    }
-    for m in b.metas_mut() {
-        *m = Meta::new(0);
-    }
-}
-
 #[inline(never)]
 fn run_restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
     for _ in 0..N / BURST as u64 {
@@ -193,8 +119,12 @@ fn run_restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
     }
 }
 
+/// The forwarding loop; `tag` only keeps the four callers' bodies distinct,
+/// so that the compiler does not merge them into one symbol (callgrind
+/// attributes costs by symbol).
 #[inline(always)]
-fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>], tag: u32) {
+    black_box(tag);
     for _ in 0..N / BURST as u64 {
         restore(b, pkts);
         s.process(black_box(&mut *b), Now::from_unix_ns(NOW));
@@ -203,12 +133,22 @@ fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]
 
 #[inline(never)]
 fn run_forward_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
-    forward_bursts(s, b, pkts)
+    forward_bursts(s, b, pkts, 0)
 }
 
 #[inline(never)]
 fn run_forward_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
-    forward_bursts(s, b, pkts)
+    forward_bursts(s, b, pkts, 1)
+}
+
+#[inline(never)]
+fn run_forward_distinct_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+    forward_bursts(s, b, pkts, 2)
+}
+
+#[inline(never)]
+fn run_forward_distinct_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+    forward_bursts(s, b, pkts, 3)
 }
 
 /// One measured function.
@@ -235,15 +175,17 @@ fn main() {
         f(&pkt);
         println!("{name}: {:.1} ns/packet (CPU)", (cpu_ns() - t) as f64 / N as f64);
     }
-    let forwards: [(&str, bool, ForwardRun); 2] = [
-        ("forward_scion", false, run_forward_scion),
-        ("forward_epic_hp", true, run_forward_epic_hp),
+    let forwards: [(&str, bool, bool, ForwardRun); 4] = [
+        ("forward_scion", false, false, run_forward_scion),
+        ("forward_epic_hp", true, false, run_forward_epic_hp),
+        ("forward_distinct_scion", false, true, run_forward_distinct_scion),
+        ("forward_distinct_epic_hp", true, true, run_forward_distinct_epic_hp),
     ];
-    for (name, epic_hp, f) in forwards {
+    for (name, epic_hp, distinct, f) in forwards {
         if !name.contains(filter.as_str()) {
             continue;
         }
-        let pkts = burst_packets(epic_hp);
+        let pkts = if distinct { burst_packets_distinct(epic_hp) } else { burst_packets(epic_hp) };
         let (mut s, mut b) = (transit(), burst(&pkts));
         // Every packet of the workload is forwarded (checked once, natively).
         restore(&mut b, &pkts);

@@ -38,7 +38,14 @@ pub const HVF_LEN: usize = 4;
 /// here, per call (about the cost of two blocks).
 #[inline]
 pub fn hvf(sigma: &Block, input: &EpicHpInput) -> [u8; HVF_LEN] {
-    mac::truncate::<HVF_LEN>(&Aes::from_bytes(sigma).cbc_mac_blocks(input.blocks()))
+    hvf_with(&Aes::from_bytes(sigma), input)
+}
+
+/// [`hvf`] with σ's key schedule expanded by the caller (who may keep it
+/// for the next packet of the same path).
+#[inline]
+pub fn hvf_with(sigma: &Aes, input: &EpicHpInput) -> [u8; HVF_LEN] {
+    mac::truncate::<HVF_LEN>(&sigma.cbc_mac_blocks(input.blocks()))
 }
 
 /// Whether `got` is the HVF of `input` under `sigma` (constant-time compare).

@@ -93,7 +93,8 @@ impl ForwardingKey {
         let mut tags = [[0u8; 16]; pipeline::BURST];
         for (ins, outs) in inputs.chunks(pipeline::BURST).zip(out.chunks_mut(pipeline::BURST)) {
             let n = ins.len().min(outs.len());
-            self.0.mac_batch(16, |i| &ins[i][..], &mut tags[..n]);
+            tags[..n].copy_from_slice(&ins[..n]);
+            self.full_mac_in_place(&mut tags[..n]);
             for (o, t) in outs.iter_mut().zip(&tags[..n]) {
                 *o = mac::truncate::<MAC_LEN>(t);
             }
@@ -104,11 +105,20 @@ impl ForwardingKey {
     /// HVFs with them). Writes `min(inputs.len(), out.len())` MACs.
     pub fn full_mac_batch(&self, inputs: &[Block], out: &mut [Block]) {
         let n = inputs.len().min(out.len());
-        for (ins, outs) in
-            inputs[..n].chunks(pipeline::BURST).zip(out[..n].chunks_mut(pipeline::BURST))
-        {
-            self.0.mac_batch(16, |i| &ins[i][..], outs);
+        out[..n].copy_from_slice(&inputs[..n]);
+        self.full_mac_in_place(&mut out[..n]);
+    }
+
+    /// Replaces each MAC input in `blocks` by its full 16-byte MAC, all in
+    /// one pass: a hop-field MAC input is one complete block, so its CMAC is
+    /// `AES(input ⊕ K1)`, and the blocks are encrypted side by side.
+    #[inline]
+    pub fn full_mac_in_place(&self, blocks: &mut [Block]) {
+        let k1 = u128::from_ne_bytes(*self.0.subkeys().0);
+        for b in blocks.iter_mut() {
+            *b = (u128::from_ne_bytes(*b) ^ k1).to_ne_bytes();
         }
+        self.0.aes().encrypt_blocks(blocks);
     }
 
     /// The CMAC key (for callers that batch other inputs under the same key).
@@ -136,6 +146,11 @@ mod tests {
         for (i, o) in inputs.iter().zip(&out) {
             assert_eq!(k.mac(i), *o);
             assert!(k.verify(i, o));
+        }
+        let mut full = inputs.clone();
+        k.full_mac_in_place(&mut full);
+        for (i, f) in inputs.iter().zip(&full) {
+            assert_eq!(k.full_mac(i), *f);
         }
         let mut bad = out[0];
         bad[5] ^= 1;

@@ -96,12 +96,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! For a burst, [`Forwarder::prepare`] each path, MAC the inputs at once with
-//! [`ForwardingKey::mac_batch`] and [`Forwarder::finish`] each packet: that is
-//! what [`ScionForward`] does on this workspace's pipeline, where
-//! [`ScionForward::from_config`] builds the stage and a live change of its
-//! [`ScionForwardConfig`] (`Element::reconfigure`) replaces key and
-//! interfaces in place, keeping its counters.
+//! For a burst, parse each path once into a [`HopPlan`] (its position, the
+//! fields its hop processing reads, the offsets of those it writes), MAC the
+//! plans' inputs at once with [`ForwardingKey::full_mac_in_place`] and
+//! [`Forwarder::apply`] each packet from its plan, without parsing it again
+//! ([`Forwarder::prepare`] and [`Forwarder::finish`] are the same split
+//! for callers that keep only the MAC input). That is what [`ScionForward`]
+//! does on this workspace's pipeline, where it also reuses the plan, MAC
+//! and checks of a packet whose hop is exactly the previous packet's (the
+//! next packet of a flow); [`ScionForward::from_config`] builds the stage
+//! and a live change of its [`ScionForwardConfig`] (`Element::reconfigure`)
+//! replaces key and interfaces in place, keeping its counters.
 #![forbid(unsafe_code)]
 
 pub mod build;
@@ -116,8 +121,8 @@ pub mod stage;
 pub use config::{validate_bindings, IfBinding, ScionForwardConfig};
 pub use epic::{FreshWindow, Freshness};
 pub use forward::{
-    current_input, is_peering_hop, process_hop, Exit, ForwardConfig, Forwarded, Forwarder,
-    HopOutcome,
+    current_input, is_peering_hop, process_hop, Arrival, Exit, ForwardConfig, Forwarded, Forwarder,
+    HopOutcome, HopPlan,
 };
 pub use hopmac::{
     chain_seg_id, hop_input, is_expired, mac_eq, mac_input, ForwardingKey, HopMac, MAC_LEN,

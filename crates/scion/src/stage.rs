@@ -3,8 +3,9 @@
 use core::any::Any;
 use core::ops::Range;
 
-use mac::Block;
+use mac::{Aes, Block};
 use packet::scion::epic_hp::EPIC_HP_META_LEN;
+use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
 use packet::scion::{EpicHpPath, HvfOrigin, PathType, ScionHeader};
 use pipeline::{
     config_of, Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate,
@@ -12,8 +13,8 @@ use pipeline::{
 };
 
 use crate::config::ScionForwardConfig;
-use crate::epic::{verify_hvf, FreshWindow};
-use crate::forward::{Exit, Forwarded, Forwarder};
+use crate::epic::{hvf_with, FreshWindow};
+use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan};
 use crate::locate::{locate, scion_offset};
 
 /// Counters of [`ScionForward`] beyond the pipeline's per-reason drop counters.
@@ -53,7 +54,14 @@ pub struct ForwardCounters {
 /// EPIC-Z's HVFs are Z-Lane's (`zlane-classify`, which runs before this
 /// stage); a border pipeline runs both, in that order.
 ///
-/// Hop-field MACs of a burst are computed in one batch.
+/// A burst is processed in three passes: each packet is located and its
+/// path parsed once into a [`HopPlan`]; the distinct hop-field MACs of the
+/// burst are computed in one batch and each distinct plan is verified once
+/// (MAC, expiry, interfaces, exit port); then each packet gets the checks
+/// that depend on its arrival (addresses, ingress interface) and its path
+/// updates (SegID, CurrINF/CurrHF). A packet whose meta header, current
+/// info field and current hop field equal the previous packet's (the next
+/// packet of a flow) shares that packet's plan, MAC and verification.
 ///
 /// A live change ([`Element::reconfigure`] with a [`ScionForwardConfig`])
 /// replaces the key and the interface bindings in place; the counters and
@@ -64,12 +72,19 @@ pub struct ScionForward {
     counters: ForwardCounters,
     /// The configuration the stage runs with, when it was built from one.
     config: Option<ScionForwardConfig>,
+    /// EPIC-HP's HVF keys of recent paths.
+    hvf_keys: HvfKeys,
 }
 
 impl ScionForward {
     /// A stage over `fwd`.
     pub fn new(fwd: Forwarder) -> Self {
-        ScionForward { fwd, counters: ForwardCounters::default(), config: None }
+        ScionForward {
+            fwd,
+            counters: ForwardCounters::default(),
+            config: None,
+            hvf_keys: HvfKeys::default(),
+        }
     }
 
     /// A stage with the key and interfaces of `cfg` (see
@@ -104,12 +119,12 @@ impl ScionForward {
         &self.counters
     }
 
-    fn note(&mut self, f: &Forwarded) {
-        match f.exit {
+    fn note(&mut self, exit: Exit, xover: bool) {
+        match exit {
             Exit::Interface { .. } => self.counters.forwarded += 1,
             Exit::Local { .. } => self.counters.local += 1,
         }
-        self.counters.xovers += u64::from(f.xover);
+        self.counters.xovers += u64::from(xover);
     }
 }
 
@@ -148,72 +163,229 @@ impl Element for ScionForward {
     }
 }
 
+/// What pass 1 keeps of a packet for pass 3: where it is and its parsed
+/// current hop; pass 3 reads nothing of the packet again except the
+/// addresses (when the forwarder checks them) and EPIC-HP's fields.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// Offset of the SCION common header.
+    hdr: u16,
+    /// The standard SCION path: `path..path_end`.
+    path: u16,
+    path_end: u16,
+    /// Index in the batch.
+    i: u8,
+    /// Index of its plan in `plans` and of its MAC in `tags`.
+    tag: u8,
+    epic_hp: bool,
+}
+
+/// In `plan_xover`: a distinct plan without a cross-over.
+const NO_XOVER: u8 = u8::MAX;
+
+/// The standard SCION path of a SCION packet at `hdr` and whether it is
+/// EPIC-HP (`Ok(None)`: a path type the stage leaves alone). The common
+/// header is checked as [`locate`] checks it; PathType 1 and 3 are located
+/// here, EPIC-Z by [`locate`].
+#[inline(always)]
+fn locate_path(data: &[u8], hdr: usize) -> Result<Option<(Range<usize>, bool)>, DropReason> {
+    let bytes = data.get(hdr..).ok_or(DropReason::Truncated)?;
+    // `ScionHeader::check_len`, in its order, from one read of the common
+    // header.
+    let c = bytes.first_chunk::<COMMON_LEN>().ok_or(DropReason::Truncated)?;
+    if c[0] >> 4 != 0 {
+        return Err(DropReason::Unsupported);
+    }
+    let hdr_len = usize::from(c[5]) * 4;
+    let path_off = ADDR_END + host_len(c[9] >> 4) + host_len(c[9] & 0x0f);
+    if hdr_len < path_off {
+        return Err(DropReason::Malformed);
+    }
+    let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+    if bytes.len() < hdr_len || bytes.len() - hdr_len < payload {
+        return Err(DropReason::Truncated);
+    }
+    let (start, end) = (hdr + path_off, hdr + hdr_len);
+    match PathType(c[8]) {
+        PathType::SCION => Ok(Some((start..end, false))),
+        PathType::EPIC_HP => {
+            if end - start < EPIC_HP_META_LEN {
+                return Err(DropReason::Truncated);
+            }
+            // The embedded path is checked by `HopPlan::parse`, with the
+            // errors `EpicHpPath::new_checked` gives.
+            Ok(Some((start + EPIC_HP_META_LEN..end, true)))
+        }
+        PathType::EPIC_Z => Ok(Some((locate(data, hdr)?.scion, false))),
+        _ => Ok(None),
+    }
+}
+
+/// End of the fixed part of the address header (common header and the two
+/// ISD-AS), where the destination host address starts.
+const ADDR_END: usize = COMMON_LEN + ADDR_FIXED_LEN;
+
+/// How pass 1 found a packet's current hop.
+enum Parsed {
+    /// Exactly as the previous packet's (same path at the same hop): its
+    /// plan and its MAC are reused.
+    Same,
+    /// Parsed anew; at a cross-over, with the plan of the next hop field.
+    New(HopPlan, Option<HopPlan>),
+}
+
+/// Locates the packet at `hdr` and parses its current hop once, or finds
+/// it the same as `prev` (`Ok(None)`: a path type the stage leaves alone).
+#[inline(always)]
+fn parse(
+    data: &[u8],
+    hdr: usize,
+    prev: Option<&HopPlan>,
+) -> Result<Option<(Range<usize>, bool, Parsed)>, DropReason> {
+    let Some((range, epic_hp)) = locate_path(data, hdr)? else {
+        return Ok(None);
+    };
+    let path = data.get(range.clone()).ok_or(DropReason::Truncated)?;
+    if prev.is_some_and(|p| p.matches(path)) {
+        return Ok(Some((range, epic_hp, Parsed::Same)));
+    }
+    let plan = HopPlan::parse(path)?;
+    let next = if plan.crosses_over() { plan.next(path).ok() } else { None };
+    Ok(Some((range, epic_hp, Parsed::New(plan, next))))
+}
+
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
-        let mut inputs: [Block; BURST] = [[0; 16]; BURST];
-        let mut which: [(u8, bool, usize, Range<usize>); BURST] =
-            core::array::from_fn(|_| (0, false, 0, 0..0));
-        let mut n = 0;
-        let fresh = self.fwd.config().epic_hp_freshness.window(now.unix_ns);
-        // Pass 1: parse and gather MAC inputs.
+        let mut slots =
+            [Slot { hdr: 0, path: 0, path_end: 0, i: 0, tag: 0, epic_hp: false }; BURST];
+        // MAC inputs, then tags: the distinct first hop fields at `0..u`,
+        // the second ones of cross-overs at `u..u + x` (gathered at
+        // `BURST..`, moved down before MACing).
+        let mut tags: [Block; 2 * BURST] = [[0; 16]; 2 * BURST];
+        let mut plans = [HopPlan::EMPTY; BURST];
+        // Per distinct plan: the index of its cross-over plan, or NO_XOVER.
+        let mut plan_xover = [NO_XOVER; BURST];
+        let mut xplans = [HopPlan::EMPTY; BURST];
+        let (mut n, mut u, mut x) = (0, 0, 0);
+        // The last plan parsed anew (without a cross-over): consecutive
+        // packets of a flow share it and its MAC.
+        let mut prev: Option<usize> = None;
+        // Pass 1: locate and parse each packet once; gather MAC inputs.
         for i in batch.live() {
             let Some(off) = scion_offset(batch.meta(i)) else {
                 self.counters.skipped += 1;
                 continue;
             };
             let data = batch.data(i);
-            let loc = match locate(data, off) {
-                Ok(l) => l,
+            let prev_plan = prev.and_then(|k| plans.get(k));
+            let (range, epic_hp, parsed) = match parse(data, off, prev_plan) {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    self.counters.skipped += 1;
+                    continue;
+                }
                 Err(r) => {
                     batch.drop_packet(i, r);
                     continue;
                 }
             };
-            if !matches!(loc.path_type, PathType::SCION | PathType::EPIC_Z | PathType::EPIC_HP) {
-                self.counters.skipped += 1;
-                continue;
-            }
-            match Forwarder::prepare(&data[loc.scion.clone()]) {
-                Ok(inp) => {
-                    inputs[n] = inp;
-                    which[n] = (i as u8, loc.path_type == PathType::EPIC_HP, loc.hdr, loc.scion);
-                    n += 1;
+            let tag = match (parsed, prev) {
+                (Parsed::Same, Some(k)) => k as u8,
+                (Parsed::New(plan, next), _) => {
+                    let tag = u as u8;
+                    tags[u] = plan.mac_input();
+                    plans[u] = plan;
+                    let mut xover = NO_XOVER;
+                    match next {
+                        Some(next) => {
+                            tags[BURST + x] = next.mac_input();
+                            xplans[x] = next;
+                            xover = x as u8;
+                            x += 1;
+                            prev = None;
+                        }
+                        None => prev = Some(u),
+                    }
+                    plan_xover[u] = xover;
+                    u += 1;
+                    tag
                 }
-                Err(r) => batch.drop_packet(i, r),
-            }
-        }
-        // Pass 2: one batched MAC computation for the burst (full 16-byte
-        // tags: EPIC-HP keys its HVFs with them).
-        let mut tags: [Block; BURST] = [[0; 16]; BURST];
-        self.fwd.key().full_mac_batch(&inputs[..n], &mut tags[..n]);
-        // Pass 3: verify, update, advance, route.
-        let addressed = self.fwd.config().local_ia.is_some();
-        for (k, (i, epic_hp, hdr, range)) in which[..n].iter().enumerate() {
-            let i = usize::from(*i);
-            let ingress = self.fwd.interfaces().ingress_if(batch.meta(i).port);
-            let (buf, meta) = batch.get_mut(i);
-            let data = buf.data_mut();
-            let mac = mac::truncate(&tags[k]);
-            let done = if addressed {
-                // `locate` checked the header in pass 1.
-                let h = ScionHeader::new_unchecked(&data[*hdr..]);
-                let (src, dst) = (h.src_ia(), h.dst_ia());
-                let path = &mut data[range.clone()];
-                self.fwd.finish_addressed(path, &mac, ingress, now.unix_ns, src, dst)
-            } else {
-                self.fwd.finish(&mut data[range.clone()], &mac, ingress, now.unix_ns)
+                // `Same` only comes with a previous plan.
+                (Parsed::Same, None) => {
+                    batch.drop_packet(i, DropReason::Malformed);
+                    continue;
+                }
             };
-            let done = done.and_then(|f| {
-                if *epic_hp && check_epic_hp(data, *hdr, range.start, &f, &tags[k], &fresh)? {
-                    self.counters.epic_hp_checked += 1;
+            slots[n] = Slot {
+                hdr: off as u16,
+                path: range.start as u16,
+                path_end: range.end as u16,
+                i: i as u8,
+                tag,
+                epic_hp,
+            };
+            n += 1;
+        }
+        if n == 0 {
+            return;
+        }
+        // Pass 2: every distinct hop-field MAC of the burst in one batch
+        // (full 16-byte tags: EPIC-HP keys its HVFs with them).
+        tags.copy_within(BURST..BURST + x, u);
+        self.fwd.key().full_mac_in_place(&mut tags[..u + x]);
+        // Verify each distinct plan once: MACs, expiry, interfaces, port.
+        let mut checks = [HopCheck::EMPTY; BURST];
+        for (j, (plan, c)) in plans[..u].iter().zip(&mut checks[..u]).enumerate() {
+            let x = usize::from(plan_xover[j]);
+            let second = xplans.get(x).zip(tags.get(u + x)).map(|(p, t)| (p, mac::truncate(t)));
+            let mac = mac::truncate(&tags[j]);
+            *c = self.fwd.check(plan, &mac, second.as_ref().map(|(p, m)| (*p, m)), now.unix_ns);
+        }
+        // Pass 3: per packet, what depends on its arrival; update the path.
+        let fresh = self.fwd.config().epic_hp_freshness.window(now.unix_ns);
+        let addressed = self.fwd.config().local_ia.is_some();
+        for s in &slots[..n] {
+            let i = usize::from(s.i);
+            let (buf, meta) = batch.buf_mut_meta(i);
+            let class = meta.class().unwrap_or_default();
+            let ingress = self.fwd.interfaces().ingress_if(meta.port);
+            let data = buf.data_mut();
+            let (hdr, range) = (usize::from(s.hdr), usize::from(s.path)..usize::from(s.path_end));
+            let addrs = if addressed {
+                // The common header was checked in pass 1.
+                let h = ScionHeader::new_unchecked(&data[hdr..]);
+                Some((h.src_ia(), h.dst_ia()))
+            } else {
+                None
+            };
+            let arrival = Arrival { ingress_if: ingress, now_unix_ns: now.unix_ns, addrs };
+            let t = usize::from(s.tag);
+            let (tag, plan, check) = (&tags[t], &plans[t], &checks[t]);
+            let xtag = usize::from(plan_xover[t]) + u;
+            let done = match data.get_mut(range.clone()) {
+                Some(path) => self.fwd.apply_checked(path, plan, check, &arrival),
+                None => Err(DropReason::Truncated),
+            };
+            let done = match done {
+                Ok(exit) if s.epic_hp => {
+                    // EPIC-HP keys its HVF with the full MAC of the last hop
+                    // field verified.
+                    let (last, sigma) = match tags.get(xtag) {
+                        Some(t) if check.xover() => (plan.curr_hf() + 1, t),
+                        _ => (plan.curr_hf(), tag),
+                    };
+                    let keys = &mut self.hvf_keys;
+                    check_epic_hp(data, hdr, range.start, last, sigma, &fresh, keys).map(|hvf| {
+                        self.counters.epic_hp_checked += u64::from(hvf);
+                        exit
+                    })
                 }
-                Ok(f)
-            });
+                other => other,
+            };
             match done {
-                Ok(f) => {
-                    let class = meta.class().unwrap_or_default();
-                    self.note(&f);
-                    batch.forward(i, f.exit.port(), class);
+                Ok(exit) => {
+                    self.note(exit, check.xover());
+                    batch.forward(i, exit.port(), class);
                 }
                 Err(r) => batch.drop_packet(i, r),
             }
@@ -221,11 +393,11 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
     }
 }
 
-/// The EPIC-HP checks of a packet that [`Forwarder::finish`] forwarded as
-/// `f` (its header at `hdr`, its SCION path at `scion`, `tag` the full MAC
-/// of the hop field it verified first): none unless the last hop field it
-/// verified is the path's penultimate or last; then freshness, then the
-/// PHVF or LHVF under that hop field's full MAC. Whether it checked an HVF.
+/// The EPIC-HP checks of a forwarded packet (its header at `hdr`, its
+/// SCION path at `scion`; `last` the last hop field verified, `sigma` its
+/// full MAC): none unless `last` is the path's penultimate or last hop
+/// field; then freshness, then the PHVF or LHVF under `sigma`. Whether it
+/// checked an HVF.
 ///
 /// Forwarding changed only SegID and CurrINF/CurrHF, none of which the HVF
 /// covers; the hop-field count and the first info field's Timestamp are
@@ -235,13 +407,14 @@ fn check_epic_hp(
     data: &[u8],
     hdr: usize,
     scion: usize,
-    f: &Forwarded,
-    tag: &Block,
+    last: u8,
+    sigma: &Block,
     fresh: &FreshWindow,
+    keys: &mut HvfKeys,
 ) -> Result<bool, DropReason> {
     let epic = EpicHpPath::new_unchecked(&data[scion - EPIC_HP_META_LEN..]);
     let p = epic.scion_path();
-    let (n, last) = (p.num_hf(), usize::from(f.hop) + usize::from(f.xover));
+    let (n, last) = (p.num_hf(), usize::from(last));
     let got = if last + 1 == n {
         epic.lhvf()
     } else if last + 2 == n {
@@ -253,10 +426,52 @@ fn check_epic_hp(
     fresh.check_epic_hp(info0, epic.epic_ts())?;
     let origin = HvfOrigin::from_header(&ScionHeader::new_unchecked(&data[hdr..]));
     let input = origin.epic_hp_input(&epic.pkt_id_bytes(), info0);
-    let sigma = f.xover_mac.as_ref().unwrap_or(tag);
-    if verify_hvf(sigma, &input, &got) {
+    let hvf = hvf_with(keys.get(sigma), &input);
+    // One 32-bit XOR kept opaque to the optimiser: constant time, as
+    // `mac_eq` compares hop-field MACs.
+    if core::hint::black_box(u32::from_ne_bytes(hvf) ^ u32::from_ne_bytes(got)) == 0 {
         Ok(true)
     } else {
         Err(DropReason::BadMac)
+    }
+}
+
+/// Entries of [`HvfKeys`] (a power of two).
+const HVF_KEYS: usize = 16;
+
+/// The expanded HVF keys of recent EPIC-HP paths, direct-mapped by σ: σ is
+/// the full MAC of a hop field, the same for every packet of a path, and
+/// expanding it costs about as much as the HVF itself. An entry maps σ to
+/// its own key schedule, so a new forwarding key needs no flush (its σ
+/// values simply differ).
+#[derive(Clone, Default)]
+struct HvfKeys {
+    slots: Vec<Option<(Block, Aes)>>,
+}
+
+impl HvfKeys {
+    /// The key schedule of `sigma`, expanded on a miss.
+    #[inline]
+    fn get(&mut self, sigma: &Block) -> &Aes {
+        if self.slots.is_empty() {
+            self.slots.resize(HVF_KEYS, None);
+        }
+        let slot = &mut self.slots[usize::from(sigma[0]) % HVF_KEYS];
+        // One 128-bit XOR kept opaque to the optimiser (constant time).
+        let same = |s: &Block| {
+            core::hint::black_box(u128::from_ne_bytes(*s) ^ u128::from_ne_bytes(*sigma)) == 0
+        };
+        if !matches!(slot, Some((s, _)) if same(s)) {
+            *slot = Some((*sigma, Aes::from_bytes(sigma)));
+        }
+        &slot.get_or_insert_with(|| (*sigma, Aes::from_bytes(sigma))).1
+    }
+}
+
+/// Prints no key material.
+impl core::fmt::Debug for HvfKeys {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let n = self.slots.iter().filter(|s| s.is_some()).count();
+        write!(f, "HvfKeys({n} cached)")
     }
 }

@@ -34,8 +34,8 @@ pub use fields::{Fields, FieldsIter, WireField};
 pub use header::{next_hdr, AddrHdrRepr, PathType, RawHostAddr, ScionHeader};
 pub use packet::{parse, parse_path, Path, PathRepr, ScionPacket, ScionRepr, SibraPathRef};
 pub use path::{
-    hop_expiry_unix_ns, hop_expiry_unix_secs, HopField, HopFieldRepr, InfoField, InfoFieldRepr,
-    ScionPath, ScionPathRepr,
+    curr_segment_bounds, hop_expiry_unix_ns, hop_expiry_unix_secs, meta_word_valid, path_len_of,
+    HopField, HopFieldRepr, InfoField, InfoFieldRepr, ScionPath, ScionPathRepr,
 };
 pub use sibra::{sibra_fields, SibraFields, SibraHop};
 pub use sibra::{

@@ -124,25 +124,47 @@ fn w_n_inf(w: u32) -> usize {
 }
 
 /// Whether a meta-header word passes every [`Meta::validate`] rule (one
-/// expression over the word's fields, no `Result`, nothing through memory).
+/// expression over the word's fields, no `Result`, no branch, nothing
+/// through memory).
+///
+/// With the SegLens contiguous from Seg0, "CurrHF inside segment CurrINF"
+/// already implies that segment is non-empty, hence CurrINF < number of
+/// segments and at least one segment: those two rules need no term.
 #[inline(always)]
 pub(crate) fn meta_word_ok(w: u32) -> bool {
     let (s0, s1, s2) = ((w >> 12) & 0x3f, (w >> 6) & 0x3f, w & 0x3f);
     let (ci, chf) = (w >> 30, (w >> 24) & 0x3f);
-    let gap = (s0 == 0 && s1 != 0) || (s1 == 0 && s2 != 0);
-    let n_inf = u32::from(s0 != 0) + u32::from(s1 != 0) + u32::from(s2 != 0);
+    let contiguous = (s0 != 0 || s1 == 0) & (s1 != 0 || s2 == 0);
+    let (start, end) = curr_segment_bounds(w);
+    contiguous & (ci < 3) & (chf >= start) & (chf < end) & (s0 + s1 + s2 <= MAX_HOPS as u32)
+}
+
+/// The hop-field range of the current segment (CurrINF) of a raw
+/// PathMetaHdr word: its first hop field and one past its last. (CurrINF 3,
+/// never valid, is taken as 2.)
+#[inline(always)]
+pub fn curr_segment_bounds(w: u32) -> (u32, u32) {
+    let (s0, s1) = ((w >> 12) & 0x3f, (w >> 6) & 0x3f);
+    let ci = (w >> 30).min(2);
     let start = if ci >= 1 { s0 } else { 0 } + if ci >= 2 { s1 } else { 0 };
-    let seg = match ci {
-        0 => s0,
-        1 => s1,
-        2 => s2,
-        _ => 0,
-    };
-    !gap && n_inf != 0
-        && s0 + s1 + s2 <= MAX_HOPS as u32
-        && ci < n_inf
-        && chf >= start
-        && chf < start + seg
+    (start, start + ((w >> (12 - 6 * ci)) & 0x3f))
+}
+
+/// Whether a raw PathMetaHdr word passes every rule of
+/// [`ScionPath::check_len`] that does not depend on the buffer: SegLens
+/// contiguous from Seg0 and not all zero, at most 64 hop fields, CurrINF a
+/// valid segment and CurrHF inside it. One expression over the word, for
+/// fast paths that read the word once and keep it.
+#[inline(always)]
+pub fn meta_word_valid(w: u32) -> bool {
+    meta_word_ok(w)
+}
+
+/// Length in bytes of the path a PathMetaHdr word describes (meta header,
+/// info fields, hop fields).
+#[inline(always)]
+pub fn path_len_of(w: u32) -> usize {
+    META_LEN + w_n_inf(w) * INFO_LEN + w_n_hf(w) * HOP_LEN
 }
 
 view! {

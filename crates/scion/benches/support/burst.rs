@@ -1,0 +1,106 @@
+//! The transit workload of the forwarding measurements, shared by the
+//! `forward_burst` bench and the `scion_profile` example (included into both
+//! with `#[path]`, so the two measure the same packets): bursts of 32
+//! packets arriving at the transit AS of a one-segment path.
+
+#![allow(dead_code)]
+
+use mac::Key;
+use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
+use packet::{HostAddr, Ia};
+use pipeline::{Batch, Meta, BURST};
+use scion::build::{self, HopSpec};
+use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
+
+/// When the forwarded packets' info fields were stamped (Unix s).
+pub const T0: u32 = 1_700_000_000;
+/// When they are forwarded (Unix ns).
+pub const NOW: u64 = (T0 as u64 + 60) * 1_000_000_000;
+
+/// The transit AS (key 2) of a one-segment path over ASes 1, 2, 3;
+/// interface 21 on port 0, 23 on port 1.
+pub fn transit() -> ScionForward {
+    let key = ForwardingKey::new(&Key::from([2; 16]));
+    let ifaces = InterfaceTable::new().with(21, 0).with(23, 1);
+    ScionForward::new(Forwarder::new(key, ifaces, ForwardConfig::default()))
+}
+
+/// 32 packets of host `i` over the path of [`transit`], as they arrive at
+/// AS 2 (CurrHF 1 of 3 hops, so for EPIC-HP AS 2 is the penultimate hop
+/// and checks the PHVF): one path, as a burst of one flow (or of flows
+/// that share their path) brings it.
+pub fn burst_packets(epic_hp: bool) -> Vec<Vec<u8>> {
+    packets(epic_hp, false)
+}
+
+/// As [`burst_packets`], but each packet on a path of its own (another
+/// SegID, so other hop-field MACs): nothing of one packet's parse or MAC
+/// applies to the next.
+pub fn burst_packets_distinct(epic_hp: bool) -> Vec<Vec<u8>> {
+    packets(epic_hp, true)
+}
+
+fn packets(epic_hp: bool, distinct: bool) -> Vec<Vec<u8>> {
+    let hs = |k: u8, i, e| HopSpec {
+        key: ForwardingKey::new(&Key::from([k; 16])),
+        cons_ingress: i,
+        cons_egress: e,
+        exp_time: 255,
+    };
+    (0..BURST as u8)
+        .map(|i| {
+            let beta0 = if distinct { 0x1234 + u16::from(i) * 0x0101 } else { 0x1234 };
+            let (info, hops, auth) = build::segment_with_authenticators(
+                true,
+                beta0,
+                T0,
+                &[hs(1, 0, 12), hs(2, 21, 23), hs(3, 32, 0)],
+            );
+            let mut path = build::path(&[(info, hops)]).expect("path");
+            path.curr_hf = 1;
+            path.info_fields[0].seg_id = scion::chain_seg_id(beta0, &path.hops()[0].mac);
+            let hdr = AddrHdrRepr {
+                qos: 0,
+                flow_id: 1,
+                next_hdr: 17,
+                payload_len: 0,
+                dst_ia: Ia::new(1, 3),
+                src_ia: Ia::new(1, 1),
+                dst_host: RawHostAddr::from(HostAddr::V4([10, 0, 0, 3])),
+                src_host: RawHostAddr::from(HostAddr::V4([10, 0, 1, i])),
+            };
+            if epic_hp {
+                build::epic_hp_packet(&hdr, &path, &auth[1], &auth[2], NOW, 0, 1, &[0; 64])
+                    .expect("EPIC-HP packet")
+            } else {
+                let r = ScionRepr {
+                    hdr: AddrHdrRepr { payload_len: 64, ..hdr },
+                    path: PathRepr::Scion(path.repr()),
+                };
+                let mut b = vec![0; r.buffer_len() + 64];
+                r.emit(&mut b).expect("SCION packet");
+                b
+            }
+        })
+        .collect()
+}
+
+/// A burst of `pkts`, all arrived on port 0.
+pub fn burst(pkts: &[Vec<u8>]) -> Batch<Vec<u8>> {
+    let mut b = Batch::new();
+    for p in pkts {
+        b.push(p.clone(), 0).expect("32 fit");
+    }
+    b
+}
+
+/// Puts the packets of `pkts` back into `b` as they arrived.
+#[inline(always)]
+pub fn restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+    for (i, p) in pkts.iter().enumerate() {
+        b.buf_mut(i).copy_from_slice(p);
+    }
+    for m in b.metas_mut() {
+        *m = Meta::new(0);
+    }
+}
