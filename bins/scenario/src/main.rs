@@ -1,21 +1,30 @@
-//! `scenario`: runs one of the papers' attack scenarios in the simulator
+//! `scenario`: runs the papers' attack scenarios in the simulator
 //! (`crates/sim`), driving the real data-plane stages.
 //!
 //! ```text
 //! scenario zlane_fig4                       # reads config/scenarios/zlane_fig4.toml
 //! scenario zlane_table4 --config my.toml --out results/
+//! scenario all --out report/                # every scenario, report/index.html + index.md
+//! scenario all --quick --out report/        # short runs (seconds, debug builds)
 //! ```
-//! Prints the result table, writes `<out>/<name>.csv` and one SVG per plot.
-//! Every parameter must be present in the TOML file (nothing is defaulted
-//! silently). Build with `--release` for the full-scale defaults.
+//! One scenario: prints the result table and the paper-vs-ours headline
+//! rows, writes `<out>/<name>.csv` and one SVG per plot. `all` runs every
+//! scenario at its default TOML and writes `index.html` and `index.md` with
+//! every plot beside the paper's numbers and a `paper | ours | relative
+//! error` table per headline number. Every parameter must be present in the
+//! TOML file (nothing is defaulted silently). Build with `--release` for
+//! the full-scale defaults.
+
+mod index;
+mod plot;
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use plotters::prelude::*;
 use serde::de::DeserializeOwned;
-use sim::report::{Plot, Report};
+use sim::report::{Fig8bCurve, Headlines, Report};
 use sim::scenarios::fair::{self as fair_sc, FairParams};
 use sim::scenarios::flowpolice::{self as fp, Fig53Params};
 use sim::scenarios::flowpolice_fct::{self as fp_fct, FctParams};
@@ -48,22 +57,29 @@ const SCENARIOS: &[(&str, &str)] = &[
     ("sibra_fig8b", "SIBRA Fig. 8(b): reserved-bandwidth waste vs request/reply loss"),
     (
         "fair_protest",
-        "FAIR: violation proven to every honest AS, replayer localized, header overhead",
+        "FAIR: violation proven to every honest AS, misbehaving transit ASes localized, header overhead",
     ),
 ];
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Run a DDoS-defense attack scenario in the packet-level simulator")]
 struct Args {
-    /// Scenario name (see --list).
+    /// Scenario name (see --list), or `all` for every scenario and an index.
     #[arg(required_unless_present = "list")]
     name: Option<String>,
-    /// Parameter file (default: config/scenarios/<name>.toml).
+    /// Parameter file (default: <config-dir>/<name>.toml; not with `all`).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Output directory for CSV and SVG files.
+    /// Directory of the scenarios' parameter files.
+    #[arg(long, default_value = "config/scenarios")]
+    config_dir: PathBuf,
+    /// Output directory for CSV and SVG files (and the index with `all`).
     #[arg(long, default_value = "scenario-out")]
     out: PathBuf,
+    /// Short runs: reduced scale and duration (for tests and debug builds;
+    /// the numbers are noisier).
+    #[arg(long)]
+    quick: bool,
     /// No progress output on stderr.
     #[arg(long)]
     quiet: bool,
@@ -78,138 +94,205 @@ fn load<T: DeserializeOwned>(path: &Path) -> Result<T> {
     toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// Runs scenario `name` with the parameters in `config`, shortened with
+/// `quick`; the report carries the headline rows.
+fn run(name: &str, config: &Path, quick: bool, opts: &RunOpts) -> Result<Report> {
+    let report = match name {
+        "zlane_table4" => {
+            let mut p: Table4Params = load(config)?;
+            if quick {
+                // 500 Mbit/s egress; AS X at 2.9 Mbit/s = 29 bucket units.
+                p.scale = 320.0;
+                p.intra_isd_ases = p.intra_isd_ases.min(20);
+                p.isds = p.isds.min(20);
+                p.duration_s = 0.35;
+                p.warmup_s = 0.05;
+            }
+            zlane::table4(&p, opts)?.report
+        }
+        "zlane_fig4" => {
+            let mut p: Fig4Params = load(config)?;
+            if quick {
+                // C = 80 Mbit/s; r_S = 2 Mbit/s, r_I = 8 Mbit/s (whole units).
+                p.scale = 500.0;
+                p.source_rates_gbps = vec![0.5, 2.0];
+                p.duration_s = 0.5;
+                p.warmup_s = 0.15;
+            }
+            zlane::fig4(&p, opts)?.0
+        }
+        "flowpolice_fig53" => {
+            let mut p: Fig53Params = load(config)?;
+            if quick {
+                // A few detection periods after the attack starts.
+                let periods = 4.0 * f64::from(p.period_ms) / 1e3;
+                p.duration_s = p.duration_s.min(p.attack_start_s + periods);
+            }
+            let (mut rep, runs) = fp::fig53(&p, opts)?;
+            add_headlines(&mut rep, runs.as_slice());
+            rep
+        }
+        "flowpolice_fct" => {
+            let mut p: FctParams = load(config)?;
+            if quick {
+                p.trials = p.trials.min(1);
+                p.max_duration_s = p.max_duration_s.min(p.first_trial_s + 30.0);
+            }
+            let (mut rep, runs) = fp_fct::fct(&p, opts)?;
+            add_headlines(&mut rep, runs.as_slice());
+            rep
+        }
+        "sibra_fig7" => {
+            let mut p: Fig7Params = load(config)?;
+            if quick {
+                p = Fig7Params { seed: p.seed, ..Fig7Params::short() };
+            }
+            let (mut rep, pts) = sibra_sc::fig7(&p, opts)?;
+            add_headlines(&mut rep, pts.as_slice());
+            rep
+        }
+        "sibra_fig8b" => {
+            let mut p: Fig8bParams = load(config)?;
+            if quick {
+                p.duration_s = p.duration_s.min(12.0);
+                p.warmup_s = p.warmup_s.min(4.0);
+                p.loss_rates = vec![0.0, 0.05, 0.1];
+            }
+            let (mut rep, pts) = sibra_sc::fig8b(&p, opts)?;
+            add_headlines(&mut rep, &Fig8bCurve(&pts));
+            rep
+        }
+        "fair_protest" => {
+            let mut p: FairParams = load(config)?;
+            if quick {
+                p.duration_s = 4.0;
+                p.tick_us = 1000.0;
+                p.cir_bytes_per_s = 40_000;
+                p.cbs_bytes = 10_000;
+                p.overhead_packets = 4000;
+                p.overhead_sweep = vec![2, 4];
+            }
+            fair_sc::fair(&p, opts)?.report
+        }
+        other => bail!(
+            "unknown scenario {other:?}; known: all, {}",
+            SCENARIOS.iter().map(|s| s.0).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    Ok(report)
+}
+
+/// Adds `src`'s headline rows and paper points unless the scenario already
+/// reports its own.
+fn add_headlines<H: Headlines + ?Sized>(rep: &mut Report, src: &H) {
+    if rep.headlines.is_empty() {
+        rep.headlines = src.headlines();
+    }
+    if rep.references.is_empty() {
+        rep.references = src.references();
+    }
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if args.list {
+        println!("{:18} every scenario below, with an index (HTML and Markdown)", "all");
         for (n, d) in SCENARIOS {
             println!("{n:18} {d}");
         }
         return Ok(());
     }
     let name = args.name.clone().unwrap_or_default();
-    let config = args
-        .config
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("config/scenarios/{name}.toml")));
     let opts = RunOpts { progress: !args.quiet };
-    let report = match name.as_str() {
-        "zlane_table4" => {
-            let p: Table4Params = load(&config)?;
-            zlane::table4(&p, &opts)?.report
+    if name == "all" {
+        if args.config.is_some() {
+            bail!("--config names one scenario's file; `all` reads <config-dir>/<name>.toml");
         }
-        "zlane_fig4" => {
-            let p: Fig4Params = load(&config)?;
-            zlane::fig4(&p, &opts)?.0
-        }
-        "flowpolice_fig53" => {
-            let p: Fig53Params = load(&config)?;
-            fp::fig53(&p, &opts)?.0
-        }
-        "flowpolice_fct" => {
-            let p: FctParams = load(&config)?;
-            fp_fct::fct(&p, &opts)?.0
-        }
-        "sibra_fig7" => {
-            let p: Fig7Params = load(&config)?;
-            sibra_sc::fig7(&p, &opts)?.0
-        }
-        "sibra_fig8b" => {
-            let p: Fig8bParams = load(&config)?;
-            sibra_sc::fig8b(&p, &opts)?.0
-        }
-        "fair_protest" => {
-            let p: FairParams = load(&config)?;
-            fair_sc::fair(&p, &opts)?.report
-        }
-        other => bail!(
-            "unknown scenario {other:?}; known: {}",
-            SCENARIOS.iter().map(|s| s.0).collect::<Vec<_>>().join(", ")
-        ),
-    };
-    write_outputs(&report, &args.out)
+        return run_all(&args, &opts);
+    }
+    let config =
+        args.config.clone().unwrap_or_else(|| args.config_dir.join(format!("{name}.toml")));
+    let report = run(&name, &config, args.quick, &opts)?;
+    println!("{}", report.table());
+    if !report.headlines.is_empty() {
+        println!("\npaper vs ours:\n{}", report.headline_table());
+    }
+    write_outputs(&report, &args.out)?;
+    Ok(())
 }
 
-fn write_outputs(report: &Report, out: &Path) -> Result<()> {
-    println!("{}", report.table());
+/// Writes the CSV and one SVG per plot and bar chart; returns the SVG file
+/// names.
+fn write_outputs(report: &Report, out: &Path) -> Result<Vec<String>> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let csv = out.join(format!("{}.csv", report.name));
     std::fs::write(&csv, report.csv()).with_context(|| format!("writing {}", csv.display()))?;
     println!("wrote {}", csv.display());
-    for plot in &report.plots {
-        let svg = out.join(format!("{}.svg", plot.name));
-        draw(plot, &svg).with_context(|| format!("drawing {}", svg.display()))?;
+    let mut files = Vec::new();
+    for p in &report.plots {
+        let file = format!("{}.svg", p.name);
+        let svg = out.join(&file);
+        let refs: Vec<_> = report.references_for(&p.name).cloned().collect();
+        plot::draw_plot(p, &refs, &svg).with_context(|| format!("drawing {}", svg.display()))?;
         println!("wrote {}", svg.display());
+        files.push(file);
     }
-    Ok(())
+    for b in &report.bars {
+        let file = format!("{}.svg", b.name);
+        let svg = out.join(&file);
+        let refs: Vec<_> = report.references_for(&b.name).cloned().collect();
+        plot::draw_bars(b, &refs, &svg).with_context(|| format!("drawing {}", svg.display()))?;
+        println!("wrote {}", svg.display());
+        files.push(file);
+    }
+    Ok(files)
 }
 
-fn bounds(plot: &Plot) -> (f64, f64, f64, f64) {
-    let pts = plot.series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    if x0 > x1 {
-        return (0.0, 1.0, 0.0, 1.0);
-    }
-    if plot.log_y {
-        y0 = y0.max(1e-6) / 1.5;
-        y1 = y1.max(y0 * 10.0) * 1.5;
-    } else {
-        y0 = y0.min(0.0);
-        y1 = if y1 > y0 { y1 * 1.05 } else { y0 + 1.0 };
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    (x0, x1, y0, y1)
-}
-
-fn draw(plot: &Plot, path: &Path) -> Result<()> {
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (x0, x1, y0, y1) = bounds(plot);
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .caption(&plot.title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70);
-    macro_rules! body {
-        ($chart:expr) => {{
-            let mut chart = $chart;
-            chart
-                .configure_mesh()
-                .x_desc(plot.x_label.as_str())
-                .y_desc(plot.y_label.as_str())
-                .draw()
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            for (i, s) in plot.series.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
-                chart
-                    .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+/// Runs every scenario and writes the index.
+fn run_all(args: &Args, opts: &RunOpts) -> Result<()> {
+    let mut sections = Vec::new();
+    for (name, what) in SCENARIOS {
+        let config = args.config_dir.join(format!("{name}.toml"));
+        let t = Instant::now();
+        if !args.quiet {
+            eprintln!("== {name}");
+        }
+        let outcome = run(name, &config, args.quick, opts).and_then(|rep| {
+            let files = write_outputs(&rep, &args.out)?;
+            Ok((rep, files))
+        });
+        let secs = t.elapsed().as_secs_f64();
+        sections.push(match outcome {
+            Ok((report, files)) => index::Section {
+                name: name.to_string(),
+                what: what.to_string(),
+                config: config.display().to_string(),
+                secs,
+                result: Ok((report, files)),
+            },
+            Err(e) => {
+                eprintln!("{name}: {e:#}");
+                index::Section {
+                    name: name.to_string(),
+                    what: what.to_string(),
+                    config: config.display().to_string(),
+                    secs,
+                    result: Err(format!("{e:#}")),
+                }
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-        }};
+        });
     }
-    if plot.log_y {
-        body!(builder
-            .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-            .map_err(|e| anyhow::anyhow!("{e}"))?);
-    } else {
-        body!(builder.build_cartesian_2d(x0..x1, y0..y1).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let md = index::markdown(&sections, args.quick);
+    let html = index::html(&sections, args.quick);
+    let md_path = args.out.join("index.md");
+    let html_path = args.out.join("index.html");
+    std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
+    std::fs::write(&html_path, html).with_context(|| format!("writing {}", html_path.display()))?;
+    println!("wrote {} and {}", md_path.display(), html_path.display());
+    let failed: Vec<&str> =
+        sections.iter().filter(|s| s.result.is_err()).map(|s| s.name.as_str()).collect();
+    if !failed.is_empty() {
+        bail!("scenarios failed: {}", failed.join(", "));
     }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }

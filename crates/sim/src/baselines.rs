@@ -19,7 +19,8 @@ pub enum DrrKey {
     ScionFlow,
 }
 
-/// Deficit round robin with one bounded queue per key; tail drop per queue.
+/// Deficit round robin with one bounded queue per key; tail drop per queue,
+/// and optionally a shared buffer for all queues (see [`Drr::with_buffer`]).
 pub struct Drr<B> {
     key: DrrKey,
     index: HashMap<u64, usize>,
@@ -30,6 +31,7 @@ pub struct Drr<B> {
     in_active: Vec<bool>,
     quantum: u64,
     per_queue: usize,
+    buffer: usize,
     queued: usize,
 }
 
@@ -46,8 +48,18 @@ impl<B> Drr<B> {
             in_active: Vec::new(),
             quantum: quantum.max(1),
             per_queue: per_queue.max(1),
+            buffer: usize::MAX,
             queued: 0,
         }
+    }
+
+    /// Limits all queues together to about `packets`: when the buffer is
+    /// full, an arrival is dropped unless its queue is shorter than the
+    /// average backlogged queue (so many small flows cannot hold a huge
+    /// aggregate buffer, and short queues still get in).
+    pub fn with_buffer(mut self, packets: usize) -> Self {
+        self.buffer = packets.max(1);
+        self
     }
 
     /// Number of distinct keys seen.
@@ -88,6 +100,12 @@ impl<B: PacketBuf + Send> Egress<B> for Drr<B> {
         }
         if self.queues[q].len() >= self.per_queue {
             return Err((buf, DropReason::QueueFull));
+        }
+        if self.queued >= self.buffer {
+            let active = self.active.len().max(1);
+            if self.queues[q].len() * active >= self.queued {
+                return Err((buf, DropReason::QueueFull));
+            }
         }
         self.queues[q].push_back(buf);
         self.queued += 1;
@@ -192,6 +210,19 @@ mod tests {
         assert!((big as f64 / small as f64 - 1.0).abs() < 0.05, "{big} {small}");
         let (_, r) = Drr::new(DrrKey::Class, 1, 1500).enqueue_twice();
         assert_eq!(r, DropReason::QueueFull);
+    }
+
+    #[test]
+    fn shared_buffer_drops_from_long_queues_only() {
+        let mut d: Drr<Vec<u8>> = Drr::new(DrrKey::Class, 100, 1500).with_buffer(10);
+        let now = Now::default();
+        for _ in 0..10 {
+            d.enqueue(vec![0; 100], Class(1), now).unwrap();
+        }
+        // Full: the long queue loses its arrival, a new short one gets in.
+        assert!(d.enqueue(vec![0; 100], Class(1), now).is_err());
+        assert!(d.enqueue(vec![0; 100], Class(2), now).is_ok());
+        assert_eq!(d.queued(), 11);
     }
 
     impl Drr<Vec<u8>> {

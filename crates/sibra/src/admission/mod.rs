@@ -37,7 +37,9 @@
 //! # Modules
 //! * `ledger`: the per-tick accounting (rings of totals per interface and
 //!   direction, index profiles, source demands);
-//! * `steady`, `ephemeral`: admission of the two kinds (offers, commits).
+//! * `steady`, `ephemeral`: admission of the two kinds (offers, commits);
+//! * `requests`: the request channel ([`RequestLimiter`]): request packets
+//!   capped at a share of the link (5%), weighted by steady path.
 //!
 //! # Live changes
 //! [`Admission::set_interfaces`] changes capacities and splits, adds
@@ -46,6 +48,7 @@
 
 mod ephemeral;
 mod ledger;
+mod requests;
 mod steady;
 #[cfg(test)]
 mod tests;
@@ -58,6 +61,8 @@ use ledger::{
     IdxState, IfaceState, Indices, FWD, REV, RING,
 };
 use steady::SteadyEntry;
+
+pub use requests::{RequestCounters, RequestLimitConfig, RequestLimiter};
 
 use crate::types::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, SteadyId, Tick};
 use crate::Error;
@@ -401,17 +406,38 @@ impl Admission {
     pub fn ephemeral_share(&self, id: &SteadyId, ifid: u16, dir: Dir) -> u64 {
         let Some(p) = self.steady.get(id) else { return 0 };
         let Ok(Some(x)) = self.iface(ifid) else { return 0 };
+        let w = self.weight_now(p, ifid, dir);
+        let ifs = &self.ifaces[x];
+        muldiv(ifs.eph_cap(), w, ifs.dirs[dir as usize].weight.get(self.now))
+    }
+
+    /// Steady path `id`'s weight on `(ifid, dir)` now and the sum of all
+    /// weights there: the `W(P)` and `ΣW(x)` of its ephemeral share (the
+    /// direction chosen as in [`Admission::ephemeral_share`]). `None` if the
+    /// path is not held here or does not cross `ifid`.
+    pub fn steady_weight(&self, id: &SteadyId, ifid: u16, dir: Dir) -> Option<(u64, u64)> {
+        let p = self.steady.get(id)?;
+        if ifid != p.ingress && ifid != p.egress {
+            return None;
+        }
+        let x = self.iface(ifid).ok()??;
+        let w = self.weight_now(p, ifid, dir);
+        Some((w, self.ifaces[x].dirs[dir as usize].weight.get(self.now)))
+    }
+
+    /// Steady path `p`'s weight `W(P)` on `(ifid, dir)` now: its steady
+    /// bandwidth in the direction it uses `ifid` that way (forward if `dir`
+    /// matches its forward use, else reverse), or its core contract.
+    fn weight_now(&self, p: &SteadyEntry, ifid: u16, dir: Dir) -> u64 {
         let fwd_here =
             (ifid == p.ingress && dir == Dir::In) || (ifid == p.egress && dir == Dir::Out);
         let d = if fwd_here { FWD } else { REV };
         let mut f = [0u64; RING];
         profile(&p.idx, d, self.now, &mut f);
-        let w = match p.contract {
+        match p.contract {
             Some(c) if f[0] > 0 => c,
             _ => f[0],
-        };
-        let ifs = &self.ifaces[x];
-        muldiv(ifs.eph_cap(), w, ifs.dirs[dir as usize].weight.get(self.now))
+        }
     }
 
     /// Ephemeral bandwidth admitted over steady path `id` in its forward

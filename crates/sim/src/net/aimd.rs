@@ -10,7 +10,9 @@ use super::template::mean_gap_ns;
 
 /// A congestion window of packets in flight: +1/cwnd per acknowledged
 /// packet (additive increase), halved at most once per RTT (multiplicative
-/// decrease), never below one packet.
+/// decrease), never below one packet. Below `ssthresh` the window grows by
+/// one packet per acknowledged packet instead (TCP slow start, opt-in with
+/// [`Cwnd::slow_start`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cwnd {
     /// The window (packets).
@@ -19,16 +21,84 @@ pub struct Cwnd {
     pub in_flight: u32,
     /// When the window was last cut (ns).
     pub last_cut: u64,
+    /// Slow-start threshold (packets): below it the window doubles per RTT.
+    /// 0 (the default): congestion avoidance only.
+    pub ssthresh: f64,
+    /// Smallest retransmission timeout (ns); 0 (the default): no timer,
+    /// every loss only halves the window.
+    pub rto_min_ns: u64,
+    /// Last acknowledgement (ns), for the retransmission timer.
+    pub last_ack: u64,
+    /// Consecutive retransmission timeouts.
+    pub backoff: u32,
+    /// No sending before this (a retransmission timeout runs).
+    pub resume_at: u64,
 }
 
 impl Default for Cwnd {
-    /// Two packets, nothing in flight.
+    /// Two packets, nothing in flight, no slow start.
     fn default() -> Self {
-        Cwnd { cwnd: 2.0, in_flight: 0, last_cut: 0 }
+        Cwnd {
+            cwnd: 2.0,
+            in_flight: 0,
+            last_cut: 0,
+            ssthresh: 0.0,
+            rto_min_ns: 0,
+            last_ack: 0,
+            backoff: 0,
+            resume_at: 0,
+        }
     }
 }
 
 impl Cwnd {
+    /// Two packets in slow start until the first loss (RFC 5681: the
+    /// initial threshold is arbitrarily high).
+    pub fn slow_start() -> Self {
+        Cwnd { ssthresh: f64::INFINITY, ..Cwnd::default() }
+    }
+
+    /// This window with a retransmission timer of at least `rto_min_ns`
+    /// ([`Cwnd::on_loss`]), for a flow starting at `start_ns`.
+    pub fn with_rto(self, rto_min_ns: u64, start_ns: u64) -> Self {
+        Cwnd { rto_min_ns, last_ack: start_ns, ..self }
+    }
+
+    /// An acknowledgement at `now_ns`: additive increase (up to `max`
+    /// packets) and the retransmission timer's back-off is reset.
+    pub fn on_ack(&mut self, now_ns: u64, max: f64) {
+        self.last_ack = now_ns;
+        self.backoff = 0;
+        self.grow(max);
+    }
+
+    /// A loss learnt at `now_ns`. With a retransmission timer, when nothing
+    /// was acknowledged for an RTT there are no duplicate ACKs for a fast
+    /// retransmit: the timer fires (RFC 6298): the window drops to one
+    /// packet and nothing is sent for `rto_min_ns · 2^backoff`. Otherwise the
+    /// window is halved ([`Cwnd::cut`]); losses during a timeout are ignored.
+    pub fn on_loss(&mut self, now_ns: u64, rtt_ns: u64) {
+        if now_ns < self.resume_at {
+            return;
+        }
+        // Fast retransmit needs three duplicate ACKs (RFC 5681), i.e. three
+        // segments sent after the lost one: below four packets of window,
+        // or with nothing acknowledged for an RTT, only the timer is left.
+        let no_dupacks = self.cwnd < 4.0 || now_ns >= self.last_ack + rtt_ns;
+        if self.rto_min_ns > 0 && no_dupacks {
+            let rto = self.rto_min_ns.saturating_mul(1 << self.backoff.min(8));
+            self.resume_at = now_ns + rto;
+            self.backoff += 1;
+            self.cwnd = 1.0;
+            self.last_cut = now_ns;
+            if self.ssthresh > 0.0 {
+                self.ssthresh = 2.0;
+            }
+        } else {
+            self.cut(now_ns, rtt_ns);
+        }
+    }
+
     /// Whether the window allows another packet in flight.
     pub fn open(&self) -> bool {
         f64::from(self.in_flight) < self.cwnd.floor().max(1.0)
@@ -36,7 +106,8 @@ impl Cwnd {
 
     /// Additive increase for one acknowledged packet, up to `max` packets.
     pub fn grow(&mut self, max: f64) {
-        self.cwnd = (self.cwnd + 1.0 / self.cwnd).min(max);
+        let step = if self.cwnd < self.ssthresh { 1.0 } else { 1.0 / self.cwnd };
+        self.cwnd = (self.cwnd + step).min(max);
     }
 
     /// Multiplicative decrease at `now_ns`, unless the window was cut less
@@ -45,6 +116,10 @@ impl Cwnd {
         if now_ns >= self.last_cut + rtt_ns {
             self.cwnd = (self.cwnd / 2.0).max(1.0);
             self.last_cut = now_ns;
+            if self.ssthresh > 0.0 {
+                // Slow start ends at the first loss.
+                self.ssthresh = self.cwnd;
+            }
         }
     }
 }

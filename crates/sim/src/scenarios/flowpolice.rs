@@ -51,29 +51,68 @@
 //! (the spec default) the attackers' whole first-period flood becomes their
 //! privileged window for one period and halves the legitimate windows.
 //!
-//! # What is reproduced (default parameters, `flowpolice_fig53.toml`)
-//! | strategy | attack share | of it privileged | legit / desired |
-//! |---|---|---|---|
-//! | exact | 0.33 | 0.32 | 0.96 |
-//! | probing | 0.51 | 0.36 | 0.98 |
-//! | non_complying | 0.03 | 0.03 | 0.99 |
+//! # End-host model
+//! Algorithm 1 polices every new flow until it has had more than `S_Th`
+//! low-loss periods (60 s at the defaults), so a legitimate flow's packets
+//! beyond `W_R` are marked best effort for its first minute. The thesis'
+//! legitimate senders are plain TCP: the mark is a priority, not a loss,
+//! and in an uncongested network best-effort packets are delivered. The
+//! legitimate senders here are therefore TCP (`legit_mark_aware = false`)
+//! with slow start (`legit_slow_start`) and a retransmission timer
+//! (`legit_rto_min_ms`, RFC 6298: when nothing was acknowledged for an RTT,
+//! or the window is below four packets so no three duplicate ACKs can
+//! arrive, one segment after the timeout, doubling per further timeout).
+//! The timer matters: a flow that starts with a flood is classified
+//! misbehaving on losses the flood caused, and its over-window packets are
+//! dropped; a sender without a timer keeps sending about a packet per RTT,
+//! above the router's release volume (`flowpolice::Params::responsive_volume`),
+//! and stays locked out (earlier model: 2 of 5 flows at 4×C, 1 of 5 with slow
+//! start). With the timer it backs off, is released and ramps up.
+//! A mark-aware sender (`legit_mark_aware = true`) halves its window once
+//! per period on a best-effort mark.
 //!
-//! * Non-complying attackers are throttled to almost nothing and the
-//!   legitimate senders get (almost) their desired throughput (Figs. 5.3/5.4).
-//! * Complying attackers (exact: paced at exactly `W_R` per period, read from
-//!   the router as the thesis' hypothetical attacker knows it; probing: AIMD)
-//!   grow towards what the legitimate senders leave (their offered load is
-//!   0.5 C, so the per-sender fair share 0.91 C is not reachable); the exact
-//!   attacker's window grows by Δ per period, so its average share is still
-//!   rising at the end of the run.
+//! `probing` attackers use the same window (slow start alike) without a
+//! retransmission timer. The `exact` attacker sends flat at the analysis'
+//! allowed rate, the per-sender fair share `C/(N_L+N_A)` (times
+//! `exact_rate_factor`); the window oracle (`exact_window`) complies with
+//! `W_R` itself, which grows by Δ = 3 packets per 3 s period, i.e. minutes
+//! to reach the fair share.
+//!
+//! # What is reproduced (`flowpolice_fig53.toml`: D_p 3 s, RTT 100 ms, 60 s)
+//! Attack 2×C unless stated; shares of C over the last quarter of the run;
+//! per-sender fair share of the attackers 0.909, of the legitimate senders
+//! 0.091 (their desired rate is 0.5).
+//!
+//! | strategy | volume | final attack share | legit / fair share | convergence |
+//! |---|---|---|---|---|
+//! | exact | 0.909 (fair) | 0.880 | 1.31 | 7 s |
+//! | probing | 2×C | 0.881 | 1.31 | 2 s |
+//! | non_complying | 2×C | 0.003 | 5.5 (= desired) | 14 s |
+//! | on_off (3 s on / 3 s off) | 2×C | 0.001 | 5.5 (= desired) | 14 s |
+//! | non_complying (30 s runs) | 1×C | 0.84 | 1.8 | — |
+//! | non_complying (30 s runs) | 1.5, 2, 4×C | 0.002–0.003 | 5.5 | 14 s |
+//! | non_complying (30 s runs) | 8×C | 0.004 | 5.3 | 17 s |
+//!
+//! A flat flood at 1×C sends 1.1× its per-sender fair share: its packets
+//! stay within its window (`W_R` starts at its delivered first period and
+//! grows by Δ while the privileged class is not congested), so Algorithm 1
+//! sees no loss and cannot tell it from a complying sender (Lemma 2 allows
+//! any sender up to `(1 + L↓)` of its fair share). It is held below that
+//! bound and the legitimate senders keep more than their fair share; from
+//! 1.5×C the flood's excess meets severe loss and it is throttled. The
+//! sampled loss only covers the first `K_th` packets of the first half of a
+//! period, which for a flow over its window are the privileged ones; the
+//! excess is seen only through the router's own counted drops
+//! (`flowpolice::OverWindow::DropWhenMisbehaving`).
+//!
+//! No attack: legitimate senders get 100 % of their desired rate after the
+//! ramp.
 //!
 //! # Scaling
 //! As the thesis (after NetFence) the number of hosts is fixed and the link
 //! capacity scaled down: `capacity_mbps` with `attackers` flows stands for
 //! `attackers × (paper link / capacity)` attack flows on a 10–100 Gbit/s
-//! link. The detection period `D_p` is shortened from 3 s to `period_ms` so
-//! that a run covers many periods in seconds; the RTT shrinks with it so a
-//! period still spans tens of RTTs, and `K_th` is kept at 128.
+//! link. Time is not scaled: D_p, the RTT and the run length are the thesis'.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -98,14 +137,21 @@ pub use ::flowpolice::{InitialWindow as InitialWindowParam, OverWindow as OverWi
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
-    /// Knows its allowed rate: floods, but stops at the first best-effort
-    /// mark of a period and resumes with the next period (sends exactly its
-    /// window of privileged packets).
+    /// The thesis' hypothetical attacker that knows its exact allowed rate:
+    /// the per-sender fair share `C / (N_L + N_A)` of the analysis
+    /// (Lemma 1) times [`Fig53Params::exact_rate_factor`], sent flat.
     Exact,
     /// Probes like TCP (AIMD on losses).
     Probing,
     /// Floods at a flat rate in spite of losses.
     NonComplying,
+    /// On/off ("shrew") flood: the flood rate for `onoff_on_ms` of every
+    /// `onoff_period_ms`, silent otherwise (thesis ch. 4).
+    OnOff,
+    /// Reads its window `W_R` from the router (an oracle) and sends exactly
+    /// that many packets per period, spread evenly; stops at the first
+    /// best-effort mark. Its share grows by Δ per period only.
+    ExactWindow,
 }
 
 impl Strategy {
@@ -115,6 +161,8 @@ impl Strategy {
             Strategy::Exact => "exact",
             Strategy::Probing => "probing",
             Strategy::NonComplying => "non_complying",
+            Strategy::OnOff => "on_off",
+            Strategy::ExactWindow => "exact_window",
         }
     }
 }
@@ -170,33 +218,81 @@ pub struct Fig53Params {
     pub initial_window: InitialWindow,
     /// The router's over-window policy ([`flowpolice::OverWindow`]).
     pub over_window: OverWindow,
+    /// Legitimate TCP senders start in slow start (RFC 5681) rather than
+    /// congestion avoidance.
+    pub legit_slow_start: bool,
+    /// Algorithm 1's `λ` (weight of the loss history).
+    pub lambda: f64,
+    /// Algorithm 1's `β` (multiplicative decrease).
+    pub beta: f64,
+    /// Algorithm 1's `Δ` (additive increase, packets per period).
+    pub delta: u32,
+    /// Algorithm 1's `L↓` (loss above which the window is cut).
+    pub l_down: f64,
+    /// Algorithm 1's `L↑` (loss below which a period counts as low loss).
+    pub l_up: f64,
+    /// Algorithm 1's `S_Th` (low-loss periods before policing stops).
+    pub s_th: u32,
+    /// `exact` attackers send this multiple of the per-sender fair share
+    /// (1: the fair share itself; `1 + L↓`: the thesis' "hypothetical margin").
+    pub exact_rate_factor: f64,
+    /// `on_off` attackers: length of one on/off cycle (ms).
+    pub onoff_period_ms: u32,
+    /// `on_off` attackers: the part of each cycle they flood (ms).
+    pub onoff_on_ms: u32,
+    /// Smallest retransmission timeout of the legitimate TCP senders (ms;
+    /// RFC 6298 / Linux: 200). When nothing was acknowledged for an RTT the
+    /// timer fires: one segment, then exponential back-off. 0: no timer
+    /// (every loss only halves the window; the earlier model).
+    #[serde(default = "default_rto_min_ms")]
+    pub legit_rto_min_ms: f64,
+}
+
+fn default_rto_min_ms() -> f64 {
+    200.0
 }
 
 impl Default for Fig53Params {
     fn default() -> Self {
         Fig53Params {
             seed: 1,
-            attack_start_s: 2.0,
-            legit_mark_aware: true,
+            attack_start_s: 0.0,
+            legit_mark_aware: false,
             capacity_mbps: 50.0,
             attackers: 50,
             legit: 5,
             attack_volume: 2.0,
             legit_demand: 0.5,
             packet_bytes: 1000,
-            rtt_ms: 20.0,
-            period_ms: 500,
+            rtt_ms: 100.0,
+            period_ms: 3000,
             k_th: 128,
             puzzle_level: 2,
             legit_retry_level_step: 4,
             legit_max_extra_level: 12,
             queue_packets: 100,
-            duration_s: 12.0,
-            bin_ms: 250.0,
+            duration_s: 60.0,
+            bin_ms: 1000.0,
             tick_us: 100.0,
-            strategies: vec![Strategy::Exact, Strategy::Probing, Strategy::NonComplying],
+            strategies: vec![
+                Strategy::Exact,
+                Strategy::Probing,
+                Strategy::NonComplying,
+                Strategy::OnOff,
+            ],
             initial_window: InitialWindow::Delivered,
             over_window: OverWindow::DropWhenMisbehaving,
+            legit_slow_start: true,
+            lambda: 0.5,
+            beta: 0.5,
+            delta: 3,
+            l_down: 0.05,
+            l_up: 0.01,
+            s_th: 20,
+            exact_rate_factor: 1.0,
+            onoff_period_ms: 6000,
+            onoff_on_ms: 3000,
+            legit_rto_min_ms: default_rto_min_ms(),
         }
     }
 }
@@ -227,7 +323,36 @@ impl Fig53Params {
         if self.strategies.is_empty() {
             return bad("strategies is empty");
         }
+        if !positive(self.exact_rate_factor) {
+            return bad("exact_rate_factor must be positive");
+        }
+        if !(self.legit_rto_min_ms == 0.0
+            || (self.legit_rto_min_ms >= self.rtt_ms && self.legit_rto_min_ms <= 60_000.0))
+        {
+            return bad("legit_rto_min_ms must be 0 or lie in [rtt_ms, 60000]");
+        }
+        if self.onoff_on_ms == 0 || self.onoff_on_ms > self.onoff_period_ms {
+            return bad("onoff_on_ms must lie in [1, onoff_period_ms]");
+        }
+        self.router_params().validate().map_err(|e| ScenarioError::Param(e.to_string()))?;
         Ok(())
+    }
+
+    /// The router's Algorithm 1 parameters (the rest keep the crate's defaults).
+    pub fn router_params(&self) -> Params {
+        Params {
+            period_ms: self.period_ms,
+            k_th: self.k_th,
+            initial_window: self.initial_window,
+            over_window: self.over_window,
+            lambda: self.lambda,
+            beta: self.beta,
+            delta: self.delta,
+            l_down: self.l_down,
+            l_up: self.l_up,
+            s_th: self.s_th,
+            ..Params::default()
+        }
     }
 }
 
@@ -250,6 +375,16 @@ pub struct Fig53Run {
     pub attack_fair_share: f64,
     /// Packets dropped by the FlowPolice stage as expired or bad MAC (should be rare).
     pub stage_rejects: u64,
+    /// The legitimate senders' per-sender fair share, `legit / (attackers + legit)`.
+    pub legit_fair_share: f64,
+    /// Attackers' share of C over the last quarter of the run (the level they converged to).
+    pub final_attack_share: f64,
+    /// Legitimate share of C over the last quarter of the run.
+    pub final_legit_share: f64,
+    /// Seconds after the attack start from which the attackers' share
+    /// (averaged over one period, or one on/off cycle) stays within 0.05 of
+    /// C of `final_attack_share`; `None` if it never settles before the last quarter.
+    pub convergence_s: Option<f64>,
 }
 
 enum Mode {
@@ -273,6 +408,11 @@ struct FpHost {
     paused_until: u64,
     /// `window_exact`: the router, to read the flow's window from.
     oracle: Option<Arc<Mutex<FlowPolice>>>,
+    /// On/off flood: (cycle start, cycle length, on time), ns.
+    onoff: Option<(u64, u64, u64)>,
+    /// Router period (wire timestamp) whose window-exhausted mark the
+    /// mark-aware sender already reacted to.
+    cut_ts: Option<u32>,
 }
 
 impl FpHost {
@@ -291,8 +431,12 @@ impl FpHost {
             }
         }
         // Reacts to best-effort marks reported by the receiver (see
-        // [`Fig53Params::legit_mark_aware`]).
-        if self.host.mark_aware {
+        // [`Fig53Params::legit_mark_aware`]): once per router period. The
+        // mark says the period's window is used up, which stays true for
+        // the rest of the period; cutting on every mark would halve the
+        // window every RTT until the period ends.
+        if self.host.mark_aware && self.cut_ts != Some(ts) {
+            self.cut_ts = Some(ts);
             if let Mode::Aimd { window, .. } = &mut self.mode {
                 window.cut(at, self.host.fp.rtt_ns);
             }
@@ -331,9 +475,9 @@ impl FpHost {
     fn reschedule(&mut self, now: u64, gap: u64) {
         let h = &self.host;
         let mut t = match &self.mode {
-            Mode::Aimd { max_rate_bps, window } => {
-                window.open().then(|| (h.last_send + h.pace_ns(*max_rate_bps)).max(now))
-            }
+            Mode::Aimd { max_rate_bps, window } => window
+                .open()
+                .then(|| (h.last_send + h.pace_ns(*max_rate_bps)).max(now).max(window.resume_at)),
             Mode::Flat { .. } => Some(h.last_send + gap),
         };
         if let Some(w) = h.fp.request_wake(now) {
@@ -352,6 +496,15 @@ impl Source for FpHost {
     fn emit(&mut self, ctx: &mut EmitCtx<'_>) -> Option<Frame> {
         let now = ctx.now_ns;
         self.host.fp.apply_echoes(now);
+        if let Some((start, cycle, on)) = self.onoff {
+            let phase = now.saturating_sub(start) % cycle;
+            if phase >= on {
+                // Off: silent until the next cycle.
+                self.host.last_send = now + (cycle - phase);
+                self.host.plan(Some(now + (cycle - phase)));
+                return None;
+            }
+        }
         if now < self.paused_until && self.host.fp.sender.has_capability() {
             self.host.plan(Some(self.paused_until));
             return None;
@@ -385,8 +538,8 @@ impl Source for FpHost {
         if let Mode::Aimd { window, .. } = &mut self.mode {
             window.in_flight = window.in_flight.saturating_sub(1);
             match fb {
-                Feedback::Delivered(_) => window.grow(1e5),
-                Feedback::Dropped(_) => window.cut(now_ns, rtt),
+                Feedback::Delivered(_) => window.on_ack(now_ns, 1e5),
+                Feedback::Dropped(_) => window.on_loss(now_ns, rtt),
             }
             if self.host.next.is_none() {
                 self.reschedule(now_ns, 1);
@@ -431,22 +584,13 @@ pub fn fig53_run(
     let (rtt_ns, period_ns, stop_ns) = (w.rtt_ns, w.period_ns, w.stop_ns);
 
     let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
-    // The scenario file names the Algorithm 1 parameters the experiment
-    // varies at its top level (`period_ms` also times the hosts); the others
-    // keep the crate's defaults.
-    let params = Params {
-        period_ms: p.period_ms,
-        k_th: p.k_th,
-        initial_window: p.initial_window,
-        over_window: p.over_window,
-        ..Params::default()
-    };
-    let (r, bottleneck, stage) = w.add_router(&mut sim, cap_bps, p.queue_packets, params)?;
+    let (r, bottleneck, stage) =
+        w.add_router(&mut sim, cap_bps, p.queue_packets, p.router_params())?;
 
     let n_all = f64::from(p.attackers + p.legit);
     let privileged = Rc::new(RefCell::new([0u64; 2]));
     let mut rng = crate::rng::Rng::new(p.seed ^ 0xf10f);
-    let exact = strategy == Strategy::Exact;
+    let exact = strategy == Strategy::ExactWindow;
     let host = |group: u16, i: u32, mode: Mode, start: u64| {
         let exact_attacker = group == GROUP_ATTACK && exact;
         Box::new(FpHost {
@@ -456,9 +600,19 @@ pub fn fig53_run(
             window_exact: exact_attacker,
             paused_until: 0,
             oracle: exact_attacker.then(|| stage.clone()),
+            onoff: (group == GROUP_ATTACK && strategy == Strategy::OnOff).then_some((
+                attack_start,
+                u64::from(p.onoff_period_ms) * 1_000_000,
+                u64::from(p.onoff_on_ms) * 1_000_000,
+            )),
+            cut_ts: None,
         }) as Box<dyn Source>
     };
-    let aimd = |max_rate_bps: f64| Mode::Aimd { max_rate_bps, window: Cwnd::default() };
+    let aimd = |max_rate_bps: f64, slow_start: bool, rto_min_ms: f64, start: u64| Mode::Aimd {
+        max_rate_bps,
+        window: if slow_start { Cwnd::slow_start() } else { Cwnd::default() }
+            .with_rto((rto_min_ms * 1e6) as u64, start),
+    };
     let mut hosts = Vec::new();
     // Starts spread over the first RTTs so that requests do not collide.
     for i in 0..p.legit {
@@ -466,16 +620,28 @@ pub fn fig53_run(
         hosts.push(host(
             GROUP_LEGIT,
             i,
-            aimd(p.legit_demand * cap_bps / f64::from(p.legit)),
+            aimd(
+                p.legit_demand * cap_bps / f64::from(p.legit),
+                p.legit_slow_start,
+                p.legit_rto_min_ms,
+                start,
+            ),
             start,
         ));
     }
     let flood = p.attack_volume * cap_bps / f64::from(p.attackers);
+    // The analysis' allowed rate of one sender: the per-sender fair share.
+    let allowed = p.exact_rate_factor * cap_bps / n_all;
     for i in 0..p.attackers {
         let mode = match strategy {
-            Strategy::Exact => Mode::Flat { rate_bps: flood },
-            Strategy::Probing => aimd(flood),
-            Strategy::NonComplying => Mode::Flat { rate_bps: flood },
+            Strategy::Exact => Mode::Flat { rate_bps: allowed },
+            // Probing attackers probe as the legitimate TCP does (slow start
+            // alike) but have no retransmission timer: they never stop
+            // sending, which only makes them stronger.
+            Strategy::Probing => aimd(flood, p.legit_slow_start, 0.0, 0),
+            Strategy::NonComplying | Strategy::OnOff | Strategy::ExactWindow => {
+                Mode::Flat { rate_bps: flood }
+            }
         };
         let start = attack_start + rng.below(rtt_ns * 5);
         hosts.push(host(GROUP_ATTACK, i, mode, start));
@@ -516,6 +682,18 @@ pub fn fig53_run(
         t = end;
     }
     let secs = span.max(1) as f64 / 1e9;
+    let legit_fair_share = f64::from(p.legit) / n_all;
+    let smooth_ms = match strategy {
+        Strategy::OnOff => f64::from(p.onoff_period_ms),
+        _ => f64::from(p.period_ms),
+    };
+    let (final_attack_share, final_legit_share, convergence_s) = settle(
+        &bins,
+        p.attack_start_s,
+        p.duration_s,
+        smooth_ms / p.bin_ms,
+        legit_desired / cap_bps,
+    );
     let node = &sim.nodes[r];
     let stage_rejects =
         node.drops(pipeline::DropReason::Expired) + node.drops(pipeline::DropReason::BadMac);
@@ -528,7 +706,46 @@ pub fn fig53_run(
         legit_share: sum_l as f64 * 8.0 / secs / cap_bps,
         attack_fair_share: f64::from(p.attackers) / n_all,
         stage_rejects,
+        legit_fair_share,
+        final_attack_share,
+        final_legit_share,
+        convergence_s,
     })
+}
+
+/// Tolerance (fraction of C) of [`Fig53Run::convergence_s`].
+pub const CONVERGENCE_BAND: f64 = 0.05;
+
+/// From per-bin `(end s, attack share, legit / desired)`: the attackers'
+/// and the legitimate senders' shares over the last quarter of the run
+/// (legit converted with `legit_demand`), and the time after `attack_start`
+/// from which the attack share, averaged over `smooth_bins` bins, stays
+/// within [`CONVERGENCE_BAND`] of its final level.
+fn settle(
+    bins: &[(f64, f64, f64)],
+    attack_start: f64,
+    duration: f64,
+    smooth_bins: f64,
+    legit_demand: f64,
+) -> (f64, f64, Option<f64>) {
+    let last_q = duration - (duration - attack_start) / 4.0;
+    let tail: Vec<_> = bins.iter().filter(|b| b.0 > last_q + 1e-9).collect();
+    let n = tail.len().max(1) as f64;
+    let fa = tail.iter().map(|b| b.1).sum::<f64>() / n;
+    let fl = tail.iter().map(|b| b.2).sum::<f64>() / n * legit_demand;
+    let k = (smooth_bins.round() as usize).max(1);
+    let after: Vec<_> = bins.iter().filter(|b| b.0 > attack_start + 1e-9).collect();
+    let mut converged = None;
+    for i in (k - 1..after.len()).rev() {
+        let avg = after[i + 1 - k..=i].iter().map(|b| b.1).sum::<f64>() / k as f64;
+        if (avg - fa).abs() > CONVERGENCE_BAND {
+            break;
+        }
+        converged = Some(after[i + 1 - k].0 - attack_start);
+    }
+    // A level first reached in the last quarter is not a convergence.
+    let converged = converged.filter(|&t| t + attack_start <= last_q);
+    (fa, fl, converged)
 }
 
 /// Runs every strategy of `p`; the report has one row per strategy and
@@ -545,6 +762,10 @@ pub fn fig53(p: &Fig53Params, opts: &RunOpts) -> Result<(Report, Vec<Fig53Run>),
             "legit_share",
             "legit_vs_desired",
             "stage_rejects",
+            "legit_vs_fair",
+            "final_attack_share",
+            "final_legit_share",
+            "convergence_s",
         ],
     );
     let mut runs = Vec::new();
@@ -558,6 +779,10 @@ pub fn fig53(p: &Fig53Params, opts: &RunOpts) -> Result<(Report, Vec<Fig53Run>),
             format!("{:.4}", run.legit_share),
             format!("{:.4}", run.legit_ratio),
             run.stage_rejects.to_string(),
+            format!("{:.4}", run.legit_share / run.legit_fair_share),
+            format!("{:.4}", run.final_attack_share),
+            format!("{:.4}", run.final_legit_share),
+            run.convergence_s.map_or("-".into(), |c| format!("{c:.1}")),
         ]);
         runs.push(run);
     }

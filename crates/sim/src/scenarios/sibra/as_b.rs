@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use packet::Ia;
 use pipeline::{Batch, Frame, Now, PacketBuf, Pipeline};
-use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, Split};
+use sibra::admission::{Admission, AdmissionConfig, IfaceConfig, RequestLimiter, Split};
 use sibra::host::{self, ActiveBlock, Reply};
 use sibra::monitor::{CoreConfig, CoreMonitor};
 use sibra::stage::{RouterConfig, SibraControl, SibraTransit};
@@ -125,11 +125,13 @@ pub(super) fn steady_setup(
 /// B's control stage, shared with the scenario (it reads the admission).
 pub(super) type Control = Arc<Mutex<SibraControl>>;
 
-/// AS B: the real control and transit stages over interfaces of `cap_bps`.
+/// AS B: the real control and transit stages over interfaces of `cap_bps`,
+/// behind the request channel `limiter` if one is given.
 pub(super) fn build_b(
     cap_bps: u64,
     tick: Tick,
     confirm_ticks: Option<u32>,
+    limiter: Option<RequestLimiter>,
 ) -> Result<(Pipeline<Frame>, Control), ScenarioError> {
     let mut table = scion::InterfaceTable::new();
     let mut acfg = AdmissionConfig::default();
@@ -149,7 +151,49 @@ pub(super) fn build_b(
     let admission = Admission::new(acfg, tick).map_err(sibra_err)?;
     let control = Arc::new(Mutex::new(SibraControl::new(rc.clone(), keys.clone(), admission)));
     let monitor = CoreMonitor::new(CoreConfig::default()).map_err(sibra_err)?;
+    let mut pipeline = Pipeline::new();
+    if let Some(limiter) = limiter {
+        pipeline = pipeline.with(RequestGate { control: control.clone(), limiter });
+    }
     let pipeline =
-        Pipeline::new().with(Shared(control.clone())).with(SibraTransit::new(rc, keys, monitor));
+        pipeline.with(Shared(control.clone())).with(SibraTransit::new(rc, keys, monitor));
     Ok((pipeline, control))
+}
+
+/// The request channel of B's bottleneck egress: ephemeral setup requests
+/// pass the real [`RequestLimiter`] (the steady path they arrive on, the
+/// bottleneck interface) before admission; those over their path's rate are
+/// dropped (`ChannelCap`). Other packets pass untouched.
+pub(super) struct RequestGate {
+    pub(super) control: Control,
+    pub(super) limiter: RequestLimiter,
+}
+
+impl pipeline::Element for RequestGate {
+    fn name(&self) -> &str {
+        "sibra-request-gate"
+    }
+}
+
+impl pipeline::Stage<Frame> for RequestGate {
+    fn process(&mut self, batch: &mut Batch<Frame>, now: Now) {
+        let c = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        for i in batch.live() {
+            let data = batch.data(i);
+            let sid = match host::sibra_path(data) {
+                Ok(p) if p.request() && p.setup() && !p.steady() && p.forward() => {
+                    p.setup_steady_id(0).map(SteadyId)
+                }
+                _ => continue,
+            };
+            let pass = sid.is_some_and(|sid| {
+                self.limiter
+                    .admit(c.admission(), &sid, IF_OUT, data.len(), now.mono_ns)
+                    .unwrap_or(false)
+            });
+            if !pass {
+                batch.drop_packet(i, pipeline::DropReason::ChannelCap);
+            }
+        }
+    }
 }

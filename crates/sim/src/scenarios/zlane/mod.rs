@@ -17,9 +17,25 @@
 //!   (links pass only S's packets on); S's packets are measured on each link.
 //! * Baselines run the same `ScionForward` stage with a FIFO, per-flow DRR
 //!   (flow = source IA + SCION FlowID; attack flows carry half the rate of
-//!   benign ones) or per-ingress-port DRR on C·`baseline_capacity_share`.
-//!   Cross traffic enters on `attack_ports` interfaces; from router 2 on it
-//!   also shares S's upstream interface, which is what defeats local isolation.
+//!   benign ones; the flows share the buffer of isolation's ports) or
+//!   per-ingress-port DRR on C·`baseline_capacity_share`.
+//! * Port assignment (a parameter, since local isolation depends on it):
+//!   router 1's upstream interface carries S alone, every cross-traffic
+//!   component is split evenly over the `attack_ports`; from router 2 on,
+//!   `upstream_cross_share` of every component enters on S's upstream
+//!   interface and the rest is split evenly over the attack ports. That
+//!   shared upstream allocation is what defeats local isolation.
+//! * Partial deployment: `mixed_paths` name a router kind per hop, among them
+//!   `zlane_unconfigured` (a Z-Lane router with no rate for S or its ISD).
+//! * Resolution: beyond 2–3 hops the baselines pass too few of S's packets
+//!   to measure at any affordable scale (FIFO keeps ~0.175 per hop: 2·10⁻⁶
+//!   Gbit/s after 8 hops). Each run therefore also measures the per-hop
+//!   *pass ratio* of the queue S's packets share — under FIFO every packet
+//!   of the router, under isolation (router 2 on) every packet of the
+//!   upstream interface, thousands per run — and composes
+//!   `F × Π ratio`; where the ratio must come from S's own packets, values
+//!   on fewer than `min_resolved_packets` are flagged and not plotted. The
+//!   paper's analytical model (`model`) is drawn beside.
 //! * Links add a uniform delay jitter so that equal-sized packets on
 //!   equal-rate links do not phase-lock (a tick-model artifact that would
 //!   otherwise let S's packets win tail-drop races).
@@ -33,16 +49,20 @@
 //!
 //! # Modules
 //! * `params`: the parameters of both scenarios, as in their TOML files;
+//! * `model`: the paper's equations for Figure 4 (and max-min models of the
+//!   baselines it describes in words);
 //! * `router`: the routers under test (Z-Lane and the baselines' forwarder);
 //! * `table4` and `fig4`: each scenario's topology, run and report.
 
 mod fig4;
+mod model;
 mod params;
 mod router;
 mod table4;
 
-pub use fig4::{fig4, fig4_run, Fig4Run};
-pub use params::{AttackMix, Fig4Params, Offered, RouterKind, Table4Params};
+pub use fig4::{fig4, fig4_path_run, fig4_run, Fig4Run};
+pub use model::fig4_model;
+pub use params::{AttackMix, Fig4Params, MixedPath, Offered, RouterKind, Table4Params};
 pub use table4::{table4, Table4Result};
 
 use super::zworld::EpicBuilder;

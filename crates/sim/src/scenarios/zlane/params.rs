@@ -31,8 +31,11 @@ pub struct Table4Params {
     pub scale: f64,
     /// Egress capacity (paper units, Gbit/s).
     pub capacity_gbps: f64,
-    /// Guaranteed rate of AS X (Gbit/s); AS X sends exactly this.
+    /// Guaranteed rate of AS X (Gbit/s).
     pub as_x_gbps: f64,
+    /// What AS X sends (Gbit/s): the paper's run sends exactly `as_x_gbps`;
+    /// above it, the overuse competes in queue A.
+    pub as_x_send_gbps: f64,
     /// Other ASes of the router's ISD with a guaranteed rate (equal shares).
     pub intra_isd_ases: u32,
     /// Other ISDs with a guaranteed rate (equal shares).
@@ -62,6 +65,7 @@ impl Default for Table4Params {
             scale: 80.0,
             capacity_gbps: 160.0,
             as_x_gbps: 0.928,
+            as_x_send_gbps: 0.928,
             intra_isd_ases: 100,
             isds: 100,
             offered: Offered { r: 0.55, n: 0.11, g: 0.30, a: 0.02, u: 0.02 },
@@ -82,6 +86,10 @@ impl Default for Table4Params {
 pub enum RouterKind {
     /// Z-Lane classification and five-queue scheduler.
     Zlane,
+    /// A Z-Lane router without a guaranteed rate for the source AS (or its
+    /// ISD): the source's Q-marked packets land in queue A (partial
+    /// deployment).
+    ZlaneUnconfigured,
     /// One FIFO queue.
     Fifo,
     /// Deficit round robin per flow (SCION source IA + FlowID).
@@ -95,6 +103,7 @@ impl RouterKind {
     pub fn name(self) -> &'static str {
         match self {
             RouterKind::Zlane => "zlane",
+            RouterKind::ZlaneUnconfigured => "zlane_unconfigured",
             RouterKind::Fifo => "fifo",
             RouterKind::Fair => "fair",
             RouterKind::Isolation => "isolation",
@@ -112,6 +121,16 @@ pub struct AttackMix {
     pub auth: f64,
     /// Plain SCION (U).
     pub unauth: f64,
+}
+
+/// A path whose routers are of different kinds (partial deployment).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MixedPath {
+    /// Name in tables and legends.
+    pub name: String,
+    /// Kind of router 1..=n, one per on-path router.
+    pub hops: Vec<RouterKind>,
 }
 
 /// Parameters of the Figure 4 scenario.
@@ -138,14 +157,30 @@ pub struct Fig4Params {
     pub routers: usize,
     /// How many of them are inside the source's ISD (the first ones).
     pub internal_routers: usize,
-    /// Router implementations to compare.
+    /// Router implementations to compare (every router of the path of one kind).
     pub kinds: Vec<RouterKind>,
+    /// Further paths mixing router kinds per hop (may be empty).
+    pub mixed_paths: Vec<MixedPath>,
     /// ASes (inside) or ISDs (outside) sharing the rest of μ_G·C.
     pub other_origins: u32,
     /// Split of the attack volume.
     pub attack_mix: AttackMix,
     /// Ingress interfaces carrying cross traffic (besides the upstream one).
     pub attack_ports: u16,
+    /// Port assignment: the fraction of every cross-traffic component that
+    /// enters router 2..=n on the source's upstream interface (the rest is
+    /// split evenly over the `attack_ports`). At router 1 the upstream
+    /// interface carries the source alone. Only local isolation depends on
+    /// it; `1 / (attack_ports + 1)` loads every interface equally.
+    pub upstream_cross_share: f64,
+    /// At Z-Lane routers, add reservation (R) and neighbor (N) traffic
+    /// slightly above their bounds, as the paper's analysis assumes ("R, N
+    /// and U fully utilized"); without it, queue A also gets R's and N's
+    /// unused capacity.
+    pub fill_reserved_queues: bool,
+    /// Simulated per-hop throughputs resting on fewer packets of the source
+    /// are not plotted (the composed estimate and the model are).
+    pub min_resolved_packets: u64,
     /// Packet length in bytes.
     pub packet_bytes: usize,
     /// Rate of one benign flow (Gbit/s); attack flows carry half (per-flow fairness).
@@ -189,9 +224,13 @@ impl Default for Fig4Params {
                 RouterKind::Fair,
                 RouterKind::Isolation,
             ],
+            mixed_paths: Vec::new(),
             other_origins: 7,
             attack_mix: AttackMix { q_overuse: 0.5, auth: 0.25, unauth: 0.25 },
             attack_ports: 3,
+            upstream_cross_share: 0.25,
+            fill_reserved_queues: true,
+            min_resolved_packets: 30,
             packet_bytes: 700,
             flow_gbps: 0.25,
             baseline_capacity_share: 0.35,
