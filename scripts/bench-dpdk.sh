@@ -5,10 +5,20 @@
 #   scripts/bench-dpdk.sh [seconds per run] [rounds] [scenario ...]
 #   scripts/bench-dpdk.sh 3 1 sizes            # FAIR BM-4 / BM-5 frame-size sweep
 #   SIZES="74 1518" scripts/bench-dpdk.sh 3 1 sizes
+#   WORKERS="1 2" scripts/bench-dpdk.sh 3 1    # scaling: 1 and 2 forwarding cores
+#
+# WORKERS (default 1) lists forwarding-core counts: for each count n, testpmd
+# runs with n forwarding cores and n RX/TX queues per port, and the router with
+# n workers (one RX/TX queue pair each per port). With more than one count, each
+# scenario also prints the router's speed-up over its first count and its share
+# of testpmd at each count. The ports get one RX queue per core (net_null any
+# number; net_pcap one `rx_pcap` per queue, all replaying the same capture).
+# On a machine with exactly n CPUs the main lcore of testpmd shares CPU 0 with a
+# forwarding lcore (it only prints statistics).
 #
 # dpdk-testpmd ships in Debian 12's `dpdk-dev` package (/usr/bin/dpdk-testpmd);
 # the script installs `dpdk-dev libdpdk-dev` (apt, as root) if it is missing.
-# Scenarios (default: null fair sibra; every rate is the total over both
+# Scenarios (default: null fair sibra zlane; every rate is the total over both
 # ports, packets forwarded per second):
 #   null   two net_null ports (0 <-> 1, empty frames): testpmd io vs the router's
 #          `port-forward` and `nop + port-forward` (pure runtime overhead).
@@ -21,6 +31,11 @@
 #          (2048 ephemeral reservations of class 24, each well within its rate at
 #          the replay's speed, so the overuse monitor blacklists none) through
 #          parse -> sibra-transit (SOF MAC check, monitor, CurrHop update).
+#   zlane  the same with `--group guaranteed-as` of config/zlane-border.toml (EPIC-Z
+#          packets of one AS through its gateway, HVFs under the router's SV)
+#          through parse -> zlane-classify (HVF check, class G within the AS's
+#          rate of 6 Gbit/s, the most its 8-byte bucket holds, A above it)
+#          -> scion-forward (hop-field MAC, interface 2 -> 3).
 #   sizes  FAIR spec §7.7 BM-4 and BM-5: for each frame size in $SIZES
 #          (default 74 128 256 512 1024 1518 bytes on the wire, FCS included,
 #          so the captures hold size - 4 bytes; made with `router gen
@@ -44,8 +59,9 @@ cd "$(dirname "$0")/.."
 SECS=${1:-5}
 ROUNDS=${2:-2}
 shift 2 2>/dev/null || shift $#
-SCENARIOS=${*:-null fair sibra}
+SCENARIOS=${*:-null fair sibra zlane}
 SIZES=${SIZES:-74 128 256 512 1024 1518}
+WORKERS=${WORKERS:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -65,6 +81,7 @@ cargo build --release -p router --features dpdk
 ROUTER="$TARGET/release/router"
 "$ROUTER" gen config/fair-transit.toml --group fair --flows 2048 --out "$OUT/fair.pcap"
 "$ROUTER" gen config/sibra-transit.toml --group reserved --flows 2048 --out "$OUT/sibra.pcap"
+"$ROUTER" gen config/zlane-border.toml --group guaranteed-as --flows 2048 --out "$OUT/zlane.pcap"
 case " $SCENARIOS " in
   *" sizes "*)
     for size in $SIZES; do
@@ -81,33 +98,47 @@ esac
 printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' >"$OUT/empty.pcap"
 
 EAL_BASE='--no-huge -m 1024 --no-pci'
+# `rx_pcap=FILE` once per queue ($2 queues, default 1).
+rx_queues() {
+  local i out=""
+  for i in $(seq "${2:-1}"); do out="$out,rx_pcap=$1"; done
+  echo "${out#,}"
+}
 # Scenario names: null, fair, sibra, fair-<size> (one port replays),
-# fair-<size>-2p (both ports replay).
+# fair-<size>-2p (both ports replay). $2: queues per port (default 1).
 eal_for() {
+  local q=${2:-1}
   case $1 in
     null) echo "$EAL_BASE --vdev net_null0,copy=0 --vdev net_null1,copy=0" ;;
     *-2p)
       local c=${1%-2p}
-      echo "$EAL_BASE --vdev net_pcap0,rx_pcap=$OUT/$c.pcap,infinite_rx=1 --vdev net_pcap1,rx_pcap=$OUT/$c-rev.pcap,infinite_rx=1"
+      echo "$EAL_BASE --vdev net_pcap0,$(rx_queues "$OUT/$c.pcap" "$q"),infinite_rx=1 --vdev net_pcap1,$(rx_queues "$OUT/$c-rev.pcap" "$q"),infinite_rx=1"
       ;;
-    *) echo "$EAL_BASE --vdev net_pcap0,rx_pcap=$OUT/$1.pcap,infinite_rx=1 --vdev net_pcap1,rx_pcap=$OUT/empty.pcap" ;;
+    *) echo "$EAL_BASE --vdev net_pcap0,$(rx_queues "$OUT/$1.pcap" "$q"),infinite_rx=1 --vdev net_pcap1,$(rx_queues "$OUT/empty.pcap" "$q")" ;;
   esac
 }
 
 # testpmd prints per-port Tx-pps every stats period; sum the ports' last block.
+# $2: forwarding cores (default 1), each with its own RX/TX queue per port.
 testpmd_mpps() {
-  local eal
-  eal=$(eal_for "$1")
+  local eal n=${2:-1} lcores
+  eal=$(eal_for "$1" "$n")
+  # Main lcore 0 on CPU 0; forwarding lcores 1..n on CPUs 1..n, the last
+  # one wrapping to CPU 0 when the machine has only n CPUs.
+  lcores="0@0"
+  for i in $(seq "$n"); do lcores="$lcores,$i@$((i % $(nproc)))"; done
   # shellcheck disable=SC2086
-  timeout --signal=INT $((2 * SECS + 4)) dpdk-testpmd -l 0,1 $eal --file-prefix=tpm$$ -- \
-    --forward-mode=io --nb-cores=1 --total-num-mbufs=16384 --stats-period "$SECS" \
-    --auto-start </dev/null >"$OUT/testpmd.log" 2>&1 || true
+  timeout --signal=INT $((2 * SECS + 4)) dpdk-testpmd --lcores "$lcores" $eal --file-prefix=tpm$$ -- \
+    --forward-mode=io --nb-cores="$n" --rxq="$n" --txq="$n" --total-num-mbufs=$((16384 * n)) \
+    --stats-period "$SECS" --auto-start </dev/null >"$OUT/testpmd.log" 2>&1 || true
   grep -E "Tx-pps:" "$OUT/testpmd.log" | tail -2 | awk '{s += $2} END {printf "%.2f", s / 1e6}'
 }
 
+# $3: workers (default 1): one on CPU 1, two on CPUs 0 and 1, and so on.
 router_mpps() {
-  local scenario=$1 pipeline=$2 eal
-  eal=$(eal_for "$scenario")
+  local scenario=$1 pipeline=$2 n=${3:-1} eal cores
+  eal=$(eal_for "$scenario" "$n")
+  if [ "$n" = 1 ]; then cores=1; else cores=$(seq -s, 0 $((n - 1))); fi
   {
     echo '[io]'
     echo 'backend = "dpdk"'
@@ -118,7 +149,8 @@ router_mpps() {
     echo 'mbufs = 16383'
     [ "$scenario" = null ] || echo "unix_time_s = $UNIX"
     echo '[workers]'
-    echo 'cores = [1]'
+    echo "count = $n"
+    echo "cores = [$cores]"
     echo '[[ports]]'
     echo 'id = 0'
     echo '[[ports]]'
@@ -140,6 +172,15 @@ router_mpps() {
       sibra-transit)
         printf '[[pipeline]]\nkind = "parse"\n'
         printf '[[pipeline]]\nkind = "sibra-transit"\nkey = "2b7e151628aed2a6abf7158809cf4f3c"\n'
+        printf 'interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]\n'
+        ;;
+      zlane-border)
+        printf '[[pipeline]]\nkind = "parse"\n'
+        printf '[[pipeline]]\nkind = "zlane-classify"\nlocal_ia = "1-ff00:0:110"\n'
+        printf 'sv = "f0e0d0c0b0a090807060504030201000"\nepoch = [1_700_000_000, 1_900_000_000]\n'
+        printf 'capacity_bps = 100_000_000_000\nmu_g = 0.5\n'
+        printf 'rates = [{ as = "1-ff00:0:111", bps = 6_000_000_000 }]\n'
+        printf '[[pipeline]]\nkind = "scion-forward"\nkey = "000102030405060708090a0b0c0d0e0f"\n'
         printf 'interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]\n'
         ;;
     esac
@@ -182,17 +223,30 @@ for round in $(seq "$ROUNDS"); do
       null) pipelines="port-forward nop" ;;
       fair) pipelines="fair-transit" ;;
       sibra) pipelines="sibra-transit" ;;
+      zlane) pipelines="zlane-border" ;;
       *)
-        echo "bench-dpdk: unknown scenario $scenario (null, fair, sibra, sizes)" >&2
+        echo "bench-dpdk: unknown scenario $scenario (null, fair, sibra, zlane, sizes)" >&2
         exit 2
         ;;
     esac
-    base=$(testpmd_mpps "$scenario")
-    line="round $round  $scenario: testpmd io $base Mpps"
-    for p in $pipelines; do
-      r=$(router_mpps "$scenario" "$p")
-      line="$line | router $p $r Mpps ($(ratio "$r" "$base"))"
+    first=""
+    for n in $WORKERS; do
+      base=$(testpmd_mpps "$scenario" "$n")
+      line="round $round  $scenario, $n core(s): testpmd io $base Mpps"
+      for p in $pipelines; do
+        r=$(router_mpps "$scenario" "$p" "$n")
+        line="$line | router $p $r Mpps ($(ratio "$r" "$base"))"
+        if [ -z "$first" ]; then
+          eval "first_$(echo "$p" | tr - _)=$r"
+        else
+          f=$(eval echo "\$first_$(echo "$p" | tr - _)")
+          line="$line x$(awk -v a="$r" -v b="$f" 'BEGIN {printf "%.2f", a / b}')"
+        fi
+      done
+      if [ -z "$first" ]; then first=$base; else
+        line="$line | testpmd x$(awk -v a="$base" -v b="$first" 'BEGIN {printf "%.2f", a / b}')"
+      fi
+      echo "$line"
     done
-    echo "$line"
   done
 done
