@@ -18,10 +18,27 @@
 //! `far` figure at the table's size bounds its time from below, whatever
 //! the stage's code does (BENCHMARKS.md, FlowPolice).
 //!
+//! `FLOWS=<n>` measures, in the same run, the FlowPolice stage's regular
+//! packet at `n` established flows (bursts of 32 random flows, thread CPU
+//! time) and then the `far` floor over a buffer of the flow table's own size
+//! (entries; the tag array as above), and prints the ratio stage / floor: how
+//! far the stage is from the memory traffic it cannot avoid. Sizes given as
+//! arguments are measured as well. 10M flows need ≈ 0.6 GB, 100M ≈ 6 GB.
+//!
 //! `cargo run --release -p flowpolice --example memfloor -- 64 512 6144`
 //! `PATTERN=near cargo run --release -p flowpolice --example memfloor -- 6144`
+//! `FLOWS=10000000 cargo run --release -p flowpolice --example memfloor`
 
 use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use flowpolice::config::{Config, LinkLayer};
+use flowpolice::host::{ipv4_packet, Sender};
+use flowpolice::puzzle::SeedChain;
+use flowpolice::table::{FlowTable, DEFAULT_LOAD_PERCENT};
+use flowpolice::{Capability, FlowPolice};
+use packet::flowpolice::{FlowPolice as Shim, PacketType};
+use pipeline::{Batch, Now, Stage, BURST};
 
 /// One cache line.
 #[derive(Clone, Copy)]
@@ -54,6 +71,131 @@ fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
+/// The floor of `pattern` over `bytes` of memory: thread CPU ns per access.
+fn floor(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> f64 {
+    let lines = (bytes / 64).max(8);
+    let mut buf = memhint::huge_filled_vec(lines, Line([1; 64]));
+    // `far`: the tag array, one byte per 48-byte entry.
+    let tag_lines = if pattern == Pattern::Far { lines * 64 / 48 / 64 } else { 0 };
+    let tags = memhint::huge_filled_vec(tag_lines.max(8), Line([1; 64]));
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut tag = [0usize; 256];
+    let mut idx = [0usize; 256];
+    let accesses = 4_000_000 / batch * batch;
+    // The entry a tag byte leads to: data-dependent on the tag line.
+    let entry = |buf: &[Line], t: usize, r: u64| -> usize {
+        match pattern {
+            Pattern::Near => {
+                let b = usize::from(buf[t].0[(r & 63) as usize]);
+                (t & !3) + 1 + (b + r as usize) % 3
+            }
+            _ => (r as usize ^ usize::from(tags[t].0[(r & 63) as usize])) % buf.len(),
+        }
+    };
+    let t0 = thread_cpu_ns();
+    for _ in 0..accesses / batch {
+        for k in 0..batch {
+            let r = xorshift(&mut s);
+            if pattern == Pattern::One {
+                idx[k] = (r % buf.len() as u64) as usize;
+                memhint::prefetch(&buf[idx[k]]);
+                continue;
+            }
+            if pattern == Pattern::Near {
+                // Tag lines start 256-byte blocks; the entries follow.
+                tag[k] = (r % (buf.len() as u64 / 4)) as usize * 4;
+                memhint::prefetch(&buf[tag[k]]);
+            } else {
+                tag[k] = (r % tags.len() as u64) as usize;
+                memhint::prefetch(&tags[tag[k]]);
+            }
+            if k >= lag {
+                let j = k - lag;
+                idx[j] = entry(&buf, tag[j], xorshift(&mut s));
+                memhint::prefetch(&buf[idx[j]]);
+            }
+        }
+        if pattern != Pattern::One {
+            for j in batch.saturating_sub(lag)..batch {
+                idx[j] = entry(&buf, tag[j], xorshift(&mut s));
+                memhint::prefetch(&buf[idx[j]]);
+            }
+        }
+        for &i in idx.iter().take(batch) {
+            buf[i].0[0] = buf[i].0[0].wrapping_add(1);
+        }
+    }
+    let ns = (thread_cpu_ns() - t0) / accesses as f64;
+    black_box(&buf);
+    ns
+}
+
+/// Thread CPU ns per regular packet of the FlowPolice stage at `flows`
+/// established flows (random flows, bursts of 32), and the table's bytes.
+fn regular_cost(flows: usize) -> (f64, usize) {
+    const T0_MS: u64 = 10_000_000;
+    let dst = |i: usize| Ipv4Addr::from(0x0b00_0000u32 + i as u32);
+    let slots = FlowTable::slots_for(flows, DEFAULT_LOAD_PERCENT);
+    let mut cfg = Config::new(
+        mac::Key::from([9; 16]),
+        [0x1234, 0x5678],
+        slots,
+        SeedChain::generate([1; 32], 0, 4),
+    );
+    cfg.link = LinkLayer::Ip;
+    let mut stage = FlowPolice::new(cfg).expect("stage");
+    let caps: Vec<(usize, Capability)> = (0..flows)
+        .filter_map(|i| {
+            let f = u64::from(u32::from(dst(i)));
+            stage.router_mut().on_request(f, T0_MS).ok().map(|x| (i, x.capability))
+        })
+        .collect();
+    let bytes = stage.router().table().memory_bytes();
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let pick = |s: &mut u64| caps[(xorshift(s) % caps.len() as u64) as usize];
+    // 64 distinct bursts stay cache-warm; they are rewritten between rounds.
+    let mut batches: Vec<Batch<Vec<u8>>> = (0..64)
+        .map(|_| {
+            let mut b = Batch::new();
+            for _ in 0..BURST {
+                let (i, cap) = pick(&mut s);
+                let mut snd = Sender::new();
+                snd.on_returned(cap);
+                let mut shim = [0u8; 28];
+                snd.write_regular(&mut shim, 17).expect("shim");
+                let mut pkt = ipv4_packet(Ipv4Addr::new(10, 0, 0, 1), dst(i), &shim, &[0u8; 32]);
+                Shim::new_unchecked(&mut pkt[20..]).set_packet_type(PacketType::BestEffort);
+                b.push(pkt, 0).expect("32 fit");
+            }
+            b
+        })
+        .collect();
+    let now = Now::from_unix_ns((T0_MS + 100) * 1_000_000);
+    let (rounds, mut cpu) = (2000, 0.0);
+    for round in 0..rounds {
+        if round > 0 {
+            for b in batches.iter_mut() {
+                for k in 0..BURST {
+                    let (i, cap) = pick(&mut s);
+                    let pkt = b.buf_mut(k);
+                    pkt[16..20].copy_from_slice(&dst(i).octets());
+                    let mut shim = Shim::new_unchecked(&mut pkt[20..]);
+                    shim.set_packet_type(PacketType::BestEffort);
+                    shim.set_capability(&cap);
+                }
+            }
+        }
+        let t = thread_cpu_ns();
+        for b in batches.iter_mut() {
+            stage.process(b, now);
+        }
+        cpu += thread_cpu_ns() - t;
+    }
+    let c = stage.counters();
+    assert_eq!(c.bad_mac + c.expired + c.over_window, 0, "every packet valid: {c:?}");
+    (cpu / (rounds * 64 * BURST) as f64, bytes)
+}
+
 fn main() {
     let batch = env("BATCH", 32).clamp(1, 256);
     let lag = env("LAG", 8).clamp(1, batch);
@@ -61,68 +203,31 @@ fn main() {
         Ok("far") => Pattern::Far,
         Ok("near") => Pattern::Near,
         Ok("one") | Err(_) => Pattern::One,
-        Ok(p) => panic!("PATTERN: one | far | near, not {p}"),
+        Ok(p) => {
+            eprintln!("memfloor: PATTERN is one, far or near, not {p}");
+            std::process::exit(2);
+        }
+    };
+    let what = match pattern {
+        Pattern::One => "one random line (read + write)".to_string(),
+        Pattern::Far => format!("tag line, then a random entry line (lag {lag})"),
+        Pattern::Near => format!("tag line, then an entry line next to it (lag {lag})"),
     };
     for mb in std::env::args().skip(1).filter_map(|a| a.parse::<usize>().ok()) {
-        let lines = ((mb << 20) / 64).max(8);
-        let mut buf = memhint::huge_filled_vec(lines, Line([1; 64]));
-        // `far`: the tag array, one byte per 48-byte entry.
-        let tag_lines = if pattern == Pattern::Far { lines * 64 / 48 / 64 } else { 0 };
-        let tags = memhint::huge_filled_vec(tag_lines.max(8), Line([1; 64]));
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut tag = [0usize; 256];
-        let mut idx = [0usize; 256];
-        let accesses = 4_000_000 / batch * batch;
-        // The entry a tag byte leads to: data-dependent on the tag line.
-        let entry = |buf: &[Line], t: usize, r: u64| -> usize {
-            match pattern {
-                Pattern::Near => {
-                    let b = usize::from(buf[t].0[(r & 63) as usize]);
-                    (t & !3) + 1 + (b + r as usize) % 3
-                }
-                _ => (r as usize ^ usize::from(tags[t].0[(r & 63) as usize])) % buf.len(),
-            }
-        };
-        let t0 = thread_cpu_ns();
-        for _ in 0..accesses / batch {
-            for k in 0..batch {
-                let r = xorshift(&mut s);
-                if pattern == Pattern::One {
-                    idx[k] = (r % buf.len() as u64) as usize;
-                    memhint::prefetch(&buf[idx[k]]);
-                    continue;
-                }
-                if pattern == Pattern::Near {
-                    // Tag lines start 256-byte blocks; the entries follow.
-                    tag[k] = (r % (buf.len() as u64 / 4)) as usize * 4;
-                    memhint::prefetch(&buf[tag[k]]);
-                } else {
-                    tag[k] = (r % tags.len() as u64) as usize;
-                    memhint::prefetch(&tags[tag[k]]);
-                }
-                if k >= lag {
-                    let j = k - lag;
-                    idx[j] = entry(&buf, tag[j], xorshift(&mut s));
-                    memhint::prefetch(&buf[idx[j]]);
-                }
-            }
-            if pattern != Pattern::One {
-                for j in batch.saturating_sub(lag)..batch {
-                    idx[j] = entry(&buf, tag[j], xorshift(&mut s));
-                    memhint::prefetch(&buf[idx[j]]);
-                }
-            }
-            for &i in idx.iter().take(batch) {
-                buf[i].0[0] = buf[i].0[0].wrapping_add(1);
-            }
-        }
-        let ns = (thread_cpu_ns() - t0) / accesses as f64;
-        black_box(&buf);
-        let what = match pattern {
-            Pattern::One => "one random line (read + write)".to_string(),
-            Pattern::Far => format!("tag line, then a random entry line (lag {lag})"),
-            Pattern::Near => format!("tag line, then an entry line next to it (lag {lag})"),
-        };
+        let ns = floor(mb << 20, pattern, batch, lag);
         println!("{mb} MiB, batch {batch}: {ns:.1} ns per access: {what}");
+    }
+    let flows = env("FLOWS", 0);
+    if flows > 0 {
+        let (stage, bytes) = regular_cost(flows);
+        // The entries alone: `floor` adds the tag array (1/48 of them) itself.
+        let entries = bytes / FlowTable::bytes_per_slot() * FlowTable::bytes_per_entry();
+        let ns = floor(entries, Pattern::Far, 32, 8);
+        println!(
+            "{flows} flows ({} MiB table): regular packet {stage:.1} ns, floor {ns:.1} ns \
+             (tag line + random entry line, lag 8): ratio {:.2}",
+            bytes >> 20,
+            stage / ns
+        );
     }
 }
