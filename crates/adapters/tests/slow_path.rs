@@ -89,3 +89,20 @@ fn reservation_requests_are_admitted_once_for_the_router_on_the_slow_path() {
         assert_eq!(s.stages[1].1.to_control, setup.offered);
     }
 }
+
+/// The slow path's stages count in the memory check before anything is
+/// allocated: a table the machine cannot hold is refused by name.
+#[test]
+fn slow_path_stages_are_in_the_memory_check() {
+    let huge = SLOW_SIBRA.replace("WORKERS", "1").replace(
+        "[[slow_path.pipeline]]\nkind = \"sibra-control\"",
+        "[[slow_path.pipeline]]\nkind = \"flowpolice\"\ncapability_key = \"c0ffee00c0ffee00c0ffee00c0ffee00\"\n\
+         table_key = \"0123456789abcdef0123456789abcdef\"\nslots = 2000000000\n\
+         seeds = { root = \"5eed000000000000000000000000000000000000000000000000000000000001\", first_epoch = 1, epochs = 1 }\n\
+         [[slow_path.pipeline]]\nkind = \"sibra-control\"",
+    );
+    let cfg = runtime::config::parse(&huge, Path::new("huge.toml")).unwrap();
+    let e = runtime::check::<adapters::All>(&cfg).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("slow_path.pipeline[0]") && text.contains("memory"), "{text}");
+}

@@ -211,7 +211,7 @@ pub fn check<P: Protocols>(cfg: &RouterConfig) -> Result<CheckReport, ConfigErro
 }
 
 /// Parses every stage's and egress discipline's parameters and returns what
-/// each will allocate per worker.
+/// each will allocate per worker (the slow path's stages: once).
 fn footprints(cfg: &RouterConfig, reg: &dyn Catalog) -> Result<Vec<(String, u64)>, ConfigError> {
     let ctx = ctx_for(cfg, 0);
     let mut v = Vec::new();
@@ -219,6 +219,15 @@ fn footprints(cfg: &RouterConfig, reg: &dyn Catalog) -> Result<Vec<(String, u64)
         let at = format!("pipeline[{i}]");
         let parsed = reg.parse_stage(&s.kind, &ctx, &s.params).map_err(|e| e.under(&at))?;
         v.push((at, reg.stage_footprint(&s.kind, &parsed)));
+    }
+    if let Some(sp) = &cfg.slow_path {
+        // One instance for the router (see `limits::estimate`).
+        let ctx = BuildContext { workers: 1, ..ctx.clone() };
+        for (i, s) in sp.pipeline.iter().enumerate() {
+            let at = format!("slow_path.pipeline[{i}]");
+            let parsed = reg.parse_stage(&s.kind, &ctx, &s.params).map_err(|e| e.under(&at))?;
+            v.push((at, reg.stage_footprint(&s.kind, &parsed)));
+        }
     }
     for (i, p) in cfg.ports.iter().enumerate() {
         let at = format!("ports[{i}].egress");

@@ -87,7 +87,9 @@ pub fn estimate(cfg: &RouterConfig, stages: &[(String, u64)]) -> Vec<Consumer> {
         BackendKind::Pcap => {}
     }
     for (what, bytes) in stages {
-        v.push(Consumer { what: what.clone(), bytes: bytes.saturating_mul(workers) });
+        // The slow path's stages exist once; everything else once per worker.
+        let n = if what.starts_with("slow_path.") { 1 } else { workers };
+        v.push(Consumer { what: what.clone(), bytes: bytes.saturating_mul(n) });
     }
     v.retain(|c| c.bytes > 0);
     v.sort_by_key(|c| std::cmp::Reverse(c.bytes));
