@@ -365,6 +365,67 @@ async fn fair_key_rotation_and_policy() {
     assert!(!ok && err.contains("NotFound"), "{err}");
 }
 
+/// SIBRA admission on the slow path: the control API reaches its one
+/// `sibra-control` (the workers hold none), admitting, listing and revoking
+/// a reservation once for the router.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibra_admission_on_the_slow_path_is_reached_by_the_control_api() {
+    let env = start(
+        "sibra-slow",
+        &forwarding(
+            r#"traffic = [{ name = "plain", port = 0, rate_pps = 2000, flows = 8, template = "ipv4-udp" }]"#,
+            2,
+            "",
+            r#"
+            [[pipeline]]
+            kind = "sibra-transit"
+            key = "000102030405060708090a0b0c0d0e0f"
+            interfaces = [{ ifid = 1, port = 0 }, { ifid = 2, port = 1 }]
+            requests = "to-control"
+            [slow_path]
+            [[slow_path.pipeline]]
+            kind = "sibra-control"
+            key = "000102030405060708090a0b0c0d0e0f"
+            interfaces = [{ ifid = 1, port = 0, capacity_bps = 1000000000 }, { ifid = 2, port = 1, capacity_bps = 1000000000 }]
+            "#,
+        ),
+    );
+    let admit = [
+        "sibra",
+        "admit-steady",
+        "--src-ia",
+        "1-ff00:0:111",
+        "--suffix",
+        "7",
+        "--bw-class",
+        "8",
+        "--ingress",
+        "1",
+        "--egress",
+        "2",
+    ];
+    let (ok, out, err) = ctl(&env, &admit);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("admitted on 1 workers"), "one admission state: {out}");
+    let (ok, out, _) = ctl(&env, &["--json", "sibra", "list"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["reservations"].as_array().unwrap().len(), 1, "{out}");
+    let (ok, out, err) =
+        ctl(&env, &["sibra", "revoke", "--src-ia", "1-ff00:0:111", "--suffix", "7"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = ctl(&env, &["--json", "sibra", "list"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["reservations"].as_array().is_none_or(|l| l.is_empty()), "{out}");
+    // A live parameter change reaches the slow path's stage too.
+    let split = ["sibra", "set-link-split", "--steady", "10", "--ephemeral", "80"];
+    let (ok, out, err) = ctl(&env, &[&split[..], &["--best-effort", "10"]].concat());
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = ctl(&env, &["sibra", "link-split"]);
+    assert!(ok && out.contains("80"), "{out}");
+}
+
 /// SIBRA: steady and core reservations admitted into, listed from and
 /// revoked out of the live admission tables of every worker; the link split
 /// changes without dropping what was granted.

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use pipeline::{Now, Refused};
 use runtime::config::{ConfigError, RouterConfig};
+use runtime::slowpath::STAGE_BASE;
 use runtime::{BuildContext, Catalog, Command, Elements, Router, Snapshot};
 
 use crate::error::CtlError;
@@ -79,7 +80,11 @@ pub type WorkerOp<T> = Arc<dyn Fn(&mut dyn Elements, Now) -> T + Send + Sync>;
 /// [`Plane::into_router`] once the servers are shut down.
 pub struct Plane {
     router: Mutex<Router>,
+    /// The workers' command queues, then the slow path's (with `[slow_path]`):
+    /// table operations reach every stage of their kinds wherever it runs.
     queues: Vec<Sender<Command>>,
+    /// Number of workers (the slow path is not one: rates split over these).
+    workers: usize,
     catalog: Arc<dyn Catalog>,
     state: Mutex<State>,
     /// `state.generation`, readable without waiting for a change in progress.
@@ -96,7 +101,8 @@ impl Plane {
     /// Same, with the time a change may take to reach every worker.
     pub fn with_timeout(router: Router, cfg: RouterConfig, apply_timeout: Duration) -> Arc<Plane> {
         Arc::new(Plane {
-            queues: router.commands().to_vec(),
+            queues: router.commands().iter().cloned().chain(router.slow_path_commands()).collect(),
+            workers: router.commands().len(),
             catalog: router.catalog(),
             router: Mutex::new(router),
             state: Mutex::new(State { cfg, generation: 0 }),
@@ -157,17 +163,23 @@ impl Plane {
         (s.cfg.clone(), s.generation)
     }
 
-    /// Pipeline indices of the stages of any of `kinds`, or `FAILED_PRECONDITION`.
+    /// Indices of the stages of any of `kinds`, or `FAILED_PRECONDITION`:
+    /// pipeline indices, and the slow path's stages as
+    /// [`runtime::slowpath::STAGE_BASE`]` + i` (each side skips the other's).
     pub fn stages_of(&self, kinds: &[&str]) -> Result<Vec<usize>, CtlError> {
         let s = self.lock();
-        let v: Vec<usize> = s
-            .cfg
-            .pipeline
-            .iter()
-            .enumerate()
-            .filter(|(_, st)| kinds.contains(&st.kind.as_str()))
-            .map(|(i, _)| i)
-            .collect();
+        let of = |stages: &[runtime::config::StageConfig], base: usize| -> Vec<usize> {
+            stages
+                .iter()
+                .enumerate()
+                .filter(|(_, st)| kinds.contains(&st.kind.as_str()))
+                .map(|(i, _)| base + i)
+                .collect()
+        };
+        let mut v = of(&s.cfg.pipeline, 0);
+        if let Some(sp) = &s.cfg.slow_path {
+            v.extend(of(&sp.pipeline, runtime::slowpath::STAGE_BASE));
+        }
         if v.is_empty() {
             Err(CtlError::no_stage(kinds))
         } else {
@@ -185,7 +197,14 @@ impl Plane {
     ) -> Result<Applied, CtlError> {
         let mut st = self.lock();
         let mut change = Change::default();
-        for (i, s) in st.cfg.pipeline.iter().enumerate() {
+        let slow = st.cfg.slow_path.iter().flat_map(|sp| sp.pipeline.iter());
+        let all = st
+            .cfg
+            .pipeline
+            .iter()
+            .enumerate()
+            .chain(slow.enumerate().map(|(j, s)| (STAGE_BASE + j, s)));
+        for (i, s) in all {
             if kinds.contains(&s.kind.as_str()) {
                 let mut p = s.params.clone();
                 edit(&mut p)?;
@@ -253,12 +272,14 @@ impl Plane {
         // Parse and validate everything first: any error leaves every worker untouched.
         let ctx = BuildContext {
             worker: 0,
-            workers: self.queues.len(),
+            workers: self.workers,
             ports: st.cfg.ports.iter().map(|p| p.id).collect(),
         };
+        // The slow path's stages exist once for the router: their rates are not split.
+        let slow_ctx = BuildContext { workers: 1, ..ctx.clone() };
         let mut stages: Vec<(usize, Shared)> = Vec::new();
         for (i, params) in &change.stages {
-            let s = st.cfg.pipeline.get(*i).ok_or_else(|| {
+            let (s, at) = stage_at(&st.cfg, *i).ok_or_else(|| {
                 CtlError::NotFound(format!(
                     "pipeline has {} stages, no index {i}",
                     st.cfg.pipeline.len()
@@ -267,10 +288,11 @@ impl Plane {
             if s.params == *params {
                 continue;
             }
+            let ctx = if *i >= STAGE_BASE { &slow_ctx } else { &ctx };
             let cfg = self
                 .catalog
-                .parse_stage(&s.kind, &ctx, params)
-                .map_err(|e| config_error(e.under(&format!("pipeline[{i}]"))))?;
+                .parse_stage(&s.kind, ctx, params)
+                .map_err(|e| config_error(e.under(&at)))?;
             stages.push((*i, Arc::from(cfg)));
         }
         let mut egress: Vec<(usize, Shared)> = Vec::new();
@@ -289,7 +311,7 @@ impl Plane {
         }
         if stages.is_empty() && egress.is_empty() {
             return Ok(Applied {
-                workers: self.queues.len() as u32,
+                workers: self.workers as u32,
                 generation: st.generation,
                 detail: format!("{detail}: unchanged (the parameters are already in effect)"),
             });
@@ -297,10 +319,20 @@ impl Plane {
         let op: WorkerOp<Result<u64, (String, Refused)>> = Arc::new(move |e, now| {
             let mut lost = 0;
             for (i, cfg) in &stages {
+                if !e.has_stage(*i) {
+                    continue; // the slow path: it holds none of the workers' stages
+                }
                 let r = e.reconfigure_stage(*i, &**cfg, now);
-                lost += r.map_err(|r| (format!("pipeline[{i}]"), r))?.lost();
+                let at = match i.checked_sub(STAGE_BASE) {
+                    None => format!("pipeline[{i}]"),
+                    Some(j) => format!("slow_path.pipeline[{j}]"),
+                };
+                lost += r.map_err(|r| (at, r))?.lost();
             }
             for (slot, cfg) in &egress {
+                if e.egress(*slot).is_none() {
+                    continue; // the slow path has no egress disciplines
+                }
                 let r = e.reconfigure_egress(*slot, &**cfg, now);
                 lost += r.map_err(|r| (format!("ports[{slot}].egress"), r))?.lost();
             }
@@ -330,12 +362,19 @@ impl Plane {
                  as `reconfigured` drops)"
             ));
         }
-        Ok(Applied { workers: applied as u32, generation: st.generation, detail })
+        // The slow path answers too; `workers` counts the workers.
+        Ok(Applied { workers: applied.min(self.workers) as u32, generation: st.generation, detail })
     }
 
     fn commit(&self, st: &mut State, change: &Change) {
         for (i, p) in &change.stages {
-            st.cfg.pipeline[*i].params = p.clone();
+            let s = match i.checked_sub(STAGE_BASE) {
+                None => st.cfg.pipeline.get_mut(*i),
+                Some(j) => st.cfg.slow_path.as_mut().and_then(|sp| sp.pipeline.get_mut(j)),
+            };
+            if let Some(s) = s {
+                s.params = p.clone();
+            }
         }
         for (i, p) in &change.egress {
             st.cfg.ports[*i].egress.params = p.clone();
@@ -427,6 +466,17 @@ impl Plane {
     }
 }
 
+/// Stage `i` of the control plane's numbering (the slow path's from
+/// [`STAGE_BASE`]) with its key in the configuration file.
+fn stage_at(cfg: &RouterConfig, i: usize) -> Option<(&runtime::config::StageConfig, String)> {
+    match i.checked_sub(STAGE_BASE) {
+        None => cfg.pipeline.get(i).map(|s| (s, format!("pipeline[{i}]"))),
+        Some(j) => {
+            cfg.slow_path.as_ref()?.pipeline.get(j).map(|s| (s, format!("slow_path.pipeline[{j}]")))
+        }
+    }
+}
+
 fn config_error(e: ConfigError) -> CtlError {
     let mut m = String::new();
     if !e.key.is_empty() {
@@ -452,6 +502,10 @@ pub fn reach<S: Any, T: Send + 'static>(
     Arc::new(move |e: &mut dyn Elements, now| {
         let mut out = Vec::with_capacity(idx.len());
         for &i in &idx {
+            if !e.has_stage(i) {
+                // The slow path's stage on a worker, or a worker's on the slow path.
+                continue;
+            }
             let st = e
                 .stage(i)
                 .ok_or_else(|| CtlError::Internal(format!("the worker has no stage {i}")))?;

@@ -328,8 +328,8 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
     }
     let (slow, mut links) = match (build_slow_pipeline(cfg, &reg)?, &cfg.slow_path) {
         (Some(p), Some(sc)) => {
-            let (slow, links) = slowpath::wire(sc, p, workers);
-            (Some(slow), links.into_iter().map(Some).collect())
+            let (slow, links, commands) = slowpath::wire(sc, p, workers, cfg.workers.command_queue);
+            (Some((slow, commands)), links.into_iter().map(Some).collect())
         }
         _ => (None, (0..workers).map(|_| None).collect::<Vec<_>>()),
     };
@@ -367,13 +367,13 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
         threads.push(handle);
     }
     let slow = match slow {
-        Some(sp) => {
+        Some((sp, commands)) => {
             let (stats, stop) = (sp.stats(), sp.stop_flag());
             let thread = std::thread::Builder::new()
                 .name("slow-path".into())
                 .spawn(move || sp.run())
                 .map_err(|e| RuntimeError::Io(format!("spawning the slow path: {e}")))?;
-            Some(SlowHandle { stats, stop, thread: Some(thread) })
+            Some(SlowHandle { stats, stop, commands, thread: Some(thread) })
         }
         None => None,
     };
@@ -396,6 +396,7 @@ pub fn spawn<P: Protocols, I: WorkerIo + 'static>(
 struct SlowHandle {
     stats: Arc<slowpath::SlowStats>,
     stop: Arc<AtomicBool>,
+    commands: Sender<Command>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -443,6 +444,12 @@ impl Router {
     /// The command queues of the workers, in worker order (every backend).
     pub fn commands(&self) -> &[Sender<Command>] {
         &self.commands
+    }
+
+    /// The slow path's command queue (with `[slow_path]`): commands reach
+    /// its stages as [`slowpath::STAGE_BASE`]` + i`.
+    pub fn slow_path_commands(&self) -> Option<Sender<Command>> {
+        self.slow.as_ref().map(|h| h.commands.clone())
     }
 
     /// How the router's stage and egress kinds parse their parameters (to

@@ -36,11 +36,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use pipeline::{Batch, Meta, Now, PacketBuf, Pipeline, StageCounters, Verdict, BURST};
+use pipeline::{
+    Batch, Element, Meta, Now, PacketBuf, Pipeline, Reconfigured, Refused, StageCounters, Verdict,
+    BURST,
+};
 use serde::Deserialize;
 
 use crate::config::{ConfigError, StageConfig};
 use crate::stats::{collect_named, Named};
+use crate::worker::{Command, Elements};
+
+/// Index of the slow path's first stage in the control plane's stage
+/// numbering (a worker's stages are `0..n`; see [`Elements::has_stage`]).
+pub const STAGE_BASE: usize = 1 << 20;
 
 /// Longest per-worker slow-path ring.
 pub const MAX_QUEUE: usize = 1 << 16;
@@ -279,14 +287,23 @@ pub struct SlowPath<B> {
     stats: Arc<SlowStats>,
     stop: Arc<AtomicBool>,
     idle: Duration,
+    /// Commands from the control plane (live changes, table operations),
+    /// run between slow batches as a worker runs its own.
+    commands: Receiver<Command>,
+    /// Index the slow path answers `Elements::worker` with (after the workers').
+    index: usize,
+    /// The latest time a punting worker gave (what commands see).
+    last_now: Now,
 }
 
-/// The slow path and the worker ends of its rings (one per worker).
+/// The slow path and the worker ends of its rings (one per worker), and the
+/// sender of its command queue.
 pub fn wire<B: PacketBuf>(
     cfg: &SlowPathConfig,
     pipeline: Pipeline<B>,
     workers: usize,
-) -> (SlowPath<B>, Vec<WorkerLink<B>>) {
+    command_queue: usize,
+) -> (SlowPath<B>, Vec<WorkerLink<B>>, Sender<Command>) {
     let mut links = Vec::with_capacity(workers);
     let mut ends = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -298,17 +315,22 @@ pub fn wire<B: PacketBuf>(
     let stats = Arc::new(SlowStats::new());
     *stats.stages.lock().unwrap() =
         pipeline.counters().map(|(n, c)| (n.to_string(), c.clone())).collect();
+    let (commands_tx, commands) = crossbeam_channel::bounded(command_queue.max(1));
     let slow = SlowPath {
         pipeline,
         links,
         stats,
         stop: Arc::new(AtomicBool::new(false)),
         idle: Duration::from_micros(cfg.idle_us),
+        commands,
+        index: workers,
+        // Until a worker punts a packet, commands see the wall clock.
+        last_now: crate::io::WallClock::new().now(),
     };
-    (slow, ends)
+    (slow, ends, commands_tx)
 }
 
-impl<B: PacketBuf> SlowPath<B> {
+impl<B: PacketBuf + 'static> SlowPath<B> {
     /// Its counters.
     pub fn stats(&self) -> Arc<SlowStats> {
         self.stats.clone()
@@ -326,6 +348,7 @@ impl<B: PacketBuf> SlowPath<B> {
         loop {
             // Read the flag first: packets punted before it was set are still taken.
             let stopping = self.stop.load(Relaxed);
+            self.apply_commands();
             let mut got = 0;
             let mut now = None;
             for w in 0..self.links.len() {
@@ -361,6 +384,20 @@ impl<B: PacketBuf> SlowPath<B> {
         }
     }
 
+    /// Runs the queued control-plane commands on the slow pipeline.
+    fn apply_commands(&mut self) {
+        while let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                Command::Apply(f) => {
+                    let mut view = SlowView { index: self.index, pipeline: &mut self.pipeline };
+                    f(&mut view, self.last_now);
+                }
+                Command::Publish => {}
+                Command::Stop => self.stop.store(true, Relaxed),
+            }
+        }
+    }
+
     /// Runs the slow pipeline over `batch` at `now` (the latest burst time
     /// of its packets' workers) and sends every packet back to its worker.
     fn process(
@@ -369,7 +406,8 @@ impl<B: PacketBuf> SlowPath<B> {
         origin: &mut Vec<(usize, Instant)>,
         now: Option<Now>,
     ) {
-        let now = now.unwrap_or(Now::from_unix_ns(0));
+        let now = now.unwrap_or(self.last_now);
+        self.last_now = max_now(self.last_now, now);
         let t = self.stats.epoch.elapsed().as_nanos() as u64;
         let _ = self.stats.first_ns.compare_exchange(u64::MAX, t, Relaxed, Relaxed);
         self.stats.last_ns.store(t, Relaxed);
@@ -396,6 +434,48 @@ impl<B: PacketBuf> SlowPath<B> {
         if let Ok(mut v) = self.stats.named.try_lock() {
             collect_named(&self.pipeline, &[], &mut v);
         }
+    }
+}
+
+/// What a command sees of the slow path: its stages, numbered from
+/// [`STAGE_BASE`]; it has no egress disciplines.
+struct SlowView<'a, B> {
+    index: usize,
+    pipeline: &'a mut Pipeline<B>,
+}
+
+impl<B: PacketBuf + 'static> Elements for SlowView<'_, B> {
+    fn worker(&self) -> usize {
+        self.index
+    }
+
+    fn stages(&self) -> usize {
+        self.pipeline.len()
+    }
+
+    fn has_stage(&self, index: usize) -> bool {
+        index.checked_sub(STAGE_BASE).is_some_and(|i| i < self.pipeline.len())
+    }
+
+    fn stage(&mut self, index: usize) -> Option<&mut dyn Element> {
+        let i = index.checked_sub(STAGE_BASE)?;
+        self.pipeline.stage_mut(i).map(|s| s as &mut dyn Element)
+    }
+
+    fn egress(&mut self, _slot: usize) -> Option<&mut dyn Element> {
+        None
+    }
+
+    fn reconfigure_egress(
+        &mut self,
+        slot: usize,
+        _config: &dyn std::any::Any,
+        _now: Now,
+    ) -> Result<Reconfigured, Refused> {
+        Err(Refused::Invalid(pipeline::Invalid::at(
+            "",
+            format!("the slow path has no egress discipline {slot}"),
+        )))
     }
 }
 

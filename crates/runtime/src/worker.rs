@@ -49,6 +49,14 @@ pub trait Elements {
     /// Stage `index` of the pipeline.
     fn stage(&mut self, index: usize) -> Option<&mut dyn Element>;
 
+    /// Whether `index` names one of these stages: a worker's stages are
+    /// `0..stages()`, the slow path's are numbered from
+    /// [`crate::slowpath::STAGE_BASE`], so one list of indices can reach
+    /// both and each skips the other's.
+    fn has_stage(&self, index: usize) -> bool {
+        index < self.stages()
+    }
+
     /// The egress discipline of the port at `slot` (its index in `[[ports]]`).
     fn egress(&mut self, slot: usize) -> Option<&mut dyn Element>;
 

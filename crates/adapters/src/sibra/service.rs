@@ -102,6 +102,28 @@ fn steady_text(id: &sibra::SteadyId) -> String {
     format!("{asn}/{}", id.suffix())
 }
 
+/// Makes every `sibra-transit` stage of `e` refuse the `released` indices of
+/// steady reservation `id` until they expire.
+fn refuse_indices(
+    e: &mut dyn runtime::Elements,
+    id: sibra::SteadyId,
+    released: &[(sibra::ResvIdx, sibra::Tick)],
+    tick: sibra::Tick,
+) -> Result<(), CtlError> {
+    let key = sibra::ResvKey::from(id);
+    for i in 0..e.stages() {
+        let Some(a) = e.stage(i).and_then(|s| s.as_any_mut()) else { continue };
+        if let Some(t) = a.downcast_mut::<sibra::stage::SibraTransit>() {
+            for (ix, until) in released {
+                t.revocations_mut()
+                    .revoke(key, *ix, *until, tick)
+                    .map_err(|e| CtlError::Unavailable(format!("revocation table: {e}")))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Admits `a` (as a core path with a contract if `core`) on every worker's
 /// `sibra-control` admission state, in place.
 fn admit(plane: &Plane, a: Admit, core: bool) -> Result<pb::AdmitReply, CtlError> {
@@ -228,16 +250,21 @@ impl pb::sibra_control_server::SibraControl for SibraSvc {
         let id = sibra::SteadyId::new(ia.asn(), suffix);
         let plane = self.0.clone();
         blocking(move || {
-            plane.stages_of(KINDS_ADMISSION)?;
+            let idx = plane.stages_of(KINDS_ADMISSION)?;
+            // With admission on the slow path, the workers' transit stages
+            // learn the released indices in a second step.
+            let on_slow_path = idx.iter().any(|&i| i >= runtime::slowpath::STAGE_BASE);
             let (res, generation) =
                 plane.mutate(Arc::new(move |e: &mut dyn runtime::Elements, now| {
                     let tick = sibra::Tick::of(now);
-                    let key = sibra::ResvKey::from(id);
                     // Admission first (frees the bandwidth), then every transit
                     // stage refuses the released indices until they expire.
                     let mut released: Vec<(sibra::ResvIdx, sibra::Tick)> = Vec::new();
                     let mut found = false;
-                    for i in 0..e.stages() {
+                    for &i in &idx {
+                        if !e.has_stage(i) {
+                            continue;
+                        }
                         let Some(a) = e.stage(i).and_then(|s| s.as_any_mut()) else { continue };
                         if let Some(c) = a.downcast_mut::<sibra::stage::SibraControl>() {
                             let exp: Vec<(sibra::ResvIdx, sibra::Tick)> = c
@@ -253,18 +280,18 @@ impl pb::sibra_control_server::SibraControl for SibraSvc {
                             }
                         }
                     }
-                    for i in 0..e.stages() {
-                        let Some(a) = e.stage(i).and_then(|s| s.as_any_mut()) else { continue };
-                        if let Some(t) = a.downcast_mut::<sibra::stage::SibraTransit>() {
-                            for (ix, until) in &released {
-                                t.revocations_mut().revoke(key, *ix, *until, tick).map_err(
-                                    |e| CtlError::Unavailable(format!("revocation table: {e}")),
-                                )?;
-                            }
-                        }
-                    }
-                    Ok((found, released.len()))
+                    refuse_indices(e, id, &released, tick)?;
+                    Ok((found, released))
                 }))?;
+            if on_slow_path {
+                let released: Vec<_> = res.iter().flat_map(|(_, r)| r.clone()).collect();
+                if !released.is_empty() {
+                    plane.mutate(Arc::new(move |e: &mut dyn runtime::Elements, now| {
+                        refuse_indices(e, id, &released, sibra::Tick::of(now))
+                    }))?;
+                }
+            }
+            let res: Vec<(bool, usize)> = res.into_iter().map(|(f, r)| (f, r.len())).collect();
             let held = res.iter().filter(|(f, _)| *f).count();
             if held == 0 {
                 return Err(CtlError::NotFound(format!(
