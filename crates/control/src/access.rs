@@ -222,20 +222,39 @@ impl<S> tower_layer::Layer<S> for AccessLayer {
 }
 
 /// The access layer around the server's routes.
+/// The gRPC stack's inner HTTP services as the control API's layers wrap
+/// them: never failing, cloned per call, sent to the runtime.
+pub(crate) trait HttpService:
+    Service<
+        http::Request<Body>,
+        Response = http::Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> HttpService for S where
+    S: Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 #[derive(Clone)]
 pub(crate) struct AccessSvc<S> {
     inner: S,
     shared: Arc<Shared>,
 }
 
-impl<S> Service<http::Request<Body>> for AccessSvc<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+impl<S: HttpService> Service<http::Request<Body>> for AccessSvc<S> {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Self::Error>;

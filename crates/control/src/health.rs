@@ -28,6 +28,7 @@ use tonic::server::NamedService;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
+use crate::access::HttpService;
 use crate::auth::Caller;
 use crate::plane::Plane;
 
@@ -105,14 +106,10 @@ impl<F, P> NamedService for Reflection<F, P> {
 }
 
 /// Calls a clone of `svc` (ready first, as tower asks) with `req`.
-fn call_clone<S>(svc: &S, req: http::Request<Body>) -> BoxFuture<http::Response<Body>, Infallible>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+fn call_clone<S: HttpService>(
+    svc: &S,
+    req: http::Request<Body>,
+) -> BoxFuture<http::Response<Body>, Infallible> {
     let mut svc = svc.clone();
     Box::pin(async move {
         std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
@@ -120,19 +117,7 @@ where
     })
 }
 
-impl<F, P> Service<http::Request<Body>> for Reflection<F, P>
-where
-    F: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    F::Future: Send + 'static,
-    P: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    P::Future: Send + 'static,
-{
+impl<F: HttpService, P: HttpService> Service<http::Request<Body>> for Reflection<F, P> {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Self::Error>;

@@ -126,14 +126,15 @@ pub struct WorkerLink<B> {
 }
 
 impl<B> WorkerLink<B> {
-    /// Hands `buf` to the slow path; gives it back if `queue` packets of
-    /// this worker are in flight already (never blocks).
+    /// Hands `buf` to the slow path, punted at `at` (one clock read per
+    /// burst); gives it back if `queue` packets of this worker are in flight
+    /// already (never blocks).
     #[inline]
-    pub fn punt(&mut self, buf: B, meta: Meta, now: Now) -> Result<(), B> {
+    pub fn punt(&mut self, buf: B, meta: Meta, now: Now, at: Instant) -> Result<(), B> {
         if self.in_flight >= self.cap {
             return Err(buf);
         }
-        match self.to.try_send(Punt { buf, meta, now, at: Instant::now() }) {
+        match self.to.try_send(Punt { buf, meta, now, at }) {
             Ok(()) => {
                 self.in_flight += 1;
                 Ok(())
@@ -359,7 +360,18 @@ impl<B: PacketBuf + 'static> SlowPath<B> {
                     match self.links[w].0.try_recv() {
                         Ok(p) => {
                             got += 1;
-                            let Ok(i) = batch.push(p.buf, p.meta.port) else { break };
+                            // The batch was flushed above when full, so this
+                            // push succeeds; were it refused, the buffer still
+                            // goes back to its worker.
+                            let i = match batch.push(p.buf, p.meta.port) {
+                                Ok(i) => i,
+                                Err(buf) => {
+                                    let verdict = Verdict::Drop(pipeline::DropReason::QueueFull);
+                                    let r = Returned { buf, in_port: p.meta.port, verdict };
+                                    let _ = self.links[w].1.try_send(r);
+                                    break;
+                                }
+                            };
                             // Delivered to the router unless a stage forwards or drops it.
                             *batch.meta_mut(i) = Meta { verdict: Verdict::ToControl, ..p.meta };
                             origin.push((w, p.at));

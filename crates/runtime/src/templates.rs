@@ -229,6 +229,29 @@ fn add_low(addr: &mut [u8], n: u32) {
     addr[len - 4..].copy_from_slice(&v.to_be_bytes());
 }
 
+/// A zeroed `size`-byte frame with its Ethernet header and an IPv4 header
+/// (20 bytes, total length from `size`, checksum left to the caller) for
+/// protocol `proto`.
+fn eth_ipv4(
+    size: usize,
+    (smac, dmac): ([u8; 6], [u8; 6]),
+    (src, dst): (Ipv4Addr, Ipv4Addr),
+    ttl: u8,
+    proto: u8,
+) -> Vec<u8> {
+    let mut f = vec![0u8; size];
+    f[0..6].copy_from_slice(&dmac);
+    f[6..12].copy_from_slice(&smac);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((size - 14) as u16).to_be_bytes());
+    f[22] = ttl;
+    f[23] = proto;
+    f[26..30].copy_from_slice(&src.octets());
+    f[30..34].copy_from_slice(&dst.octets());
+    f
+}
+
 fn ipv4_udp(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, ConfigError> {
     let p: UdpParams<Ipv4Addr> = typed(params)?;
     p.check_dscp()?;
@@ -240,22 +263,10 @@ fn ipv4_udp(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, Con
     let (src, dst) = (p.src.unwrap_or_else(default_v4_src), p.dst.unwrap_or_else(default_v4_dst));
     let mut out = Vec::with_capacity(ctx.flows as usize);
     for i in 0..ctx.flows {
-        let mut f = vec![0u8; p.size];
-        f[0..6].copy_from_slice(&dmac);
-        f[6..12].copy_from_slice(&smac);
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let mut f = eth_ipv4(p.size, (smac, dmac), (src, dst), p.ttl, 17);
+        f[15] = p.dscp << 2;
+        f[20] = 0x40; // don't fragment
         let ip_len = (p.size - 14) as u16;
-        {
-            let ip = &mut f[14..34];
-            ip[0] = 0x45;
-            ip[1] = p.dscp << 2;
-            ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-            ip[6] = 0x40; // don't fragment
-            ip[8] = p.ttl;
-            ip[9] = 17;
-            ip[12..16].copy_from_slice(&src.octets());
-            ip[16..20].copy_from_slice(&dst.octets());
-        }
         let mut sport = p.sport;
         match p.vary {
             Vary::Sport => sport = p.sport.wrapping_add(i as u16),
@@ -350,17 +361,8 @@ fn icmp_echo(params: &toml::Table, ctx: &TemplateCtx) -> Result<Vec<Vec<u8>>, Co
     let (src, dst) = (p.src.unwrap_or_else(default_v4_src), p.dst.unwrap_or_else(default_v4_dst));
     let mut out = Vec::with_capacity(ctx.flows as usize);
     for i in 0..ctx.flows {
-        let mut f = vec![0u8; p.size];
-        f[0..6].copy_from_slice(&dmac);
-        f[6..12].copy_from_slice(&smac);
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        f[14] = 0x45;
-        f[16..18].copy_from_slice(&((p.size - 14) as u16).to_be_bytes());
-        f[22] = p.ttl;
-        f[23] = 1;
-        f[26..30].copy_from_slice(&src.octets());
+        let mut f = eth_ipv4(p.size, (smac, dmac), (src, dst), p.ttl, 1);
         add_low(&mut f[26..30], i);
-        f[30..34].copy_from_slice(&dst.octets());
         let c = checksum(0, &f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
         f[34] = 8;

@@ -427,6 +427,8 @@ impl<I: WorkerIo> Loop<I> {
             // Mixed verdicts: one pass partitions the burst into per-port TX
             // vectors, egress queues and a free list.
             let (mut last_port, mut last_slot) = (u16::MAX, NO_SLOT);
+            // The wall time of this burst's punts, read at the first one.
+            let mut punted_at = None;
             for (buf, meta) in bufs.drain(..).zip(metas) {
                 match meta.verdict {
                     Verdict::Forward { port, class } => {
@@ -455,13 +457,16 @@ impl<I: WorkerIo> Loop<I> {
                             local.to_control += 1;
                             dead.push(buf);
                         }
-                        Some(link) => match link.punt(buf, *meta, now) {
-                            Ok(()) => local.to_control += 1,
-                            Err(buf) => {
-                                local.ports[pslot].drops.inc(DropReason::SlowPathFull);
-                                dead.push(buf);
+                        Some(link) => {
+                            let at = *punted_at.get_or_insert_with(std::time::Instant::now);
+                            match link.punt(buf, *meta, now, at) {
+                                Ok(()) => local.to_control += 1,
+                                Err(buf) => {
+                                    local.ports[pslot].drops.inc(DropReason::SlowPathFull);
+                                    dead.push(buf);
+                                }
                             }
-                        },
+                        }
                     },
                 }
             }
