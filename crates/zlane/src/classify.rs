@@ -25,8 +25,6 @@ use crate::replay::ReplayFilter;
 // Lane indices are masked with `BURST - 1` (see `verify_burst`).
 const _: () = assert!(BURST.is_power_of_two());
 
-/// Offset of the PathType byte in the SCION common header.
-const PATH_TYPE_OFF: usize = 8;
 /// Source host type/length codes DRKey derives keys for.
 const TL_IPV4: u8 = 0x0;
 const TL_IPV6: u8 = 0x3;
@@ -257,7 +255,7 @@ impl Classifier {
     /// Parses, classifies non-EPIC-Z traffic, and checks EPIC-Z freshness.
     #[inline]
     fn prepare(&mut self, pkt: &[u8], fresh: FreshWindow) -> Result<Prep, DropReason> {
-        if pkt.get(PATH_TYPE_OFF) == Some(&PathType::EPIC_Z.0) {
+        if PathType::peek(pkt) == Some(PathType::EPIC_Z) {
             return self.prepare_epic(pkt, fresh).map(Prep::Epic);
         }
         let h = ScionHeader::new_checked(pkt)?;

@@ -35,6 +35,14 @@ impl PathType {
     pub const SIBRA: PathType = PathType(200);
     /// EPIC-Z path (project-defined, `zlane.md`).
     pub const EPIC_Z: PathType = PathType(201);
+
+    /// The `PathType` byte of a SCION packet that starts at its common
+    /// header, read without validating anything else (`None` if too short):
+    /// lets a stage pass other path types on before it parses the header.
+    #[inline]
+    pub fn peek(pkt: &[u8]) -> Option<PathType> {
+        pkt.get(field::PATH_TYPE).map(|&t| PathType(t))
+    }
 }
 
 /// SCION `NextHdr` values.

@@ -190,15 +190,16 @@ pub(super) fn fields_of(
 ) -> Result<Option<(usize, SibraFields)>, DropReason> {
     let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
-    match sibra_fields_memo(pkt, shape)? {
-        Some(f) => Ok(Some((off, f))),
-        None => {
-            // Not SIBRA: still judged as `scion::locate` judges it (an
-            // invalid EPIC-Z path is dropped here, as before the memo).
-            scion::locate(data, off)?;
-            Ok(None)
+    // Other path types skip the SIBRA layout (whose first step, the common
+    // header check, `locate` repeats) and are judged as `scion::locate`
+    // judges them: an invalid EPIC-Z path is dropped here.
+    if PathType::peek(pkt) == Some(PathType::SIBRA) {
+        if let Some(f) = sibra_fields_memo(pkt, shape)? {
+            return Ok(Some((off, f)));
         }
     }
+    scion::locate(data, off)?;
+    Ok(None)
 }
 
 /// `N` bytes at `at` (an offset [`SibraFields`] computed for this packet,
