@@ -18,7 +18,7 @@
 #
 # dpdk-testpmd ships in Debian 12's `dpdk-dev` package (/usr/bin/dpdk-testpmd);
 # the script installs `dpdk-dev libdpdk-dev` (apt, as root) if it is missing.
-# Scenarios (default: null fair sibra zlane; every rate is the total over both
+# Scenarios (default: null fair sibra zlane fp scion; every rate is the total over both
 # ports, packets forwarded per second):
 #   null   two net_null ports (0 <-> 1, empty frames): testpmd io vs the router's
 #          `port-forward` and `nop + port-forward` (pure runtime overhead).
@@ -36,6 +36,24 @@
 #          through parse -> zlane-classify (HVF check, class G within the AS's
 #          rate of 6 Gbit/s, the most its 8-byte bucket holds, A above it)
 #          -> scion-forward (hop-field MAC, interface 2 -> 3).
+#   fp     the same with FlowPolice packets of config/flowpolice-edge.toml: one
+#          request per flow (`--group requests`, puzzles solved at level 4), then
+#          eight regular packets per flow (`--group regular`) carrying the
+#          capability the router stamps on the flow's request, 512 flows
+#          (4608 frames: net_pcap holds a looped capture in mbufs), through
+#          parse -> ipv4-forward -> flowpolice (a request: puzzle check and
+#          flow lookup; a regular packet: capability MAC, feedback, window
+#          count). The stage runs on `clock = "unix"`, so with the pinned Unix
+#          clock every flow stays in the first half of its first period and
+#          the capture's capabilities stay valid in every loop; a flow is
+#          restamped until it has been issued K_th = 128 packet IDs (its first
+#          16 loops), as a flow sending more than K_th packets per period is.
+#   scion  the same with standard-path SCION packets (`--group plain-scion` of
+#          config/scion-border.toml, 2048 flows) through parse -> scion-forward
+#          (hop-field MAC, SegID and CurrHF update, interface 2 -> 3) and through
+#          the whole scion-border pipeline of that file (parse -> sibra-transit
+#          -> zlane-classify -> scion-forward: SIBRA and EPIC-Z stages pass the
+#          packet on as class U).
 #   sizes  FAIR spec §7.7 BM-4 and BM-5: for each frame size in $SIZES
 #          (default 74 128 256 512 1024 1518 bytes on the wire, FCS included,
 #          so the captures hold size - 4 bytes; made with `router gen
@@ -59,13 +77,15 @@ cd "$(dirname "$0")/.."
 SECS=${1:-5}
 ROUNDS=${2:-2}
 shift 2 2>/dev/null || shift $#
-SCENARIOS=${*:-null fair sibra zlane}
+SCENARIOS=${*:-null fair sibra zlane fp scion}
 SIZES=${SIZES:-74 128 256 512 1024 1518}
 WORKERS=${WORKERS:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-UNIX=1767225600 # the synthetic backend's virtual epoch, used by `router gen`
+# shellcheck source=scripts/lib/replay.sh
+source scripts/lib/replay.sh # replay_captures, replay_pipeline
+UNIX=$REPLAY_UNIX
 
 if ! command -v dpdk-testpmd >/dev/null || ! pkg-config --exists libdpdk 2>/dev/null; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -79,9 +99,7 @@ fi
 
 cargo build --release -p router --features dpdk
 ROUTER="$TARGET/release/router"
-"$ROUTER" gen config/fair-transit.toml --group fair --flows 2048 --out "$OUT/fair.pcap"
-"$ROUTER" gen config/sibra-transit.toml --group reserved --flows 2048 --out "$OUT/sibra.pcap"
-"$ROUTER" gen config/zlane-border.toml --group guaranteed-as --flows 2048 --out "$OUT/zlane.pcap"
+replay_captures "$ROUTER" "$OUT"
 case " $SCENARIOS " in
   *" sizes "*)
     for size in $SIZES; do
@@ -94,9 +112,6 @@ case " $SCENARIOS " in
     done
     ;;
 esac
-# A capture with no packets: port 1 receives nothing (and drops on TX).
-printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' >"$OUT/empty.pcap"
-
 EAL_BASE='--no-huge -m 1024 --no-pci'
 # `rx_pcap=FILE` once per queue ($2 queues, default 1).
 rx_queues() {
@@ -155,35 +170,7 @@ router_mpps() {
     echo 'id = 0'
     echo '[[ports]]'
     echo 'id = 1'
-    case $pipeline in
-      nop | port-forward)
-        [ "$pipeline" = nop ] && printf '[[pipeline]]\nkind = "nop"\n'
-        printf '[[pipeline]]\nkind = "port-forward"\nmap = [[0, 1], [1, 0]]\n'
-        ;;
-      fair-transit | fair-base)
-        printf '[[pipeline]]\nkind = "parse"\n'
-        printf '[[pipeline]]\nkind = "ipv4-forward"\n'
-        printf 'routes = [{ prefix = "10.2.0.0/16", port = 1 }, { prefix = "10.1.0.0/16", port = 0 }]\n'
-        if [ "$pipeline" = fair-transit ]; then
-          printf '[[pipeline]]\nkind = "fair-transit"\ndata_key = "000102030405060708090a0b0c0d0e0f"\n'
-          printf 'keys_from = 1_767_225_600\nkeys_until = 1_767_312_000\n'
-        fi
-        ;;
-      sibra-transit)
-        printf '[[pipeline]]\nkind = "parse"\n'
-        printf '[[pipeline]]\nkind = "sibra-transit"\nkey = "2b7e151628aed2a6abf7158809cf4f3c"\n'
-        printf 'interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]\n'
-        ;;
-      zlane-border)
-        printf '[[pipeline]]\nkind = "parse"\n'
-        printf '[[pipeline]]\nkind = "zlane-classify"\nlocal_ia = "1-ff00:0:110"\n'
-        printf 'sv = "f0e0d0c0b0a090807060504030201000"\nepoch = [1_700_000_000, 1_900_000_000]\n'
-        printf 'capacity_bps = 100_000_000_000\nmu_g = 0.5\n'
-        printf 'rates = [{ as = "1-ff00:0:111", bps = 6_000_000_000 }]\n'
-        printf '[[pipeline]]\nkind = "scion-forward"\nkey = "000102030405060708090a0b0c0d0e0f"\n'
-        printf 'interfaces = [{ ifid = 2, port = 0 }, { ifid = 3, port = 1 }]\n'
-        ;;
-    esac
+    replay_pipeline "$pipeline"
     echo '[run]'
     echo "duration_ms = $((SECS * 1000))"
   } >"$OUT/router.toml"
@@ -224,8 +211,10 @@ for round in $(seq "$ROUNDS"); do
       fair) pipelines="fair-transit" ;;
       sibra) pipelines="sibra-transit" ;;
       zlane) pipelines="zlane-border" ;;
+      fp) pipelines="flowpolice-edge" ;;
+      scion) pipelines="scion-forward scion-border" ;;
       *)
-        echo "bench-dpdk: unknown scenario $scenario (null, fair, sibra, zlane, sizes)" >&2
+        echo "bench-dpdk: unknown scenario $scenario (null, fair, sibra, zlane, fp, scion, sizes)" >&2
         exit 2
         ;;
     esac

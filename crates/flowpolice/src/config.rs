@@ -11,6 +11,7 @@
 //! puzzle = { min_level = 4 }
 //! params = { period_ms = 3000, over_window = "drop_when_misbehaving" }
 //! request_cap = { rate_mbps = 50 }
+//! clock = "monotonic"                  # or "unix"
 //! ```
 //!
 //! With feature `serde` the types deserialize from such a table (unknown
@@ -52,6 +53,23 @@ pub enum LinkLayer {
     Ethernet,
     /// Raw IP packets (tunnels, tests).
     Ip,
+}
+
+/// The time base of Algorithm 1's periods and of capability timestamps
+/// (`ts`, milliseconds, 32 bits on the wire). The router alone reads the
+/// timestamps it stamps, so any base works; the choice is about steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "lowercase"))]
+pub enum Clock {
+    /// The router's monotonic clock (default): a wall-clock step (NTP, an
+    /// operator) never ends or stretches a period.
+    #[default]
+    Monotonic,
+    /// Unix time: timestamps in captures read as wall-clock milliseconds,
+    /// and a replay whose Unix clock is pinned (`[io.dpdk] unix_time_s`)
+    /// stands still in its flows' first period, so a looped capture's
+    /// capabilities stay valid. A wall-clock step moves every flow's period.
+    Unix,
 }
 
 /// An ingress channel policer: a byte rate and a burst.
@@ -149,6 +167,9 @@ pub struct Config {
     /// Link layer when no parse stage set offsets.
     #[cfg_attr(feature = "serde", serde(default))]
     pub link: LinkLayer,
+    /// Time base of periods and capability timestamps (default monotonic).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub clock: Clock,
 }
 
 #[cfg(feature = "serde")]
@@ -198,6 +219,7 @@ impl Config {
             insert_whole_chunk: None,
             request_cap: None,
             legacy_cap: None,
+            clock: Clock::Monotonic,
         }
     }
 

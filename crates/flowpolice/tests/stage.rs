@@ -2,13 +2,13 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use flowpolice::config::{ChannelCap, Config, LinkLayer};
+use flowpolice::config::{ChannelCap, Clock, Config, LinkLayer};
 use flowpolice::host::{ipv4_packet, ipv6_packet, Sender};
 use flowpolice::puzzle::{self, PuzzlePolicy, SeedChain};
 use flowpolice::FlowPolice;
 use flowpolice::{class, Capability, CapabilityKey, Puzzle};
 use packet::flowpolice::FlowPolice as Shim;
-use pipeline::{Batch, DropReason, Meta, Now, Proto, Stage, Verdict, L3};
+use pipeline::{Batch, DropReason, Meta, Now, Proto, Refused, Stage, Verdict, L3};
 
 const KEY: [u8; 16] = [7; 16];
 const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -138,6 +138,37 @@ fn forged_stale_and_reused_capabilities_are_dropped() {
     );
     assert_eq!(st.counters().bad_mac, 2);
     assert_eq!(st.counters().expired, 1);
+}
+
+#[test]
+fn the_clock_option_picks_the_time_base_of_periods_and_timestamps() {
+    // A monotonic clock far from Unix time, and a Unix clock pinned at T0.
+    let at = |mono_ms: u64| Now { mono_ns: mono_ms * 1_000_000, unix_ns: T0 };
+    let mut mono = FlowPolice::new(config()).unwrap();
+    let mut unix = FlowPolice::new(Config { clock: Clock::Unix, ..config() }).unwrap();
+    let (pkt, _) = run_one(&mut mono, request_v4(SRC, DST, at(5), 3), at(5));
+    let c_mono = cap_of(&pkt, 20);
+    assert_eq!(c_mono.ts, 5, "monotonic ms");
+    let (pkt, _) = run_one(&mut unix, request_v4(SRC, DST, at(5), 3), at(5));
+    let c_unix = cap_of(&pkt, 20);
+    assert_eq!(c_unix.ts, (T0 / 1_000_000) as u32, "Unix ms");
+    // Two monotonic periods later the request's capability is stale on the
+    // monotonic clock; the pinned Unix clock is still in the first period.
+    run_one(&mut mono, regular_v4(SRC, DST, c_mono), at(3_006)); // previous period
+    assert_eq!(
+        drop_of(run_one(&mut mono, regular_v4(SRC, DST, c_mono), at(6_010)).1),
+        Some(DropReason::Expired)
+    );
+    for t in [3_006, 6_010] {
+        let (_, v) = run_one(&mut unix, regular_v4(SRC, DST, c_unix), at(t));
+        assert_eq!(v, Verdict::Forward { port: 3, class: class::BEST_EFFORT });
+    }
+    let late = at(6_011);
+    // Every flow's period start is a reading of the clock: no live switch.
+    match unix.apply_config(&config(), late) {
+        Err(Refused::NeedsRestart(key)) => assert_eq!(key, "clock"),
+        other => panic!("clock switched live: {other:?}"),
+    }
 }
 
 #[test]

@@ -46,9 +46,11 @@ pub struct FpTemplateParams {
     pub forge_puzzle: bool,
     /// Regular: the router's capability key (as in its stage), hex.
     pub capability_key: Option<mac::Key>,
-    /// Regular: the capability's timestamp, i.e. the router's monotonic ms at
-    /// which the flow's request created it (the synthetic backend's virtual
-    /// clock starts at 0, so requests sent in the first millisecond give 0).
+    /// Regular: the capability's timestamp, i.e. the stage's clock in ms
+    /// (mod 2^32) when the flow's request created it: monotonic ms by
+    /// default (the synthetic backend's virtual clock starts at 0, so
+    /// requests sent in the first millisecond give 0), Unix ms for a stage
+    /// with `clock = "unix"`.
     pub cap_ts_ms: u32,
     /// Regular: the capability's packet id (1 = the first one issued).
     pub p_id: u16,

@@ -44,7 +44,7 @@ use pipeline::{
     TokenBucket, BURST,
 };
 
-use crate::config::{ChannelCap, Config, LinkLayer};
+use crate::config::{ChannelCap, Clock, Config, LinkLayer};
 use crate::flowkey::FlowKeying;
 use crate::puzzle::{PuzzlePolicy, SeedChain};
 use crate::router::{ConfigError, Router};
@@ -82,6 +82,8 @@ pub struct FlowPolice {
     link: LinkLayer,
     check_binding: bool,
     slot_hints: bool,
+    /// [`Config::clock`].
+    clock: Clock,
     request_cap: Option<TokenBucket>,
     legacy_cap: Option<TokenBucket>,
     counters: Counters,
@@ -127,6 +129,7 @@ impl FlowPolice {
             seeds: cfg.seeds.clone(),
             link: cfg.link,
             check_binding: cfg.check_flow_binding,
+            clock: cfg.clock,
             slot_hints: cfg.slot_hints.unwrap_or(true),
             request_cap: cfg.request_cap.map(|c| bucket(c, 0)),
             legacy_cap: cfg.legacy_cap.map(|c| bucket(c, 0)),
@@ -210,7 +213,10 @@ impl Element for FlowPolice {
 
 impl<B: PacketBuf> Stage<B> for FlowPolice {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
-        let now_ms = now.mono_ns / 1_000_000;
+        let now_ms = match self.clock {
+            Clock::Monotonic => now.mono_ns / 1_000_000,
+            Clock::Unix => now.unix_ms(),
+        };
         let mut t = Tally::default();
         let (mut regular, mut request) = (0u32, 0u32);
         // Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;

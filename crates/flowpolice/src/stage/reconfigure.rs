@@ -23,8 +23,9 @@ impl FlowPolice {
     /// burst; a new cap starts full).
     ///
     /// Refused with [`Refused::NeedsRestart`], nothing changed: `slots` and
-    /// `probe_window` (they size and lay out the table) and `table_key`
-    /// (every flow's slot follows from it). An invalid `c` is refused with
+    /// `probe_window` (they size and lay out the table), `table_key`
+    /// (every flow's slot follows from it) and `clock` (every flow's period
+    /// start is a reading of it). An invalid `c` is refused with
     /// its key; [`Reconfigured::Unchanged`] when `c` is what runs.
     pub fn apply_config(&mut self, c: &Config, now: Now) -> Result<Reconfigured, Refused> {
         if *c == self.config && c.params == *self.router.params() {
@@ -34,6 +35,7 @@ impl FlowPolice {
             ("slots", c.slots == self.config.slots),
             ("probe_window", c.probe_window == self.config.probe_window),
             ("table_key", c.table_key == self.config.table_key),
+            ("clock", c.clock == self.config.clock),
         ];
         if let Some((key, _)) = fixed.iter().find(|(_, same)| !same) {
             return Err(Refused::NeedsRestart((*key).to_string()));
