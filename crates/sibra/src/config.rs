@@ -16,12 +16,16 @@
 //! key = "2b7e151628aed2a6abf7158809cf4f3c"
 //! interfaces = [{ ifid = 1, port = 0, capacity_bps = 1_000_000_000 }]
 //! # local_port = 0, class = 1, split = { ephemeral = 80, best_effort = 15, steady = 5 },
-//! # max_steady = 4096, max_ephemeral = 65536, hand_off = false
+//! # max_steady = 4096, max_ephemeral = 65536, hand_off = false,
+//! # request_limit = { enabled = true, share_pct = 5, burst_ms = 1000, per_path = true, max_paths = 65536 }
 //! ```
 //!
 //! Parts the crate already has a type for are those types: the overuse
 //! monitor's [`CoreConfig`] (its times in milliseconds in the file), the
-//! capacity [`Split`], the [`RequestPolicy`]. Which parameters a running
+//! capacity [`Split`], the [`RequestPolicy`]. The request channel of
+//! `sibra-control` is [`RequestLimit`] (on by default: ephemeral setup
+//! requests may use 5% of each egress interface, weighted by steady path;
+//! `request_limit = { enabled = false }` switches it off). Which parameters a running
 //! stage can change in place is documented on
 //! [`SibraTransit`](crate::stage::SibraTransit) and
 //! [`SibraControl`](crate::stage::SibraControl).
@@ -30,7 +34,7 @@ use mac::Key;
 use pipeline::{Class, Invalid, Validate};
 use scion::{validate_bindings, IfBinding, InterfaceTable};
 
-use crate::admission::{AdmissionConfig, IfaceConfig, Split};
+use crate::admission::{AdmissionConfig, IfaceConfig, RequestLimitConfig, Split};
 use crate::monitor::CoreConfig;
 #[cfg(feature = "serde")]
 use crate::stage::CLASS_R;
@@ -48,6 +52,11 @@ pub const MAX_WINDOW_NS: u64 = 3_600 * 1_000_000_000;
 pub const MAX_MARGIN_PCT: u32 = 10_000;
 /// Largest suspect or blacklist table.
 pub const MAX_MONITOR_TABLE: usize = 1 << 24;
+/// Largest request bucket table (`request_limit.max_paths`): one bucket
+/// per steady path and egress interface, as many as [`MAX_STEADY`].
+pub const MAX_REQUEST_PATHS: usize = MAX_STEADY;
+/// Longest request burst (`request_limit.burst_ms`): one minute, in ns.
+pub const MAX_REQUEST_BURST_NS: u64 = 60 * 1_000_000_000;
 
 /// `sibra-transit`: verify, monitor and forward data packets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +119,71 @@ pub struct ControlConfig {
     /// Hand every request to the control plane instead of admitting in place.
     #[cfg_attr(feature = "serde", serde(default))]
     pub hand_off: bool,
+    /// The request channel (every field optional, defaults as
+    /// [`RequestLimit`]: on, 5%).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub request_limit: RequestLimit,
+}
+
+/// The request channel of `sibra-control` (its `request_limit` table, every
+/// field optional): ephemeral setup requests leaving on an interface may
+/// use at most `share_pct` of its capacity, each steady path its part
+/// weighted by its steady bandwidth (the
+/// [`RequestLimiter`](crate::admission::RequestLimiter)); requests over
+/// their path's rate are dropped before admission (`channel_cap`).
+///
+/// ```toml
+/// request_limit = { share_pct = 5, burst_ms = 1000, per_path = true, max_paths = 65536 }
+/// request_limit = { enabled = false }   # no request channel
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(default, deny_unknown_fields))]
+pub struct RequestLimit {
+    /// Police requests at all (default true).
+    pub enabled: bool,
+    /// Share of each interface's capacity for requests, percent (1..=100,
+    /// default 5).
+    pub share_pct: u32,
+    /// Burst a path may save up, as time at its rate (`burst_ms` in the
+    /// file, 1 ms..=60 s, default 1 s). It must hold one request at the
+    /// path's rate, or the path never passes one.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "burst_ms", deserialize_with = "crate::config::ms_as_ns")
+    )]
+    pub burst_ns: u64,
+    /// Weight the share by steady path (default true); `false` enforces
+    /// only the aggregate per interface, first come, first served.
+    pub per_path: bool,
+    /// Most buckets held, one per steady path and egress interface
+    /// (1..=[`MAX_REQUEST_PATHS`], default 65536).
+    pub max_paths: usize,
+}
+
+impl Default for RequestLimit {
+    fn default() -> Self {
+        let d = RequestLimitConfig::default();
+        RequestLimit {
+            enabled: true,
+            share_pct: u32::from(d.share_pct),
+            burst_ns: d.burst_ns,
+            per_path: d.per_path,
+            max_paths: d.max_paths,
+        }
+    }
+}
+
+impl RequestLimit {
+    /// The limiter's configuration (a validated share fits its percent;
+    /// larger values saturate, which the limiter refuses).
+    pub fn limiter_config(&self) -> RequestLimitConfig {
+        RequestLimitConfig {
+            share_pct: u8::try_from(self.share_pct).unwrap_or(u8::MAX),
+            burst_ns: self.burst_ns,
+            per_path: self.per_path,
+            max_paths: self.max_paths,
+        }
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -266,6 +340,25 @@ impl Validate for Split {
     }
 }
 
+impl Validate for RequestLimit {
+    /// Keys as in the file (`share_pct`, `burst_ms`, `max_paths`); checked
+    /// when switched off too, so that switching it on cannot fail.
+    fn validate(&self) -> Result<(), Invalid> {
+        if !(1..=100).contains(&self.share_pct) {
+            let v = self.share_pct;
+            return Err(Invalid::at("share_pct", format!("{v}% is not in 1..=100")));
+        }
+        if !(1_000_000..=MAX_REQUEST_BURST_NS).contains(&self.burst_ns) {
+            let ms = |v: u64| v / 1_000_000;
+            return Err(Invalid::at(
+                "burst_ms",
+                format!("{} ms is not in 1..={} ms", ms(self.burst_ns), ms(MAX_REQUEST_BURST_NS)),
+            ));
+        }
+        in_bounds("max_paths", self.max_paths, 1, MAX_REQUEST_PATHS)
+    }
+}
+
 impl Validate for TransitConfig {
     fn validate(&self) -> Result<(), Invalid> {
         validate_bindings(&self.interfaces).map_err(|e| e.under("interfaces"))?;
@@ -286,7 +379,8 @@ impl Validate for ControlConfig {
         }
         self.split.validate().map_err(|e| e.under("split"))?;
         in_bounds("max_steady", self.max_steady, 1, MAX_STEADY)?;
-        in_bounds("max_ephemeral", self.max_ephemeral, 1, MAX_EPHEMERAL)
+        in_bounds("max_ephemeral", self.max_ephemeral, 1, MAX_EPHEMERAL)?;
+        self.request_limit.validate().map_err(|e| e.under("request_limit"))
     }
 }
 
@@ -356,6 +450,10 @@ mod tests {
             (c.split, c.max_steady, c.max_ephemeral, c.hand_off),
             (Split::default(), 4096, 65_536, false)
         );
+        // The request channel is on by default, at the 5% share.
+        assert_eq!(c.request_limit, RequestLimit::default());
+        assert_eq!(c.request_limit.limiter_config(), RequestLimitConfig::default());
+        assert!(c.request_limit.enabled);
         assert_eq!(
             c.admission().interfaces[1],
             IfaceConfig { ifid: 2, capacity_bps: 1_000_000_000, split: Split::default() }
@@ -401,6 +499,33 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.split, Split { ephemeral_pct: 70, best_effort_pct: 20, steady_pct: 10 });
         assert_eq!((c.max_steady, c.max_ephemeral, c.hand_off), (8, 9, true));
+        let c: ControlConfig = parse(&format!(
+            "{CONTROL}\nrequest_limit = {{ enabled = false, share_pct = 10, burst_ms = 250, \
+             per_path = false, max_paths = 7 }}"
+        ))
+        .unwrap();
+        c.validate().unwrap();
+        let want = RequestLimit {
+            enabled: false,
+            share_pct: 10,
+            burst_ns: 250_000_000,
+            per_path: false,
+            max_paths: 7,
+        };
+        assert_eq!(c.request_limit, want);
+        assert_eq!(
+            c.request_limit.limiter_config(),
+            RequestLimitConfig {
+                share_pct: 10,
+                burst_ns: 250_000_000,
+                per_path: false,
+                max_paths: 7
+            }
+        );
+        // Only the switch: the rest keeps its defaults.
+        let c: ControlConfig =
+            parse(&format!("{CONTROL}\nrequest_limit = {{ enabled = false }}")).unwrap();
+        assert_eq!(c.request_limit, RequestLimit { enabled: false, ..RequestLimit::default() });
         // Secrets stay out of debug output.
         let dbg = format!("{c:?}{:?}", CoreConfig { seed: 0x1234_5678, ..CoreConfig::default() });
         assert!(!dbg.contains("000102") && !dbg.contains("305419896"), "{dbg}");
@@ -463,6 +588,32 @@ mod tests {
         assert_eq!(control("max_steady = 0"), "max_steady");
         assert_eq!(control("max_steady = 1048577"), "max_steady");
         assert_eq!(control("max_ephemeral = 0"), "max_ephemeral");
+        for bad in [
+            ("share_pct = 0", "share_pct"),
+            ("share_pct = 101", "share_pct"),
+            ("burst_ms = 0", "burst_ms"),
+            ("burst_ms = 60001", "burst_ms"),
+            ("max_paths = 0", "max_paths"),
+            ("max_paths = 1048577", "max_paths"),
+            // Checked when off too, so that switching it on cannot fail.
+            ("enabled = false, share_pct = 0", "share_pct"),
+        ] {
+            let key = control(&format!("request_limit = {{ {} }}", bad.0));
+            assert_eq!(key, format!("request_limit.{}", bad.1), "{}", bad.0);
+        }
+        assert!(control("request_limit = { share = 5 }").contains("unknown field"));
+        assert!(control("request_limit = { share_pct = -1 }").contains("invalid value"));
+        let e =
+            parse::<ControlConfig>(&format!("{CONTROL}\nrequest_limit = {{ share_pct = 300 }}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+        assert_eq!(e.to_string(), "`request_limit.share_pct`: 300% is not in 1..=100");
+        let e = parse::<ControlConfig>(&format!("{CONTROL}\nrequest_limit = {{ burst_ms = 0 }}"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.to_string(), "`request_limit.burst_ms`: 0 ms is not in 1..=60000 ms");
         assert!(control("split = { steady = 5 }").contains("missing field"));
         let cap = |bps: u64| -> String {
             let c: ControlConfig = parse(&format!(

@@ -1,5 +1,6 @@
 //! The `sibra` template: SIBRA data packets on one ephemeral reservation per
-//! flow, verifiable by a `sibra-transit` stage with the same SOF key.
+//! flow, verifiable by a `sibra-transit` stage with the same SOF key; or
+//! steady or ephemeral setup requests for `sibra-control`.
 
 use serde::Deserialize;
 
@@ -14,6 +15,10 @@ use crate::scion::{finish, ia, payload_len, ScionTemplateParams};
 
 fn d_class() -> u8 {
     24
+}
+
+fn d_steady_suffix() -> u16 {
+    1
 }
 
 /// `sibra` template parameters: the SCION addressing of `scion` (its
@@ -33,11 +38,18 @@ pub struct SibraTemplateParams {
     /// Corrupt the router's SOF MAC (forged token).
     #[serde(default)]
     pub forge_sof: bool,
-    /// What to send: `data` (the default) or `steady-setup` requests (one
+    /// What to send: `data` (the default), `steady-setup` requests (one
     /// steady reservation `(src AS, flow + 1)` per flow, at the router's hop,
-    /// for admission by `sibra-control`).
+    /// for admission by `sibra-control`) or `ephemeral-setup` requests (one
+    /// ephemeral reservation per flow over the steady path
+    /// `(src AS, steady_suffix)`, for its request channel and admission).
     #[serde(default)]
     pub kind: SibraPacketKind,
+    /// The steady path `ephemeral-setup` requests travel over: its suffix
+    /// (default 1, the first `steady-setup` flow's); its block has class
+    /// `bw_class` and a SOF under `sof_key` at the router's hop.
+    #[serde(default = "d_steady_suffix")]
+    pub steady_suffix: u16,
 }
 
 /// The packets of a `sibra` traffic group.
@@ -49,6 +61,8 @@ pub enum SibraPacketKind {
     Data,
     /// Steady reservation setup requests.
     SteadySetup,
+    /// Ephemeral reservation setup requests over one steady path.
+    EphemeralSetup,
 }
 
 /// `sibra`: data packets on one ephemeral reservation per flow over a
@@ -56,7 +70,10 @@ pub enum SibraPacketKind {
 /// (hop 1), SOFs issued with `sibra::token::issue_chain` (the router's hop
 /// with `sof_key`) and the path built by `sibra::host::ephemeral_data`.
 /// Reservations expire `EPHEMERAL_HORIZON` ticks (16 s) after the backend's
-/// start time.
+/// start time. Setup requests (`kind`) take the same hops: steady ones
+/// (`sibra::host::steady_setup`) ask for 40 ticks, ephemeral ones
+/// (`sibra::host::ephemeral_setup`) for `EPHEMERAL_HORIZON` over a steady
+/// block valid for 40 ticks.
 pub fn sibra_template(
     params: &toml::Table,
     ctx: &TemplateCtx,
@@ -102,6 +119,19 @@ pub fn sibra_template(
                     sibra::host::request_info(Tick::from_unix_secs(ctx.unix_s), 40, class, class);
                 let sid = sibra::SteadyId::new(src.asn(), (i % 0xffff + 1) as u16);
                 sibra::host::steady_setup(sid, &hops, &req)
+            }
+            SibraPacketKind::EphemeralSetup => {
+                let start = Tick::from_unix_secs(ctx.unix_s);
+                let sid = sibra::SteadyId::new(src.asn(), p.steady_suffix);
+                let sinfo =
+                    ResvInfo { fwd: false, ..sibra::host::request_info(start, 40, class, class) };
+                let sofs = sibra::token::issue_chain(&[&up, &router, &down], &hops, &sinfo, &sid.0);
+                let block = sibra::host::ActiveBlock { info: sinfo, sofs };
+                let req = sibra::host::request_info(start, EPHEMERAL_HORIZON, class, class);
+                let mut rnd = [0u8; 10];
+                rnd[6..].copy_from_slice(&i.to_be_bytes());
+                let eid = EphemeralId::new(src.asn(), rnd);
+                sibra::host::ephemeral_setup(eid, &[(sid, &block)], &req)
             }
             SibraPacketKind::Data => {
                 let mut rnd = [0u8; 10];

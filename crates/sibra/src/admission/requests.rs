@@ -92,6 +92,18 @@ pub struct RequestLimiter {
     counters: RequestCounters,
 }
 
+impl Default for RequestLimiter {
+    /// A limiter with the default configuration (5%, 1 s, per path).
+    fn default() -> Self {
+        RequestLimiter {
+            cfg: RequestLimitConfig::default(),
+            buckets: HashMap::new(),
+            aggregate: HashMap::new(),
+            counters: RequestCounters::default(),
+        }
+    }
+}
+
 impl RequestLimiter {
     /// A limiter with no buckets yet; refuses a share above 100%.
     pub fn new(cfg: RequestLimitConfig) -> Result<Self, Error> {
@@ -109,6 +121,36 @@ impl RequestLimiter {
     /// The configuration.
     pub fn config(&self) -> &RequestLimitConfig {
         &self.cfg
+    }
+
+    /// Changes the configuration in place (a live change), keeping the
+    /// counters and, while `per_path` stays, the buckets: their next refill
+    /// follows the new share and caps them at the new burst. Switching
+    /// `per_path` starts the other kind of buckets afresh. A lower
+    /// `max_paths` than the buckets held refuses new paths until
+    /// [`RequestLimiter::prune`] has made room. Refuses a share above 100%
+    /// (and changes nothing then).
+    pub fn set_config(&mut self, cfg: RequestLimitConfig) -> Result<(), Error> {
+        if cfg.share_pct > 100 {
+            return Err(Error::Config("request share above 100%"));
+        }
+        if cfg.per_path != self.cfg.per_path {
+            self.buckets.clear();
+            self.aggregate.clear();
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// Buckets held (per path and interface, or per interface without
+    /// `per_path`).
+    pub fn len(&self) -> usize {
+        self.buckets.len() + self.aggregate.len()
+    }
+
+    /// Whether no bucket is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Counters so far.
@@ -136,8 +178,10 @@ impl RequestLimiter {
 
     /// Whether a request of `bytes` arriving over steady path `steady` and
     /// leaving on `egress` at `now_ns` fits the channel: `Ok(true)` passes
-    /// it on to admission, `Ok(false)` drops it. A full bucket table is an
-    /// error (the request should be dropped too).
+    /// it on to admission, `Ok(false)` drops it. A path with no rate here
+    /// (not held, or not leaving on `egress`) is dropped without taking a
+    /// bucket, so such requests cannot fill the table. A full bucket table
+    /// is an error (the request should be dropped too).
     pub fn admit(
         &mut self,
         adm: &Admission,
@@ -150,6 +194,10 @@ impl RequestLimiter {
         let burst = self.cfg.burst_ns;
         let ok = if self.cfg.per_path {
             let rate = self.path_rate(adm, steady, egress);
+            if rate == 0 {
+                self.counters.dropped += 1;
+                return Ok(false);
+            }
             let full = self.buckets.len() >= self.cfg.max_paths;
             let b = match self.buckets.get_mut(&(*steady, egress)) {
                 Some(b) => b,
@@ -285,17 +333,49 @@ mod tests {
 
     #[test]
     fn bucket_table_is_bounded_and_pruned() {
-        let a = setup(&[(1, 1, 10)]);
+        let mut a = setup(&[(1, 1, 10), (2, 2, 10)]);
         let cfg = RequestLimitConfig { max_paths: 1, ..Default::default() };
         let mut l = RequestLimiter::new(cfg).unwrap();
         assert!(l.admit(&a, &SteadyId::new(1, 1), 3, 125, 0).unwrap());
-        // An unknown path has rate 0 and its first bucket fills the table.
+        // An unknown path has rate 0: dropped, and it takes no bucket.
+        assert_eq!(l.admit(&a, &SteadyId::new(7, 1), 3, 125, 0), Ok(false));
+        assert_eq!(l.len(), 1);
+        // A second held path finds the table full.
         assert!(matches!(
-            l.admit(&a, &SteadyId::new(7, 1), 3, 125, 0),
+            l.admit(&a, &SteadyId::new(2, 1), 3, 125, 0),
             Err(Error::TableFull { .. })
         ));
+        assert_eq!(l.counters(), &RequestCounters { passed: 1, dropped: 2 });
         l.prune(&a);
+        assert_eq!(l.len(), 1, "held paths keep their bucket");
+        // Once the paths expire, pruning forgets their buckets.
+        a.advance(Tick(T0.0 + 41));
+        l.prune(&a);
+        assert!(l.is_empty());
         assert!(RequestLimiter::new(RequestLimitConfig { share_pct: 101, ..Default::default() })
             .is_err());
+    }
+
+    #[test]
+    fn a_live_change_keeps_counters_and_follows_the_new_share() {
+        let a = setup(&[(1, 1, 10)]);
+        let cfg = RequestLimitConfig { burst_ns: 10_000_000, ..Default::default() };
+        let mut l = RequestLimiter::new(cfg).unwrap();
+        let sid = SteadyId::new(1, 1);
+        // The only path: the whole 50 Mbit/s channel, 50 000 requests/s.
+        let passed = send(&mut l, &a, sid, 100_000, 0);
+        assert!((50_000..=50_600).contains(&passed), "{passed}");
+        let before = *l.counters();
+        l.set_config(RequestLimitConfig { share_pct: 1, ..cfg }).unwrap();
+        assert_eq!(l.counters(), &before, "counters are kept");
+        assert_eq!(l.len(), 1, "so is the bucket");
+        // 1% of 1 Gbit/s: 10 000 requests/s (and a burst of 10 ms of that).
+        let passed = send(&mut l, &a, sid, 100_000, 1_000_000_000);
+        assert!((9_900..=10_100).contains(&passed), "{passed}");
+        assert!(l.set_config(RequestLimitConfig { share_pct: 101, ..cfg }).is_err());
+        assert_eq!(l.config().share_pct, 1, "a refused change changes nothing");
+        // Switching to the aggregate starts its buckets afresh.
+        l.set_config(RequestLimitConfig { per_path: false, ..cfg }).unwrap();
+        assert!(l.is_empty());
     }
 }

@@ -1,10 +1,37 @@
 //! [`SibraControl`]: reservation requests (admission and SOF insertion in
 //! place, or hand-off to the control plane).
 //!
+//! # Request channel (`request_limit`)
+//! Ephemeral setup requests travel over steady paths and may use together
+//! at most a share of each egress interface (`share_pct`, default 5%),
+//! every steady path its part weighted by its steady bandwidth
+//! ([`RequestLimiter`], one token bucket per steady path and egress
+//! interface, `burst_ms` of its rate). In place ([`ControlMode::InPlace`]),
+//! a forward ephemeral setup is policed after its block verified (a forged
+//! request cannot spend a path's rate) and before admission: over its
+//! path's rate it is dropped as `channel_cap` (`table_full` when
+//! `max_paths` buckets are held), so a flood of requests costs a bucket
+//! lookup, not an admission. The path is the one the request leaves this
+//! AS on (the second block's at a junction); a path with no rate here (not
+//! held, e.g. revoked) passes nothing. Not policed: steady requests (not
+//! carried by a steady path here), ephemeral renewals (they ride their own
+//! reservation), replies, requests whose path ends in this AS (no egress
+//! link), and everything in [`ControlMode::HandOff`] (the control plane
+//! that admits them owns the channel). `request_limit = { enabled = false }`
+//! switches the channel off. The buckets of paths no longer held are
+//! pruned once per tick, when the admission state moves to it. Each
+//! instance polices on its own: on the slow path one for the router, in the
+//! workers' pipeline one per worker (up to N × the share in total).
+//! Counters: `request_channel_passed`, `request_channel_dropped`; level:
+//! `request_buckets`.
+//!
 //! # Live changes ([`Element::reconfigure`] with a [`ControlConfig`])
 //! In place, between two bursts: the interface bindings, each interface's
-//! capacity, the `split`, `local_port`, `class` and `hand_off`; interfaces
-//! may be added, and removed while no reservation crosses them. A new `key`
+//! capacity, the `split`, `local_port`, `class`, `hand_off` and every key
+//! of `request_limit` (the buckets and counters are kept: a new share or
+//! burst applies from their next refill; switching `per_path` starts the
+//! other kind of bucket full); interfaces may be added, and removed while
+//! no reservation crosses them. A new `key`
 //! becomes current and the old one keeps verifying for the steady horizon
 //! (45 ticks). Reservations (granted, pending and their per-tick
 //! accounting), contracts and counters are kept; bandwidth already granted
@@ -16,11 +43,13 @@
 use core::any::Any;
 
 use packet::scion::sibra::SibraPath;
-use pipeline::{Batch, DropReason, Element, Invalid, Now, PacketBuf, Reconfigured, Refused, Stage};
+use pipeline::{
+    Batch, DropReason, Element, Invalid, Now, PacketBuf, Reconfigured, Refused, Stage, Validate,
+};
 
 use super::job::{advance, inspect, triage, Hop, Job};
 use super::{changed, RouterConfig, SibraCounters};
-use crate::admission::{Admission, Decision, EphemeralRequest, SteadyRequest};
+use crate::admission::{Admission, Decision, EphemeralRequest, RequestLimiter, SteadyRequest};
 use crate::config::ControlConfig;
 use crate::layout::SibraShape;
 use crate::token::{verify_batch, SofKeys, TokenCheck};
@@ -48,9 +77,16 @@ impl ControlMode {
     }
 }
 
-/// Reservation requests: verify the block they travel on, run admission,
-/// write this AS's SOF (or its offer after a denial) into the request block,
-/// and forward. Replies (F=0) confirm or release the index granted here.
+/// Reservation requests: verify the block they travel on, police the
+/// request channel (ephemeral setups over their steady path's rate are
+/// dropped, see the [module docs](self)), run admission, write this AS's
+/// SOF (or its offer after a denial) into the request block, and forward.
+/// Replies (F=0) confirm or release the index granted here.
+///
+/// Built from its configuration ([`SibraControl::from_config`]) the request
+/// channel is on at its `request_limit` (default 5% per egress interface);
+/// built from parts ([`SibraControl::new`]) it is off until
+/// [`SibraControl::with_request_limit`].
 #[derive(Debug)]
 pub struct SibraControl {
     cfg: RouterConfig,
@@ -58,6 +94,12 @@ pub struct SibraControl {
     admission: Admission,
     mode: ControlMode,
     counters: SibraCounters,
+    /// The request channel; kept while off, so its counters only grow.
+    requests: RequestLimiter,
+    /// Whether `requests` polices.
+    limit_requests: bool,
+    /// The last tick the admission state and the buckets were pruned at.
+    pruned: Tick,
     /// The last SIBRA layouts seen (see [`crate::layout`]).
     shape: SibraShape,
     /// The configuration it was built from (`None`: built from parts, which
@@ -74,6 +116,9 @@ impl SibraControl {
             admission,
             mode: ControlMode::InPlace,
             counters: SibraCounters::default(),
+            requests: RequestLimiter::default(),
+            limit_requests: false,
+            pruned: Tick(0),
             shape: SibraShape::default(),
             config: None,
         }
@@ -86,6 +131,8 @@ impl SibraControl {
         let admission = Admission::new(c.admission(), now)?;
         Ok(SibraControl {
             mode: ControlMode::of(c),
+            requests: RequestLimiter::new(c.request_limit.limiter_config())?,
+            limit_requests: c.request_limit.enabled,
             config: Some(Box::new(c.clone())),
             ..SibraControl::new(c.router(), SofKeys::new(&c.key), admission)
         })
@@ -95,6 +142,18 @@ impl SibraControl {
     pub fn with_mode(mut self, mode: ControlMode) -> Self {
         self.mode = mode;
         self
+    }
+
+    /// Polices the request channel with `limiter` (`None`: not at all).
+    pub fn with_request_limit(mut self, limiter: Option<RequestLimiter>) -> Self {
+        self.limit_requests = limiter.is_some();
+        self.requests = limiter.unwrap_or_default();
+        self
+    }
+
+    /// The request channel, if it polices (its configuration and counters).
+    pub fn request_limiter(&self) -> Option<&RequestLimiter> {
+        self.limit_requests.then_some(&self.requests)
     }
 
     /// Admission state (read counters, set contracts).
@@ -117,14 +176,33 @@ impl SibraControl {
         &self.counters
     }
 
-    /// Processes one request packet whose path passed [`inspect`]: admission
-    /// at each hop this AS holds (forward), or confirmation and release of
-    /// what it granted (reply, F=0).
-    fn request(&mut self, data: &mut [u8], job: &Job, tick: Tick) -> Result<(), DropReason> {
+    /// Moves the admission state to `tick` (expiring what ended before it)
+    /// and forgets the request buckets of paths no longer held: once per
+    /// tick, so the steady weights the channel reads are current.
+    fn expire(&mut self, tick: Tick) {
+        self.admission.advance(tick);
+        self.requests.prune(&self.admission);
+        self.pruned = tick;
+    }
+
+    /// Processes one request packet whose path passed [`inspect`]: the
+    /// request channel and admission at each hop this AS holds (forward),
+    /// or confirmation and release of what it granted (reply, F=0).
+    fn request(
+        &mut self,
+        data: &mut [u8],
+        job: &Job,
+        now: Now,
+        tick: Tick,
+    ) -> Result<(), DropReason> {
+        let bytes = data.len();
         let mut p = SibraPath::new_checked(
             data.get_mut(job.path.0..job.path.1).ok_or(DropReason::Truncated)?,
         )?;
         let r = Requested::of(&p)?;
+        if self.limit_requests && job.forward && r.setup && !r.steady {
+            self.police(&p, job, bytes, now.mono_ns)?;
+        }
         for hop in &job.hops[..usize::from(job.n_hops)] {
             if job.forward {
                 self.admit_hop(&mut p, &r, hop, tick)?;
@@ -133,6 +211,31 @@ impl SibraControl {
             }
         }
         Ok(())
+    }
+
+    /// The request channel for a forward ephemeral setup of `bytes`: the
+    /// steady path it leaves this AS on must have the rate for it on that
+    /// interface (`channel_cap`), and a bucket (`table_full`). A request
+    /// whose path ends here uses no link and passes.
+    fn police(
+        &mut self,
+        p: &SibraPath<&mut [u8]>,
+        job: &Job,
+        bytes: usize,
+        now_ns: u64,
+    ) -> Result<(), DropReason> {
+        let Some(hop) = job.hops[..usize::from(job.n_hops)].last() else { return Ok(()) };
+        let egress = hop.sof.egress;
+        if egress == 0 {
+            return Ok(());
+        }
+        let k = usize::from(hop.block);
+        let steady = SteadyId(p.setup_steady_id(k).ok_or(DropReason::Malformed)?);
+        match self.requests.admit(&self.admission, &steady, egress, bytes, now_ns) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(DropReason::ChannelCap),
+            Err(_) => Err(DropReason::TableFull),
+        }
     }
 
     /// A reply passing back: confirm what this hop granted, release it if a
@@ -269,12 +372,16 @@ impl Element for SibraControl {
 
     fn named_counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.counters().report(out);
+        let r = self.requests.counters();
+        out("request_channel_passed", r.passed);
+        out("request_channel_dropped", r.dropped);
     }
 
     fn named_gauges(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let (steady, ephemeral) = self.admission().len();
         out("steady_reservations", steady as u64);
         out("ephemeral_reservations", ephemeral as u64);
+        out("request_buckets", self.requests.len() as u64);
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
@@ -293,6 +400,9 @@ impl Element for SibraControl {
         if let Some((key, ..)) = sizes.iter().find(|(_, a, b)| a != b) {
             return Err(Refused::NeedsRestart((*key).into()));
         }
+        // A validated configuration passes; checked before anything changes
+        // so that applying it below cannot fail.
+        new.request_limit.validate().map_err(|e| Refused::Invalid(e.under("request_limit")))?;
         // The only step that can refuse after these comes first and changes
         // nothing when it does.
         let ifaces = new.admission_interfaces();
@@ -309,6 +419,12 @@ impl Element for SibraControl {
         if old.key != new.key {
             self.keys.rotate_default(&new.key, Tick::of(now));
         }
+        if old.request_limit != new.request_limit {
+            self.requests.set_config(new.request_limit.limiter_config()).map_err(|e| {
+                Refused::Invalid(Invalid::at("request_limit.share_pct", e.to_string()))
+            })?;
+            self.limit_requests = new.request_limit.enabled;
+        }
         self.cfg.local_port = new.local_port;
         self.cfg.class = pipeline::Class(new.class);
         self.mode = ControlMode::of(new);
@@ -320,6 +436,9 @@ impl Element for SibraControl {
 impl<B: PacketBuf> Stage<B> for SibraControl {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let tick = Tick::of(now);
+        if tick > self.pruned {
+            self.expire(tick);
+        }
         for i in batch.live() {
             let mut checks = [TokenCheck::default(); 2];
             let (data, meta) = (batch.data(i), batch.meta(i));
@@ -342,7 +461,7 @@ impl<B: PacketBuf> Stage<B> for SibraControl {
                 batch.to_control(i);
                 continue;
             }
-            if let Err(r) = self.request(batch.buf_mut(i).data_mut(), &job, tick) {
+            if let Err(r) = self.request(batch.buf_mut(i).data_mut(), &job, now, tick) {
                 batch.drop_packet(i, r);
                 continue;
             }

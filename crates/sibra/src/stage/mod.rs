@@ -34,7 +34,10 @@
 //!   [`SibraTransit`] drops data packets with S and T set as malformed.
 //! * Requests are never dropped for admission reasons: a denying hop clears A,
 //!   sets fail_hop and every hop from there on writes its offer, so the source
-//!   learns what it can retry with (the counters count denials).
+//!   learns what it can retry with (the counters count denials). What is
+//!   dropped before admission is an ephemeral setup over its steady path's
+//!   share of the request channel (`channel_cap`, see [`control`]): the
+//!   channel is capacity, not a decision about the reservation.
 //! * Each stage holds its own [`SofKeys`](crate::token::SofKeys) copy: rotate
 //!   the key in every stage between two bursts (a live configuration change
 //!   of `key` does, with the steady horizon as grace period).

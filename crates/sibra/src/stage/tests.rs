@@ -253,3 +253,61 @@ fn templates_cover_the_outcomes() {
     assert_eq!(v, want);
     assert_eq!(t.counters().junctions, 2);
 }
+
+/// The request channel of `SibraControl` keys a request by the steady path
+/// it leaves this AS on (at a junction, the second block's) and that
+/// path's egress interface; a request whose leaving path is not held here
+/// has no rate and never reaches admission.
+#[test]
+fn request_channel_polices_the_path_a_request_leaves_on() {
+    use crate::admission::{
+        Admission, AdmissionConfig, IfaceConfig, RequestLimitConfig, RequestLimiter, Split,
+        SteadyRequest,
+    };
+    let t = Tick::of(now());
+    let (s0, s1) = (SteadyId::new(0xa, 7), SteadyId::new(0xb, 8));
+    let b0 = block(&s0.0, &[(0, 1), (2, 0)], t.plus(10));
+    let b1 = block(&s1.0, &[(0, 3), (4, 0)], t.plus(9));
+    let setup = |n: u8| {
+        let id = EphemeralId::new(0xa, [n; 10]);
+        let mut p = host::ephemeral_setup(id, &[(s0, &b0), (s1, &b1)], &info(t.plus(3))).unwrap();
+        p.curr_hop = 1;
+        (frame(&p, 0), 2)
+    };
+    let interfaces = [2, 3].map(|ifid| IfaceConfig {
+        ifid,
+        capacity_bps: 1_000_000_000,
+        split: Split::default(),
+    });
+    let acfg = AdmissionConfig { interfaces: interfaces.to_vec(), ..Default::default() };
+    let limiter = RequestLimiter::new(RequestLimitConfig::default()).unwrap();
+    let mut c = SibraControl::new(cfg(), keys(2), Admission::new(acfg, t).unwrap())
+        .with_request_limit(Some(limiter));
+    let hold = |c: &mut SibraControl, id, ingress, egress| {
+        let info = resv_info(t.plus(10), 10, 10, 0);
+        let q = SteadyRequest { id, ingress, egress, info };
+        assert_eq!(c.admission_mut().steady(&q, t), Ok(crate::admission::Decision::Granted));
+    };
+    let run = |c: &mut SibraControl, pkt: (Vec<u8>, u16)| {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        b.push(pkt.0, pkt.1).unwrap();
+        Stage::<Vec<u8>>::process(c, &mut b, now());
+        let accepted = host::sibra_path(b.data(0)).is_ok_and(|p| p.accepted());
+        (b.meta(0).verdict, accepted)
+    };
+    // Only the path it arrives on is held: no rate on interface 3.
+    hold(&mut c, s0, 2, 0);
+    assert_eq!(run(&mut c, setup(1)).0, Verdict::Drop(DropReason::ChannelCap));
+    assert_eq!(c.counters().granted, 0, "dropped before admission");
+    // The path it leaves on: the request passes and is granted at both hops.
+    hold(&mut c, s1, 0, 3);
+    assert_eq!(run(&mut c, setup(2)), (Verdict::Forward { port: 3, class: CLASS_R }, true));
+    assert_eq!(c.counters().granted, 2);
+    let r = c.request_limiter().unwrap();
+    assert_eq!((r.counters().passed, r.counters().dropped, r.len()), (1, 1, 1));
+    // Built from parts without a limiter, nothing is policed.
+    let acfg = AdmissionConfig { interfaces: interfaces.to_vec(), ..Default::default() };
+    let mut plain = SibraControl::new(cfg(), keys(2), Admission::new(acfg, t).unwrap());
+    assert!(plain.request_limiter().is_none());
+    assert_eq!(run(&mut plain, setup(3)), (Verdict::Forward { port: 3, class: CLASS_R }, false));
+}
