@@ -75,6 +75,9 @@ enum Cmd {
         index: u32,
         /// TOML, e.g. 'port = 2'.
         toml: String,
+        /// The index is in the slow path's pipeline (`[[slow_path.pipeline]]`).
+        #[arg(long)]
+        slow_path: bool,
     },
     /// Replace keys of a port's egress parameters (TOML), on every worker.
     EgressParams {
@@ -124,10 +127,10 @@ async fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Status => print(j, c.router().get_status(pb::GetStatusRequest {}).await),
         Cmd::Counters => print(j, c.router().get_counters(pb::GetCountersRequest {}).await),
-        Cmd::StageParams { index, toml } => print(
+        Cmd::StageParams { index, toml, slow_path } => print(
             j,
             c.router()
-                .set_stage_params(pb::SetStageParamsRequest { index, params_toml: toml })
+                .set_stage_params(pb::SetStageParamsRequest { index, params_toml: toml, slow_path })
                 .await,
         ),
         Cmd::EgressParams { port, toml } => print(

@@ -139,7 +139,11 @@ async fn live_reconfiguration_auth_validation_and_flood() {
     invalid(&bad, "origin.ia: ");
     let bad = c
         .router()
-        .set_stage_params(pb::SetStageParamsRequest { index: 0, params_toml: "port = 7".into() })
+        .set_stage_params(pb::SetStageParamsRequest {
+            index: 0,
+            params_toml: "port = 7".into(),
+            slow_path: false,
+        })
         .await
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);

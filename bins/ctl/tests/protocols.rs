@@ -424,6 +424,18 @@ async fn sibra_admission_on_the_slow_path_is_reached_by_the_control_api() {
     assert!(ok, "{out}{err}");
     let (ok, out, _) = ctl(&env, &["sibra", "link-split"]);
     assert!(ok && out.contains("80"), "{out}");
+    // Generic stage parameters address the slow path's pipeline by its own index.
+    let limit = "request_limit = { share_pct = 10, burst_ms = 500 }";
+    let (ok, out, err) = ctl(&env, &["stage-params", "--slow-path", "0", limit]);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = ctl(&env, &["stage-params", "--slow-path", "1", limit]);
+    assert!(!ok && err.contains("slow_path.pipeline has 1 stages, no index 1"), "{err}");
+    let (ok, _, err) =
+        ctl(&env, &["stage-params", "--slow-path", "0", "request_limit = { share_pct = 0 }"]);
+    assert!(!ok && err.contains("share_pct"), "{err}");
+    // Without the flag the index is the workers' pipeline's.
+    let (ok, _, err) = ctl(&env, &["stage-params", "0", limit]);
+    assert!(!ok && err.contains("request_limit"), "sibra-transit has no request_limit: {err}");
 }
 
 /// SIBRA: steady and core reservations admitted into, listed from and

@@ -106,6 +106,7 @@ fn random_parameter_changes_never_take_the_router_down() {
                         .set_stage_params(pb::SetStageParamsRequest {
                             index: target,
                             params_toml: toml,
+                            slow_path: false,
                         })
                         .await
                 } else {

@@ -468,7 +468,10 @@ impl Plane {
 
 /// Stage `i` of the control plane's numbering (the slow path's from
 /// [`STAGE_BASE`]) with its key in the configuration file.
-fn stage_at(cfg: &RouterConfig, i: usize) -> Option<(&runtime::config::StageConfig, String)> {
+pub(crate) fn stage_at(
+    cfg: &RouterConfig,
+    i: usize,
+) -> Option<(&runtime::config::StageConfig, String)> {
     match i.checked_sub(STAGE_BASE) {
         None => cfg.pipeline.get(i).map(|s| (s, format!("pipeline[{i}]"))),
         Some(j) => {

@@ -231,22 +231,28 @@ impl pb::router_control_server::RouterControl for RouterSvc {
         req: Request<pb::SetStageParamsRequest>,
     ) -> Reply<pb::ApplyReply> {
         let r = req.into_inner();
-        crate::audit::note_target(&format!("pipeline[{}]", r.index));
+        let list = if r.slow_path { "slow_path.pipeline" } else { "pipeline" };
+        crate::audit::note_target(&format!("{list}[{}]", r.index));
         let patch = text::toml_table("params_toml", &r.params_toml)?;
-        let index = r.index as usize;
         let plane = self.0.clone();
         blocking(move || {
             let (cfg, _) = plane.config();
-            let stage = cfg.pipeline.get(index).ok_or_else(|| {
-                CtlError::invalid(format!(
-                    "index: the pipeline has {} stages, no index {index}",
-                    cfg.pipeline.len()
-                ))
+            // The control plane numbers the slow path's stages from STAGE_BASE.
+            let (len, index) = match r.slow_path {
+                true => (
+                    cfg.slow_path.as_ref().map_or(0, |sp| sp.pipeline.len()),
+                    runtime::slowpath::STAGE_BASE + r.index as usize,
+                ),
+                false => (cfg.pipeline.len(), r.index as usize),
+            };
+            let found = (r.slow_path || index < len).then(|| crate::plane::stage_at(&cfg, index));
+            let (stage, key) = found.flatten().ok_or_else(|| {
+                CtlError::invalid(format!("index: {list} has {len} stages, no index {}", r.index))
             })?;
             let mut params = stage.params.clone();
             let keys: Vec<String> = patch.keys().cloned().collect();
             params.extend(patch);
-            let detail = format!("pipeline[{index}] ({}) keys {}", stage.kind, keys.join(", "));
+            let detail = format!("{key} ({}) keys {}", stage.kind, keys.join(", "));
             plane
                 .apply(
                     crate::plane::Change { stages: vec![(index, params)], egress: vec![] },

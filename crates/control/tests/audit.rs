@@ -25,6 +25,7 @@ async fn every_change_and_refusal_is_audited_without_secrets() {
         .set_stage_params(pb::SetStageParamsRequest {
             index: 0,
             params_toml: "port = \"secret-value-0123\"".into(),
+            slow_path: false,
         })
         .await
         .unwrap_err();

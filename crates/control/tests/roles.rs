@@ -31,7 +31,11 @@ async fn read_only_token_reads_and_cannot_change() {
     }
     let e = read
         .router()
-        .set_stage_params(pb::SetStageParamsRequest { index: 0, params_toml: "port = 0".into() })
+        .set_stage_params(pb::SetStageParamsRequest {
+            index: 0,
+            params_toml: "port = 0".into(),
+            slow_path: false,
+        })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
