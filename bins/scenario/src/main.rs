@@ -28,7 +28,7 @@ use sim::report::{Fig8bCurve, Headlines, Report};
 use sim::scenarios::fair::{self as fair_sc, FairParams};
 use sim::scenarios::flowpolice::{self as fp, Fig53Params};
 use sim::scenarios::flowpolice_fct::{self as fp_fct, FctParams};
-use sim::scenarios::sibra::{self as sibra_sc, Fig7Params, Fig8bParams};
+use sim::scenarios::sibra::{self as sibra_sc, Fig7Params, Fig8bParams, Isd};
 use sim::scenarios::zlane::{self, Fig4Params, Table4Params};
 use sim::scenarios::RunOpts;
 
@@ -52,7 +52,11 @@ const SCENARIOS: &[(&str, &str)] = &[
     ),
     (
         "sibra_fig7",
-        "SIBRA Figs. 7 and 8(a): legit request success and reservable bandwidth vs attackers",
+        "SIBRA Figs. 7(a) and 8(a): intra-ISD DoC, legit request success (SIBRA, TVA, Portcullis, STRIDE) and reservable bandwidth vs attackers",
+    ),
+    (
+        "sibra_fig7b",
+        "SIBRA Fig. 7(b): inter-ISD DoC, legit request success of SIBRA, TVA, Portcullis, STRIDE vs attackers",
     ),
     ("sibra_fig8b", "SIBRA Fig. 8(b): reserved-bandwidth waste vs request/reply loss"),
     (
@@ -150,6 +154,19 @@ fn run(name: &str, config: &Path, quick: bool, opts: &RunOpts) -> Result<Report>
             let (mut rep, pts) = sibra_sc::fig7(&p, opts)?;
             add_headlines(&mut rep, pts.as_slice());
             rep
+        }
+        "sibra_fig7b" => {
+            let mut p: Fig7Params = load(config)?;
+            if p.isd != Isd::Inter {
+                bail!(
+                    "sibra_fig7b is the inter-ISD attack: {} needs isd = \"inter\"",
+                    config.display()
+                );
+            }
+            if quick {
+                p = Fig7Params { seed: p.seed, ..Fig7Params::short_inter_isd() };
+            }
+            sibra_sc::fig7(&p, opts)?.0
         }
         "sibra_fig8b" => {
             let mut p: Fig8bParams = load(config)?;

@@ -33,6 +33,7 @@ fn all_quick_writes_an_index_with_every_plot_and_headline() {
         "flowpolice_fig53",
         "flowpolice_fct",
         "sibra_fig7",
+        "sibra_fig7b",
         "sibra_fig8b",
         "fair_protest",
     ] {

@@ -1,6 +1,8 @@
 //! The topology of the SIBRA scenarios: AS B, the AS owning the bottleneck
 //! link, with the real SIBRA stages, and what hosts send through it
-//! (steady-path set-up, ephemeral requests).
+//! (steady-path set-up, ephemeral requests). Fig. 7(b) chains two such
+//! ASes, the core ASes of ISD1 and ISD2 (`IF_OUT` of the first feeds
+//! `IF_CORE` of the second).
 
 use std::sync::{Arc, Mutex};
 
@@ -24,6 +26,9 @@ pub(super) const IF_LEGIT: u16 = 1;
 pub(super) const IF_ATTACK: u16 = 2;
 /// Interface (and port) of the bottleneck link.
 pub(super) const IF_OUT: u16 = 3;
+/// Interface (and port) on which the requests of the other ISD's core
+/// arrive (Fig. 7(b)).
+pub(super) const IF_CORE: u16 = 4;
 /// AS number of the legitimate source AS (ISD 1).
 pub(super) const AS_LEGIT: u64 = 0xa;
 /// AS B.
@@ -97,25 +102,47 @@ pub(super) fn steady_setup(
     class: BwClass,
     now: Now,
 ) -> Result<(SteadyId, ActiveBlock), ScenarioError> {
+    steady_setup_over(&mut [(pipeline, ingress)], asn, class, now)
+}
+
+/// Sets up the steady path of AS `asn` (its first path) over the chain of
+/// core ASes `ases`, each entered on its interface and left on `IF_OUT`
+/// (the next one's ingress); every AS admits it and confirms it on the way
+/// back. Returns its ID and block.
+pub(super) fn steady_setup_over(
+    ases: &mut [(&mut Pipeline<Frame>, u16)],
+    asn: u64,
+    class: BwClass,
+    now: Now,
+) -> Result<(SteadyId, ActiveBlock), ScenarioError> {
     let (src, sid) = (Ia::new(1, asn), SteadyId::new(asn, 1));
     let fail = |what: &str| ScenarioError::Param(format!("steady setup of {src}: {what}"));
     let req = host::request_info(Tick::of(now), 40, class, class);
-    let path = host::steady_setup(sid, &[(0, 100), (ingress, IF_OUT), (100, 0)], &req)
-        .map_err(sibra_err)?;
-    let pkt = at_b(
+    let mut hops = vec![(0, 100)];
+    hops.extend(ases.iter().map(|(_, ingress)| (*ingress, IF_OUT)));
+    hops.push((100, 0));
+    let path = host::steady_setup(sid, &hops, &req).map_err(sibra_err)?;
+    let mut pkt = at_b(
         host::packet(src, [10, 0, 0, 1], IA_DST, [10, 0, 0, 2], &path, b"").map_err(sibra_err)?,
     );
-    let (port, mut pkt) = through(pipeline, &pkt, ingress, now).ok_or_else(|| fail("dropped"))?;
-    if port != IF_OUT {
-        return Err(fail("not forwarded to the bottleneck"));
+    for (pipeline, ingress) in ases.iter_mut() {
+        let (port, out) = through(pipeline, &pkt, *ingress, now).ok_or_else(|| fail("dropped"))?;
+        if port != IF_OUT {
+            return Err(fail("not forwarded to the bottleneck"));
+        }
+        pkt = out;
     }
-    // The destination turns it into the reply; B confirms it on the way back.
-    {
-        let mut p = host::sibra_path_mut(&mut pkt).map_err(sibra_err)?;
-        host::make_reply(&mut p).map_err(sibra_err)?;
-        p.set_curr_hop(1).map_err(|e| sibra_err(e.into()))?;
+    // The destination turns it into the reply; the ASes confirm it on the
+    // way back, the last one first.
+    host::make_reply(&mut host::sibra_path_mut(&mut pkt).map_err(sibra_err)?).map_err(sibra_err)?;
+    for (k, (pipeline, _)) in ases.iter_mut().enumerate().rev() {
+        host::sibra_path_mut(&mut pkt)
+            .map_err(sibra_err)?
+            .set_curr_hop(k as u8 + 1)
+            .map_err(|e| sibra_err(e.into()))?;
+        let (_, out) = through(pipeline, &pkt, IF_OUT, now).ok_or_else(|| fail("reply dropped"))?;
+        pkt = out;
     }
-    let (_, pkt) = through(pipeline, &pkt, IF_OUT, now).ok_or_else(|| fail("reply dropped"))?;
     match host::reply(&host::sibra_path(&pkt).map_err(sibra_err)?).map_err(sibra_err)? {
         Reply::Granted(b) => Ok((sid, b)),
         Reply::Denied(d) => Err(fail(&format!("denied: {d:?}"))),
@@ -135,7 +162,7 @@ pub(super) fn build_b(
 ) -> Result<(Pipeline<Frame>, Control), ScenarioError> {
     let mut table = scion::InterfaceTable::new();
     let mut acfg = AdmissionConfig::default();
-    for i in [IF_LEGIT, IF_ATTACK, IF_OUT] {
+    for i in [IF_LEGIT, IF_ATTACK, IF_OUT, IF_CORE] {
         table.bind(i, i);
         acfg.interfaces.push(IfaceConfig {
             ifid: i,

@@ -5,25 +5,48 @@ use serde::Deserialize;
 
 use crate::scenarios::{positive, ScenarioError};
 
-/// Parameters of the Fig. 7 scenario (all read from the TOML file).
+/// Where the DoC attack of Fig. 7 takes place.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Isd {
+    /// Fig. 7(a): source, destination and every contaminated AS in ISD2;
+    /// all requests cross one core link.
+    #[default]
+    Intra,
+    /// Fig. 7(b): the legitimate source in ISD1, the destination in ISD2,
+    /// `contaminated_ases` in each ISD; requests from ISD1 cross the ISD1
+    /// core link and then the ISD2 core link, those from ISD2 the latter.
+    Inter,
+}
+
+/// Parameters of Fig. 7 (all read from the TOML file).
 ///
 /// Counts and rates are the paper's (§V-B); `scale` divides the link rate,
 /// the number of contaminated ASes and the number of attackers together,
 /// so every per-AS quantity (hosts per AS, requests per host, steady
 /// bandwidth, and so each steady path's share of the request channel) stays
 /// as in the paper while the simulated packet count shrinks by `scale`.
+/// `isd` selects Fig. 7(a) ([`Fig7Params::default`]) or Fig. 7(b)
+/// ([`Fig7Params::inter_isd`]).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Fig7Params {
     /// RNG seed.
     pub seed: u64,
+    /// Intra-ISD (Fig. 7(a), the default when absent) or inter-ISD (Fig. 7(b)).
+    #[serde(default)]
+    pub isd: Isd,
     /// Divides link rate, contaminated ASes and attackers (1 = paper size).
     pub scale: f64,
-    /// Capacity of the bottleneck core link and of every interface of B (Gbit/s).
+    /// Capacity of each core link the requests cross (one in Fig. 7(a), one
+    /// per ISD in Fig. 7(b)) and of every interface of the core ASes (Gbit/s).
     pub capacity_gbps: f64,
-    /// Attacker counts to run (paper counts; divided by `scale`).
+    /// Attacker counts to run (paper counts; divided by `scale`), spread
+    /// uniformly at random over all contaminated ASes.
     pub attacker_counts: Vec<u32>,
-    /// ASes holding the attackers, each with its own steady path (paper count).
+    /// Contaminated ASes in each ISD that holds attackers (ISD2 in Fig.
+    /// 7(a); ISD1 and ISD2 in Fig. 7(b)), each with its own steady path
+    /// (paper count).
     pub contaminated_ases: u32,
     /// ASes of the legitimate sources.
     pub legit_ases: u32,
@@ -58,9 +81,46 @@ pub struct Fig7Params {
     pub duration_s: f64,
     /// Simulation tick (µs).
     pub tick_us: f64,
-    /// Fig. 8(a), reported with Fig. 7 (the `[fig8a]` table; defaults if absent).
+    /// TVA, Portcullis and STRIDE on the same requests (the `[baselines]`
+    /// table; defaults if absent).
+    #[serde(default)]
+    pub baselines: Fig7Baselines,
+    /// Fig. 8(a), reported with Fig. 7(a) (the `[fig8a]` table; defaults if
+    /// absent; not run for Fig. 7(b)).
     #[serde(default)]
     pub fig8a: Fig8aParams,
+}
+
+/// The schemes Fig. 7 compares SIBRA with, run on the same sources, the
+/// same attackers per AS and the same request channel (`request_share_pct`
+/// of each core link); see the [module docs](super) for what each models.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Fig7Baselines {
+    /// Run TVA, Portcullis and STRIDE beside SIBRA.
+    pub enabled: bool,
+    /// Packets per request queue of the baseline routers (TVA: per path
+    /// identifier; STRIDE: per priority class).
+    pub queue_packets: usize,
+    /// Puzzle hashes per second of every host, legitimate or attacker
+    /// (Portcullis; only rounds the puzzle level: the legitimate puzzle time
+    /// is about attackers / channel rate either way).
+    pub hashes_per_s: f64,
+    /// Capacity of the link whose request channel Portcullis' puzzles
+    /// compete for (Gbit/s, paper units): the smallest link all requests
+    /// cross after the core (the paper's other links: 640 Mbit/s).
+    pub puzzle_link_gbps: f64,
+}
+
+impl Default for Fig7Baselines {
+    fn default() -> Self {
+        Fig7Baselines {
+            enabled: true,
+            queue_packets: 256,
+            hashes_per_s: 1e6,
+            puzzle_link_gbps: 0.64,
+        }
+    }
 }
 
 impl Default for Fig7Params {
@@ -87,7 +147,9 @@ impl Default for Fig7Params {
             queue_packets: 256,
             duration_s: 2.0,
             tick_us: 100.0,
+            baselines: Fig7Baselines::default(),
             fig8a: Fig8aParams::default(),
+            isd: Isd::Intra,
         }
     }
 }
@@ -106,9 +168,31 @@ impl Fig7Params {
         }
     }
 
-    /// The number of contaminated ASes simulated (at least one).
+    /// Fig. 7(b) at the paper's parameters: 500 contaminated ASes in each
+    /// ISD, the legitimate source in ISD1, the destination in ISD2, the
+    /// attacker counts of Fig. 7(a).
+    pub fn inter_isd() -> Self {
+        Fig7Params { isd: Isd::Inter, contaminated_ases: 500, ..Default::default() }
+    }
+
+    /// Fig. 7(b) in the short form of [`Fig7Params::short`] (`scale` 100:
+    /// 5 contaminated ASes per ISD, at most 2000 simulated attackers, 1 s).
+    pub fn short_inter_isd() -> Self {
+        Fig7Params { isd: Isd::Inter, contaminated_ases: 500, ..Fig7Params::short() }
+    }
+
+    /// The number of contaminated ASes simulated in each ISD that holds
+    /// attackers (at least one).
     pub fn simulated_ases(&self) -> u32 {
         ((f64::from(self.contaminated_ases) / self.scale).round() as u32).max(1)
+    }
+
+    /// The number of ISDs holding contaminated ASes (1 in Fig. 7(a), 2 in Fig. 7(b)).
+    pub fn attacked_isds(&self) -> u32 {
+        match self.isd {
+            Isd::Intra => 1,
+            Isd::Inter => 2,
+        }
     }
 
     pub(super) fn validate(&self) -> Result<(), ScenarioError> {
@@ -118,11 +202,11 @@ impl Fig7Params {
         }
         if self.attacker_counts.is_empty()
             || self.contaminated_ases == 0
-            || self.simulated_ases() > 4000
+            || self.simulated_ases() * self.attacked_isds() > 4000
             || self.legit_ases == 0
             || self.legit_ases > 16
         {
-            return bad("attacker_counts non-empty, contaminated_ases / scale in [1, 4000], legit_ases in [1, 16]");
+            return bad("attacker_counts non-empty, contaminated ASes simulated (all ISDs) in [1, 4000], legit_ases in [1, 16]");
         }
         if !positive(self.requests_per_s)
             || !positive(self.request_timeout_s)
@@ -148,6 +232,12 @@ impl Fig7Params {
         }
         if self.packet_bytes < 64 || self.packet_bytes > 9000 {
             return bad("packet_bytes must lie in [64, 9000]");
+        }
+        let b = &self.baselines;
+        if b.queue_packets == 0 || !positive(b.hashes_per_s) || !positive(b.puzzle_link_gbps) {
+            return bad(
+                "baselines: queue_packets >= 1, hashes_per_s and puzzle_link_gbps positive",
+            );
         }
         Ok(())
     }
