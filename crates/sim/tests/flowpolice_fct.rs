@@ -2,7 +2,9 @@
 //! (see the module docs of `sim::scenarios::flowpolice_fct`).
 
 use sim::scenarios::flowpolice::OverWindowParam;
-use sim::scenarios::flowpolice_fct::{fct, fct_run, FctParams, Setting};
+use sim::scenarios::flowpolice_fct::{
+    fct, fct_run, CumAckReceiver, FctParams, LossRecovery, NewReno, Setting,
+};
 use sim::scenarios::RunOpts;
 
 #[test]
@@ -12,26 +14,30 @@ fn shipped_file_is_the_default() {
     assert_eq!(p, FctParams::default());
 }
 
-/// Fig. 5.5 at the thesis' parameters (D_p = 3 s, RTT 100 ms, 2 MB x 10).
+/// Fig. 5.5 at the thesis' parameters (D_p = 3 s, RTT 100 ms, 2 MB x 10,
+/// NewReno senders).
 #[test]
 fn fct_at_thesis_parameters() {
     let p = FctParams::default();
+    assert_eq!(p.loss_recovery, LossRecovery::NewReno);
     let (rep, runs) = fct(&p, &RunOpts::default()).unwrap();
     println!("{}", rep.table());
     let run = |s: Setting| runs.iter().find(|r| r.setting == s).unwrap();
     let (base, fp, fifo) =
         (run(Setting::NoAttack), run(Setting::Flowpolice), run(Setting::NoFlowpolice));
     assert_eq!(base.completed(), 50, "{base:?}");
-    // 2 MB paced at 5 Mbit/s: 3.2 s of data plus the window's ramp.
-    assert!(base.mean() > 3.2 && base.mean() < 6.0, "{base:?}");
-    // With FlowPolice every transfer finishes; measured 1.12x (thesis ~1.3x).
+    // 2 MB paced at 5 Mbit/s: 3.2 s of data plus slow start (measured 3.71 s).
+    assert!(base.mean() > 3.2 && base.mean() < 4.5, "{base:?}");
+    // With FlowPolice every transfer finishes; measured 1.26x (thesis ~1.3x).
     assert_eq!(fp.completed(), 50, "{fp:?}");
     let ratio = fp.mean() / base.mean();
-    assert!(ratio > 1.1 && ratio < 1.4, "{ratio}");
-    // Without FlowPolice most transfers do not finish (measured 15 of 50
-    // in 120 s, 6.2x slower); the thesis: none finish.
-    assert!(fifo.completed() < 20, "{fifo:?}");
-    assert!(fifo.mean() > 5.0 * base.mean(), "{fifo:?}");
+    assert!(ratio > 1.1 && ratio < 1.5, "{ratio}");
+    // Without FlowPolice almost nothing finishes (measured 3 of 50 in
+    // 120 s, all by the one sender whose paced packets are phase-locked
+    // with the link; the others deliver 4 % of a file on average); the
+    // thesis: none finish.
+    assert!(fifo.completed() < 10, "{fifo:?}");
+    assert!(fifo.unfinished_progress < 0.2, "{fifo:?}");
 }
 
 #[test]
@@ -63,7 +69,7 @@ fn transfers_started_in_the_attacks_first_period_complete() {
     let run = fct_run(&p, Setting::Flowpolice, &RunOpts::default()).unwrap();
     println!("default policy: {run:?}");
     assert_eq!(run.completed(), 4, "{run:?}");
-    // Measured: the first transfers take 2.4 and 2.6 s (0.7 s once the
+    // Measured (NewReno): the first transfers take 2.57 and 2.65 s (0.70 s once the
     // flood is throttled): released within a few periods, not locked out.
     let first: Vec<f64> = run.fcts.iter().take(2).copied().collect();
     assert!(first.iter().all(|&f| f < 5.0), "{first:?}");
@@ -71,4 +77,100 @@ fn transfers_started_in_the_attacks_first_period_complete() {
     let locked = fct_run(&old, Setting::Flowpolice, &RunOpts::default()).unwrap();
     println!("drop_while_lossy: {locked:?}");
     assert_eq!(locked.completed(), 0, "{locked:?}");
+}
+
+/// Sends everything the window allows at `now`; returns the segments sent.
+fn send_window(s: &mut NewReno, now: u64) -> Vec<u32> {
+    let mut sent = Vec::new();
+    while let Some(seg) = s.next_segment() {
+        s.on_sent(seg, now);
+        sent.push(seg);
+    }
+    sent
+}
+
+#[test]
+fn newreno_fast_retransmit_and_timeout() {
+    const MS: u64 = 1_000_000;
+    let mut s = NewReno::new(1000, 200 * MS);
+    let mut rx = CumAckReceiver::new(1000);
+    // Slow start: 2, 4, 8, 16 segments per lossless RTT.
+    let mut now = 0;
+    for w in [2, 4, 8] {
+        let sent = send_window(&mut s, now);
+        assert_eq!(sent.len(), w);
+        now += 100 * MS;
+        for seg in sent {
+            s.on_ack(rx.on_segment(seg), now);
+        }
+    }
+    assert_eq!(s.cwnd(), 16.0);
+    // The first of 16 segments is lost: the other 15 bring duplicate ACKs.
+    let sent = send_window(&mut s, now);
+    assert_eq!(sent.len(), 16);
+    let lost = sent[0];
+    now += 100 * MS;
+    for (i, &seg) in sent[1..].iter().enumerate() {
+        s.on_ack(rx.on_segment(seg), now);
+        assert_eq!(s.snd_una(), lost);
+        if i < 2 {
+            // Fewer than three duplicate ACKs: nothing is re-sent.
+            assert_eq!(s.fast_retransmits(), 0);
+            assert_eq!(s.next_segment(), None);
+        }
+        if i == 2 {
+            // The third: one fast retransmit of the hole, ssthresh = flight / 2.
+            assert_eq!(s.fast_retransmits(), 1);
+            assert_eq!(s.ssthresh(), 8.0);
+            assert_eq!(s.next_segment(), Some(lost));
+            s.on_sent(lost, now);
+        }
+    }
+    assert!(s.in_recovery());
+    // The inflated window (8 + 3 + 12 more duplicates = 23 > 16 in flight)
+    // lets new segments out, never the hole again.
+    let more = send_window(&mut s, now);
+    assert!(!more.is_empty() && !more.contains(&lost), "{more:?}");
+    assert_eq!(s.retransmissions(), 1);
+    // The retransmission arrives: a full ACK ends the recovery at half the window.
+    now += 100 * MS;
+    s.on_ack(rx.on_segment(lost), now);
+    assert!(!s.in_recovery());
+    assert_eq!(s.cwnd(), 8.0);
+    for &seg in &more {
+        s.on_ack(rx.on_segment(seg), now);
+    }
+    let una = s.snd_una();
+
+    // A whole window is lost: no ACK comes back and the timer fires.
+    let flight = send_window(&mut s, now);
+    assert!(flight.len() >= 8);
+    let rto = s.rto_ns();
+    let due = s.timer().unwrap();
+    assert!(rto >= 200 * MS && due <= now + rto);
+    assert!(!s.on_timer(due - 1));
+    assert!(s.on_timer(due));
+    assert_eq!(s.timeouts(), 1);
+    assert_eq!(s.cwnd(), 1.0);
+    assert_eq!(s.ssthresh(), (flight.len() / 2) as f64);
+    // Go-back-N: the first unacknowledged segment, one at a time, with the
+    // timeout doubled (Karn: no RTT sample from a retransmission).
+    assert_eq!((s.snd_una(), s.snd_nxt()), (una, una));
+    assert_eq!(send_window(&mut s, due), vec![una]);
+    assert_eq!(s.rto_ns(), 2 * rto);
+    s.on_ack(rx.on_segment(una), due + 100 * MS);
+    // Slow start again over the segments already sent once.
+    assert_eq!(s.cwnd(), 2.0);
+    assert_eq!(send_window(&mut s, due + 100 * MS), vec![una + 1, una + 2]);
+    assert_eq!(s.rto_ns(), 2 * rto);
+}
+
+#[test]
+fn cumulative_acks_name_the_first_missing_segment() {
+    let mut rx = CumAckReceiver::new(4);
+    assert_eq!(rx.on_segment(1), 0);
+    assert_eq!(rx.on_segment(2), 0);
+    assert_eq!(rx.on_segment(0), 3);
+    assert_eq!(rx.on_segment(0), 3);
+    assert_eq!(rx.on_segment(3), 4);
 }
