@@ -22,12 +22,12 @@ pub const RECORD_SLOTS: usize = 12;
 /// Largest raw `HeaderRecord` accepted (§2.11).
 pub const MAX_WIRE_RECORD: usize = 512;
 
-/// `KEEP[n]`: the top `n` bytes of a big-endian 16-byte word (slot masking).
+/// `KEEP[n]`: the first `n` bytes of a little-endian 16-byte word (slot masking).
 const KEEP: [u128; RECORD_SLOTS + 1] = {
     let mut k = [0u128; RECORD_SLOTS + 1];
     let mut n = 1;
     while n <= RECORD_SLOTS {
-        k[n] = !(u128::MAX >> (8 * n as u32));
+        k[n] = u128::MAX >> (128 - 8 * n as u32);
         n += 1;
     }
     k
@@ -209,9 +209,10 @@ impl Record {
         let n12 = n.min(RECORD_SLOTS);
         let off = h.fair_off as usize + packet::fair::FIXED_LEN;
         if let Some((s, _)) = frame.get(off..).and_then(<[u8]>::split_first_chunk::<16>) {
-            let w = u128::from_be_bytes(*s);
-            let m = (w & KEEP[n12]) >> 32;
-            out[48..64].copy_from_slice(&m.to_be_bytes());
+            // Little-endian: masking and moving by 4 bytes need no byte swaps.
+            let w = u128::from_le_bytes(*s);
+            let m = (w & KEEP[n12]) << 32;
+            out[48..64].copy_from_slice(&m.to_le_bytes());
         } else {
             out[48..64].fill(0);
             if let Some(s) = frame.get(off..off + n12) {

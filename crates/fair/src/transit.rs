@@ -21,7 +21,7 @@ use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OF
 
 use crate::common::{locate_hot, run_end, Codes, Framing};
 use crate::config::FairTransitConfig;
-use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding};
+use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding, TAG_SLOT_PAPER};
 use crate::keys::{DataKey, KeyRing};
 use crate::rng::NonceGen;
 use crate::time::{is_past, now16, unwrap_near, FRESH};
@@ -83,6 +83,7 @@ pub struct FairTransit {
     pub(crate) cfg: TransitConfig,
     pub(crate) keys: Arc<KeyRing>,
     rng: NonceGen,
+    marks: Box<Marks>,
     /// Counters.
     pub stats: TransitStats,
     /// The `fair-transit` configuration it was built from (live changes
@@ -101,6 +102,12 @@ impl FairTransit {
             cfg,
             keys,
             rng: NonceGen::new(seed),
+            marks: Box::new(Marks {
+                pkt: [0; BURST],
+                pos: [0; BURST],
+                kidx: [0; BURST],
+                blocks: [[0; 16]; BURST],
+            }),
             stats: TransitStats::default(),
             configured: None,
             #[cfg(test)]
@@ -124,7 +131,10 @@ impl FairTransit {
     }
 }
 
-/// The marks of one burst, collected by pass 1 (structure of arrays).
+/// The marks of one burst, collected by pass 1 (structure of arrays). Kept
+/// in the stage: every burst writes the entries it uses (blocks whole), so
+/// nothing is cleared per burst.
+#[derive(Debug)]
 struct Marks {
     /// Per mark: packet index, frame offset of its slot, key (offset index).
     pkt: [u8; BURST],
@@ -149,7 +159,8 @@ impl Marks {
 struct KeyState<'k> {
     /// Keys of the 7 fresh timestamp offsets, looked up once per burst.
     key_of_d: [Option<Option<&'k DataKey>>; 7],
-    /// The offset index and key of the last looked-up stamp.
+    /// The offset index and key of the last looked-up stamp (at first, a
+    /// stamp of the current second).
     cur_di: u16,
     cur_key: Option<&'k DataKey>,
     /// The burst needs more than one key.
@@ -169,23 +180,28 @@ struct Cursor {
 
 /// Pass 1's fast path for a packet whose metadata names a FAIR header:
 /// the §2.9 checks of [`crate::common::hot_meta`] plus a free slot
-/// (`ptr < N`, which implies `ptr ≤ N`) and a stamp in offset `fast_di`
-/// (whose key is `Paper`). Bumps NextAS and returns the slot's frame offset,
-/// the offset index and the MAC block's first 8 bytes without the nonce.
-/// Anything else (odd metadata, malformed, stale, full, another key) is
-/// left untouched for the slow path, which classifies it exactly.
+/// (`ptr < N`, which implies `ptr ≤ N`) and a stamp `want_ts` (the
+/// little-endian reading of the offset index whose key is `Paper`; a value
+/// above `u16::MAX` takes none). Bumps NextAS and returns the slot's frame
+/// offset and the MAC block's first 8 bytes as a little-endian word,
+/// without the tag-and-nonce byte. Anything else (odd metadata, malformed,
+/// stale, full, another key) is left untouched for the slow path, which
+/// classifies it exactly.
 #[inline(always)]
 fn fast_mark(
     frame: &mut [u8],
     l3: L3,
     l3_off: u16,
     proto_off: u16,
-    n16: u16,
-    fast_di: u32,
+    want_ts: u32,
 ) -> Option<(usize, u64)> {
     match l3 {
-        L3::Ipv6 => fast_mark_in::<true>(frame, l3_off, proto_off, n16, fast_di),
-        L3::Ipv4 => fast_mark_in::<false>(frame, l3_off, proto_off, n16, fast_di),
+        // The common layouts (bare IP, Ethernet; FAIR right after the fixed
+        // header) through one fixed-size view with constant offsets.
+        L3::Ipv6 if l3_off == 0 && proto_off == 40 => fast_mark_v6_at::<0, 49>(frame, want_ts),
+        L3::Ipv6 if l3_off == 14 && proto_off == 54 => fast_mark_v6_at::<14, 63>(frame, want_ts),
+        L3::Ipv6 => fast_mark_in::<true>(frame, l3_off, proto_off, want_ts),
+        L3::Ipv4 => fast_mark_in::<false>(frame, l3_off, proto_off, want_ts),
         L3::None => None,
     }
 }
@@ -195,53 +211,104 @@ fn fast_mark_in<const V6: bool>(
     frame: &mut [u8],
     l3_off: u16,
     proto_off: u16,
-    n16: u16,
-    fast_di: u32,
+    want_ts: u32,
 ) -> Option<(usize, u64)> {
     if proto_off == NO_OFFSET {
         return None;
     }
-    // FAIR follows at least a full IPv4 header (IPv6: the fixed header).
-    let rel = proto_off.checked_sub(l3_off)? as usize;
-    if rel < if V6 { 40 } else { 20 } {
+    let (lo, po) = (l3_off as usize, proto_off as usize);
+    // FAIR follows at least a full IPv4 header (IPv6: the fixed header);
+    // a header before the IP header wraps to a huge distance.
+    let min = if V6 { 40 } else { 20 };
+    if po.wrapping_sub(lo).wrapping_sub(min) > usize::from(u16::MAX) {
         return None;
     }
-    let ip = frame.get_mut(l3_off as usize..)?;
-    let ip_len = ip.len();
-    if rel + packet::fair::FIXED_LEN > ip_len {
+    // The length field (IP bytes 2..4 / 4..6) lies before the header, as raw bytes.
+    let at = lo + if V6 { 4 } else { 2 };
+    let lf = frame.get(at..at + 2)?;
+    let lf_raw = u64::from(u16::from_le_bytes([lf[0], lf[1]]));
+    let (h, rest) = frame.get_mut(po..)?.split_first_chunk_mut::<9>()?;
+    // nh ‖ hdr_len ‖ ts ‖ seqno ‖ ICV in one little-endian load.
+    let x = u64::from_le_bytes(*h.first_chunk::<8>()?);
+    if (x >> 16) & 0xFFFF != u64::from(want_ts) {
         return None;
     }
-    // The length field (IP bytes 2..6) lies before the header.
-    let at = if V6 { 4 } else { 2 };
-    let lf = u16::from_be_bytes([ip[at], ip[at + 1]]);
-    let (h, _) = ip.get_mut(rel..)?.split_first_chunk_mut::<9>()?;
-    // nh ‖ hdr_len ‖ ts ‖ seqno ‖ ICV in one load.
-    let w = u64::from_be_bytes(*h.first_chunk::<8>()?);
-    let hl = (w >> 48) as u8;
-    let len = if V6 {
-        (hl.wrapping_sub(1) < 16).then_some((hl as usize + 1) * 8)?
+    let hl = (x >> 8) as u8;
+    // N: the slot count the header length gives (0 when malformed).
+    let n_slots = if V6 {
+        if hl.wrapping_sub(1) < 16 {
+            (hl as usize + 1) * 8 - packet::fair::FIXED_LEN
+        } else {
+            0
+        }
+    } else if hl.wrapping_sub(9) < 128 {
+        hl as usize - packet::fair::FIXED_LEN
     } else {
-        (hl.wrapping_sub(9) < 128).then_some(hl as usize)?
+        0
     };
     let nas = h[8];
     let s = (nas & 0x7F) as usize;
-    if rel + len > ip_len || s >= len - packet::fair::FIXED_LEN {
-        return None;
-    }
-    let di = n16.wrapping_sub((w >> 32) as u16).wrapping_add(FRESH);
-    if di as u32 != fast_di {
+    // ptr < N ≤ bytes after the fixed part.
+    if s >= n_slots || n_slots > rest.len() {
         return None;
     }
     // ptr < N ≤ 127, so +1 never carries into the SB.
     h[8] = nas + 1;
-    Some((l3_off as usize + rel + packet::fair::FIXED_LEN + s, mark_hi_paper(lf, w)))
+    // Block bytes 1..3: the length field; 3..8: ts ‖ seqno (header bytes 2..7).
+    let hi = ((x << 8) & !0xFF_FFFF) | (lf_raw << 8);
+    Some((po + packet::fair::FIXED_LEN + s, hi))
 }
 
-/// The first 8 bytes of the `Paper` MAC block (§3.4) as a big-endian word,
-/// with the nonce nibble zero (see [`mark_block_paper_w`]).
+/// [`fast_mark_in`] for IPv6 at frame offset `L3O` with the FAIR header
+/// right after the fixed header (its fixed part ends at `END`).
 #[inline(always)]
-fn mark_hi_paper(lf: u16, w: u64) -> u64 {
-    u64::from_be_bytes(mark_block_paper_w(lf, w, 0)[..8].try_into().unwrap_or([0; 8]))
+fn fast_mark_v6_at<const L3O: usize, const END: usize>(
+    frame: &mut [u8],
+    want_ts: u32,
+) -> Option<(usize, u64)> {
+    const { assert!(END == L3O + 40 + packet::fair::FIXED_LEN) };
+    let po = L3O + 40;
+    let (f, rest) = frame.split_first_chunk_mut::<END>()?;
+    let x = u64::from_le_bytes(*f[po..].first_chunk::<8>()?);
+    if (x >> 16) & 0xFFFF != u64::from(want_ts) {
+        return None;
+    }
+    let hl = (x >> 8) as u8;
+    if hl.wrapping_sub(1) >= 16 {
+        return None;
+    }
+    let n_slots = (hl as usize + 1) * 8 - packet::fair::FIXED_LEN;
+    let nas = f[END - 1];
+    let s = (nas & 0x7F) as usize;
+    if s >= n_slots || n_slots > rest.len() {
+        return None;
+    }
+    // ptr < N ≤ 127, so +1 never carries into the SB.
+    f[END - 1] = nas + 1;
+    let lf_raw = u64::from(u16::from_le_bytes([f[L3O + 4], f[L3O + 5]]));
+    let hi = ((x << 8) & !0xFF_FFFF) | (lf_raw << 8);
+    Some((END + s, hi))
+}
+
+/// The 8 nibbles of `x` (lowest first) as the bytes of a little-endian word.
+#[inline(always)]
+fn nibble_bytes(x: u32) -> u64 {
+    let y = u64::from(x);
+    let y = (y | y << 16) & 0x0000_FFFF_0000_FFFF;
+    // Byte 2j holds byte j of `x`.
+    let y = (y | y << 8) & 0x00FF_00FF_00FF_00FF;
+    (y & 0x000F_000F_000F_000F) | ((y << 4) & 0x0F00_0F00_0F00_0F00)
+}
+
+/// The little-endian reading of the stamp whose offset index is `di`
+/// (`u16::MAX` + 1 for none: no stamp reads as it).
+#[inline(always)]
+fn want_ts_of(fast_di: u32, n16: u16) -> u32 {
+    if fast_di > u32::from(2 * FRESH) {
+        return u32::from(u16::MAX) + 1;
+    }
+    let ts = n16.wrapping_add(FRESH).wrapping_sub(fast_di as u16);
+    u32::from(ts.swap_bytes())
 }
 
 impl<B: PacketBuf> Stage<B> for FairTransit {
@@ -252,16 +319,27 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         let fast_on = !self.slow_only;
         #[cfg(not(test))]
         let fast_on = true;
-        let FairTransit { cfg, keys, rng, stats, .. } = self;
+        let FairTransit { cfg, keys, rng, stats, marks: m, .. } = self;
         let keys: &KeyRing = keys;
         // One generator draw gives the whole burst's nonces (nibble n → n-th mark).
         let nonces = rng.nonces32();
-        let nib: [u8; BURST] = core::array::from_fn(|k| (nonces >> (4 * k)) as u8 & 0xF);
-        let mut m =
-            Marks { pkt: [0; BURST], pos: [0; BURST], kidx: [0; BURST], blocks: [[0; 16]; BURST] };
-        let mut ks =
-            KeyState { key_of_d: [None; 7], cur_di: u16::MAX, cur_key: None, mixed: false };
-        let mut c = Cursor { n: 0, fast_di: u32::MAX };
+        // Nibble k → byte k eight at a time; and the MAC block's first byte
+        // per mark: `Paper` tag ‖ nonce.
+        let (mut nib, mut tag_nib) = ([0u8; BURST], [0u8; BURST]);
+        let tag = u64::from_ne_bytes([TAG_SLOT_PAPER << 4; 8]);
+        for (q, (n8, t8)) in nib.chunks_exact_mut(8).zip(tag_nib.chunks_exact_mut(8)).enumerate() {
+            let w = nibble_bytes((nonces >> (32 * q)) as u32);
+            n8.copy_from_slice(&w.to_le_bytes());
+            t8.copy_from_slice(&(w | tag).to_le_bytes());
+        }
+        // Stamps of this second (the common case) resolve their key once per
+        // burst here, so the burst's first packet takes the fast path too.
+        let now_key = keys.get(keys.epoch_of(now_s));
+        let mut key_of_d = [None; 7];
+        key_of_d[FRESH as usize] = Some(now_key);
+        let mut ks = KeyState { key_of_d, cur_di: FRESH, cur_key: now_key, mixed: false };
+        let mut c = Cursor { n: 0, fast_di: fast_di_of(now_key, FRESH) };
+        let mut want_ts = want_ts_of(c.fast_di, n16);
         // Pass 1: checks, MAC inputs, and the NextAS increment.
         for i in batch.live() {
             // Fast path: the metadata locates a well-formed FAIR header with a
@@ -270,11 +348,10 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
             let (proto, l3, l3_off, proto_off) = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
             if proto == Proto::Fair && fast_on {
                 let frame = batch.buf_mut(i).data_mut();
-                if let Some((pos, hi)) = fast_mark(frame, l3, l3_off, proto_off, n16, c.fast_di) {
+                if let Some((pos, hi)) = fast_mark(frame, l3, l3_off, proto_off, want_ts) {
                     let n = c.n % BURST;
-                    // The nonce nibble sits just below the tag nibble.
-                    let hi = hi | (nib[n] as u64) << 56;
-                    m.blocks[n][..8].copy_from_slice(&hi.to_be_bytes());
+                    let hi = hi | u64::from(tag_nib[n]);
+                    m.blocks[n] = u128::from(hi).to_le_bytes();
                     m.pkt[n] = i as u8;
                     m.pos[n] = pos as u16;
                     m.kidx[n] = c.fast_di as u8;
@@ -283,7 +360,10 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
                 }
             }
             let mut cc = c;
-            slow_one(batch, i, cfg, keys, stats, &mut m, &mut ks, &mut cc, &nib, n16, now_s);
+            slow_one(batch, i, cfg, keys, stats, m, &mut ks, &mut cc, &nib, n16, now_s);
+            if cc.fast_di != c.fast_di {
+                want_ts = want_ts_of(cc.fast_di, n16);
+            }
             c = cc;
         }
         let n = c.n;
@@ -312,6 +392,16 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
             }
         }
         stats.marked += n as u64;
+    }
+}
+
+/// The offset index the fast path may mark for with `key` (a `Paper` key),
+/// else a value no offset index takes.
+#[inline(always)]
+fn fast_di_of(key: Option<&DataKey>, di: u16) -> u32 {
+    match key {
+        Some(k) if k.binding == MarkBinding::Paper => u32::from(di),
+        _ => u32::MAX,
     }
 }
 
@@ -374,14 +464,12 @@ fn slow_one<'k, B: PacketBuf>(
         return;
     }
     if di != ks.cur_di {
-        ks.mixed |= ks.cur_di != u16::MAX;
+        // Every mark so far used the current key (else `mixed` is set).
+        ks.mixed |= c.n > 0;
         ks.cur_di = di;
         ks.cur_key = *ks.key_of_d[di as usize]
             .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts(), now_s))));
-        c.fast_di = match ks.cur_key {
-            Some(k) if k.binding == MarkBinding::Paper => di as u32,
-            _ => u32::MAX,
-        };
+        c.fast_di = fast_di_of(ks.cur_key, di);
     }
     let Some(key) = ks.cur_key else {
         stats.no_key += 1;
@@ -412,6 +500,15 @@ mod tests {
     use crate::crypto::slot;
     use crate::keys::TestKeySource;
     use pipeline::{Meta, Verdict};
+
+    /// `nibble_bytes` spreads nibble k of its argument to byte k.
+    #[test]
+    fn nibble_bytes_spreads_nibbles() {
+        for x in [0u32, 0x8765_4321, 0xFEDC_BA98, u32::MAX, 0x0F0F_F0F0] {
+            let want: [u8; 8] = core::array::from_fn(|k| (x >> (4 * k)) as u8 & 0xF);
+            assert_eq!(nibble_bytes(x).to_le_bytes(), want, "{x:#x}");
+        }
+    }
 
     /// IPv6 packet with a 7-slot FAIR header stamped `ts`, NextAS `next_as`.
     fn pkt(ts: u16, seqno: u32, next_as: u8) -> Vec<u8> {
@@ -582,6 +679,73 @@ mod tests {
             };
             let (fast, fs) = run(false, copy(&b));
             let (slow, ss) = run(true, b);
+            proptest::prop_assert_eq!(fs, ss);
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+        /// As `fast_path_matches_slow_path`, behind Ethernet (the fast path's
+        /// second fixed layout): bytes, verdicts, metadata and counters agree.
+        #[test]
+        fn fast_path_matches_slow_path_behind_ethernet(
+            pkts in proptest::collection::vec(
+                (0usize..3, 0u8..14, proptest::prelude::any::<u8>(), proptest::prelude::any::<bool>(),
+                 proptest::collection::vec((0usize..90, proptest::prelude::any::<u8>()), 0..3),
+                 0usize..3),
+                1..=32),
+        ) {
+            let mut ring = KeyRing::data(60, 3600).unwrap();
+            let mut ks = TestKeySource::new(5);
+            let now = 60 * 1_000_000u64 + 1;
+            ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
+            let ring = Arc::new(ring);
+            let cfg = TransitConfig { framing: Framing::Ethernet, ..Default::default() };
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for (slots, dts, nas, parsed, mut edits, cut) in pkts {
+                edits.truncate(edits.len().saturating_sub(1));
+                let n = [7, 15, 23][slots];
+                let dts = if dts >= 8 { 5 } else { dts };
+                let ts = (now + 5 - dts as u64) as u16;
+                let nas = if nas % 4 == 0 { nas } else { nas % (n as u8 + 2) };
+                let (ip, o) = crate::test_packets::fair_udp(true, false, 0, n, ts, 9);
+                let mut p = vec![0u8; 14];
+                p[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
+                p.extend_from_slice(&ip);
+                p[14 + o + 8] = nas;
+                let mut m = Meta::new(0);
+                if parsed {
+                    if let Ok(Some(f)) =
+                        crate::common::locate_meta(&p, &m, Framing::Ethernet, Codes::default())
+                    {
+                        crate::common::set_meta(&mut m, &f);
+                    }
+                }
+                for (at, v) in edits {
+                    if let Some(x) = p.get_mut(at) {
+                        *x = v;
+                    }
+                }
+                p.truncate(p.len().saturating_sub(cut * 5));
+                let i = b.push(p, 0).unwrap();
+                *b.meta_mut(i) = m;
+            }
+            let run = |slow_only: bool| {
+                let mut c: Batch<Vec<u8>> = Batch::new();
+                for i in 0..b.len() {
+                    let k = c.push(b.data(i).to_vec(), 0).unwrap();
+                    *c.meta_mut(k) = *b.meta(i);
+                }
+                let mut t = FairTransit::new(cfg, ring.clone(), 11);
+                t.slow_only = slow_only;
+                t.process(&mut c, Now::from_unix_ns(now * 1_000_000_000));
+                let out: Vec<_> = (0..c.len()).map(|i| (c.data(i).to_vec(), *c.meta(i))).collect();
+                (out, t.stats)
+            };
+            let (fast, fs) = run(false);
+            let (slow, ss) = run(true);
+            proptest::prop_assert!(fs.marked > 0 || ss.marked == 0);
             proptest::prop_assert_eq!(fs, ss);
             proptest::prop_assert_eq!(fast, slow);
         }

@@ -316,6 +316,17 @@ pub fn strip_hot<B: PacketBuf + ?Sized>(
 #[inline(always)]
 pub fn strip_hot_bytes(d: &mut [u8], h: &crate::common::Hot) -> Result<(), pipeline::NoRoom> {
     let (l3, at, len) = (h.l3_off as usize, h.fair_off as usize, h.len as usize);
+    // The common IPv6 layouts (bare IP, Ethernet; FAIR right after the
+    // fixed header) straight to their constant-offset move.
+    let done = h.v6
+        && match (l3, at) {
+            (0, 40) => strip_v6_at::<0, 40>(d, len),
+            (14, 54) => strip_v6_at::<14, 54>(d, len),
+            _ => false,
+        };
+    if done {
+        return Ok(());
+    }
     if at + len > d.len() || at < l3 + 20 {
         return Err(pipeline::NoRoom);
     }
@@ -353,6 +364,18 @@ pub fn strip_hot_bytes(d: &mut [u8], h: &crate::common::Hot) -> Result<(), pipel
     // Move everything before the header forward by `len`, then drop the front.
     move_head(d, at, 0, len);
     Ok(())
+}
+
+/// [`strip_hot_bytes`] for IPv6 at frame offset `L3O` with the FAIR header
+/// (`len` bytes) at `N = L3O + 40`: the same bytes; `false` (nothing
+/// written) when the header does not fit, for the general path to decide.
+#[inline(always)]
+fn strip_v6_at<const L3O: usize, const N: usize>(d: &mut [u8], len: usize) -> bool {
+    const { assert!(N == L3O + 40) };
+    match d.get(N).filter(|_| N + len <= d.len()) {
+        Some(&orig) => strip_v6_word::<N>(d, L3O, len, orig),
+        None => false,
+    }
 }
 
 /// [`strip_hot`] for an IPv6 packet at `l3` whose FAIR header follows the

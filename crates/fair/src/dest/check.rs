@@ -78,6 +78,9 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     // run cannot, and skip that check) and refills the policer.
     let mut ticked = false;
     let mut fill = 0;
+    // Packets with a valid ICV: the run's less those that fail (counted
+    // after the loop, which keeps one counter fewer per packet).
+    let fails_before = tot.icv_fail;
     for (t, b) in todo.iter().zip(blocks) {
         let (i, h) = (t.pkt as usize, &t.h);
         // One ICV byte: the accept/drop outcome is observable anyway, so a
@@ -104,7 +107,6 @@ fn check_run<B: PacketBuf, S: RecordSink>(
             }
         }
         st.mark_count_mismatch += u64::from(h.ptr() != expected);
-        st.packets += 1;
         st.bytes += net;
         if !take(&mut fill, net) {
             st.nonconforming += 1;
@@ -113,7 +115,6 @@ fn check_run<B: PacketBuf, S: RecordSink>(
                 continue;
             }
         }
-        tot.accepted += 1;
         if (!h.v6 || cfg.strip_ipv6) && wire::strip_hot_bytes(d, h).is_ok() {
             stripped(buf, meta, h);
         }
@@ -121,6 +122,9 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     if ticked {
         ch.policer.set_fill(fill);
     }
+    st.packets = todo.len().min(blocks.len()) as u64 - (tot.icv_fail - fails_before);
+    // Accepted: every packet with a valid ICV but those dropped over rate.
+    tot.accepted += st.packets - if cfg.drop_nonconforming { st.nonconforming } else { 0 };
     // Every packet with a valid ICV was captured and counted.
     tot.captured += st.packets;
     ch.stats += st;

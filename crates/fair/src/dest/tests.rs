@@ -181,3 +181,56 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// The stage's counters follow the verdicts: `icv_fail` counts the bad
+    /// ICVs, `captured` the packets with a valid one, `accepted` those of
+    /// them still forwarded, whatever the mix of channels and whether
+    /// non-conforming packets are dropped.
+    #[test]
+    fn stage_counters_follow_verdicts(
+        drop_nc in proptest::prelude::any::<bool>(),
+        bursts in proptest::collection::vec(proptest::collection::vec(
+            (0u8..3, 0u8..6), 1..=32), 1..4),
+    ) {
+        let k = Aes::new(&Key::from([7; 16]));
+        let mut d = FairDestination::new(
+            DestConfig { framing: Framing::Ip, drop_nonconforming: drop_nc, ..Default::default() },
+            Vec::new(),
+        );
+        d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+        d.add_source_prefix("10.2.0.0".parse().unwrap(), 16, 4);
+        for asn in [3u32, 4] {
+            d.add_channel(DestChannel::new(asn, asn, &Key::from([7; 16]), 1, 90, 150, 0), 0, 3);
+        }
+        let (mut now, mut seq) = (1_000_000u64, 0u32);
+        let (mut fails, mut captured, mut accepted) = (0u64, 0u64, 0u64);
+        for pkts in bursts {
+            now += 1;
+            let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for &(src, sel) in &pkts {
+                seq += 1;
+                b.push(any_pkt(false, false, 3, src + 1, now as u16, seq, &k, sel != 0), 0).unwrap();
+            }
+            d.process(&mut b, t);
+            for (i, &(src, sel)) in pkts.iter().enumerate() {
+                let v = b.meta(i).verdict;
+                if src == 2 {
+                    continue; // no channel
+                }
+                if sel == 0 {
+                    fails += 1;
+                    proptest::prop_assert_eq!(v, Verdict::Drop(DropReason::BadMac));
+                    continue;
+                }
+                captured += 1;
+                accepted += u64::from(matches!(v, Verdict::Forward { .. }));
+            }
+        }
+        proptest::prop_assert_eq!(d.stats.icv_fail, fails);
+        proptest::prop_assert_eq!(d.stats.captured, captured);
+        proptest::prop_assert_eq!(d.stats.accepted, accepted);
+    }
+}
