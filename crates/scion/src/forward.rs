@@ -420,6 +420,26 @@ impl Forwarder {
         }
     }
 
+    /// [`apply_checked`](Self::apply_checked) for a packet without
+    /// addresses whose check is a [`PlainExit`]: the same path updates and
+    /// decisions, with everything that depends only on the plan decided.
+    #[inline(always)]
+    pub(crate) fn apply_plain(
+        &self,
+        path: &mut [u8],
+        e: &PlainExit,
+        ingress_if: u16,
+    ) -> Result<Exit, DropReason> {
+        e.apply(path, self.accepts(e, ingress_if))
+    }
+
+    /// Whether a packet of `e` that arrived on `ingress_if` passes the
+    /// ingress check.
+    #[inline(always)]
+    pub(crate) fn accepts(&self, e: &PlainExit, ingress_if: u16) -> bool {
+        !(self.cfg.check_ingress && ingress_if != INTERNAL_IF && e.ingress != ingress_if)
+    }
+
     /// SCION's source/destination rules when this AS and the packet's
     /// addresses are known: whether the destination is this AS.
     #[inline(always)]
@@ -599,6 +619,17 @@ impl HopPlan {
             & (w4(hop) == w4(&self.hop))
     }
 
+    /// What [`matches`](Self::matches) compares besides the length: the
+    /// meta header as on the wire, and the offsets and bytes of the
+    /// current info and hop fields.
+    #[inline(always)]
+    pub(crate) fn key_bytes(
+        &self,
+    ) -> ([u8; META_LEN], usize, [u8; INFO_LEN], usize, [u8; HOP_LEN]) {
+        let (i, h) = (usize::from(self.info_off), usize::from(self.hop_off));
+        (self.meta.to_be_bytes(), i, self.info, h, self.hop)
+    }
+
     /// The 16-byte CMAC input of the hop field ([`current_input`]).
     #[inline(always)]
     pub fn mac_input(&self) -> Block {
@@ -739,11 +770,62 @@ pub(crate) struct HopCheck {
     meta_next: u32,
 }
 
+/// A [`HopCheck`] of the common kind: its hop field verified, no
+/// cross-over, and the packet leaves through a bound external interface.
+/// A packet of it without addresses needs only the ingress check and the
+/// two path writes ([`Forwarder::apply_plain`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlainExit {
+    /// The SegID update ([`HopPlan::seg_update`]).
+    seg: (u16, u16),
+    /// The meta header once advanced.
+    meta_next: u32,
+    /// Ingress interface of the hop field (traversal direction).
+    ingress: u16,
+    /// Egress interface and its port.
+    egress: u16,
+    port: u16,
+}
+
+impl PlainExit {
+    /// The path updates of a packet and its exit, once it is known whether
+    /// it passes the ingress check ([`Forwarder::accepts`]); the SegID is
+    /// updated either way, as [`Forwarder::apply_checked`] does.
+    #[inline(always)]
+    pub(crate) fn apply(&self, path: &mut [u8], accepted: bool) -> Result<Exit, DropReason> {
+        write_seg_id(path, self.seg)?;
+        if !accepted {
+            return Err(DropReason::WrongInterface);
+        }
+        write_meta(path, self.meta_next)?;
+        Ok(Exit::Interface { ifid: self.egress, port: self.port })
+    }
+}
+
 impl HopCheck {
     /// Whether there is a cross-over.
     #[inline(always)]
     pub(crate) fn xover(&self) -> bool {
         self.xover
+    }
+
+    /// The check as a [`PlainExit`], if it is one: then
+    /// [`Forwarder::apply_plain`] decides as
+    /// [`Forwarder::apply_checked`] for any packet without addresses.
+    #[inline(always)]
+    pub(crate) fn plain(&self) -> Option<PlainExit> {
+        match (self.first, self.port) {
+            (Ok(()), Some(port)) if !self.xover && !self.last && self.egress != INTERNAL_IF => {
+                Some(PlainExit {
+                    seg: self.seg[0],
+                    meta_next: self.meta_next,
+                    ingress: self.ingress,
+                    egress: self.egress,
+                    port,
+                })
+            }
+            _ => None,
+        }
     }
 
     /// A placeholder for arrays filled by [`Forwarder::check`].

@@ -8,13 +8,14 @@ use packet::scion::epic_hp::EPIC_HP_META_LEN;
 use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
 use packet::scion::{EpicHpPath, HvfOrigin, PathType, ScionHeader};
 use pipeline::{
-    config_of, Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, Stage, Validate,
-    BURST,
+    config_of, Batch, DropReason, Element, Indices, Meta, Now, PacketBuf, Proto, Reconfigured,
+    Refused, Stage, Validate, BURST, L3,
 };
 
 use crate::config::ScionForwardConfig;
 use crate::epic::{hvf_with, FreshWindow};
-use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan};
+use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan, PlainExit};
+use crate::hopmac::HopMac;
 use crate::locate::{locate, scion_offset};
 
 /// Counters of [`ScionForward`] beyond the pipeline's per-reason drop counters.
@@ -63,6 +64,16 @@ pub struct ForwardCounters {
 /// info field and current hop field equal the previous packet's (the next
 /// packet of a flow) shares that packet's plan, MAC and verification.
 ///
+/// Once a packet repeats the previous one's hop, the packets that follow
+/// it with the same header layout and the same hop bytes form a run: they
+/// are recognised by a few word compares at fixed offsets, without
+/// locating or parsing. A run of plain SCION (no EPIC-HP, no cross-over,
+/// no address checks) whose hop field verifies and leaves through a bound
+/// interface is finished in the same pass, with its plan's MAC computed
+/// on its own; that run, with its MAC, carries over to the next burst (a
+/// new key or interface table drops it; expiry and the exit are checked
+/// again each burst).
+///
 /// A live change ([`Element::reconfigure`] with a [`ScionForwardConfig`])
 /// replaces the key and the interface bindings in place; the counters and
 /// the [`ForwardConfig`](crate::ForwardConfig) options stay.
@@ -74,6 +85,21 @@ pub struct ScionForward {
     config: Option<ScionForwardConfig>,
     /// EPIC-HP's HVF keys of recent paths.
     hvf_keys: HvfKeys,
+    /// Working arrays of a burst.
+    scratch: Box<Scratch>,
+    /// The last run of plain SCION finished in one pass, to continue into
+    /// the next burst. Valid for the forwarder as it is: cleared whenever
+    /// it may change.
+    memo: Option<Memo>,
+}
+
+/// A run of plain SCION packets and the MAC of its plan (see
+/// [`ScionForward::memo`]).
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    key: RunKey,
+    plan: HopPlan,
+    mac: HopMac,
 }
 
 impl ScionForward {
@@ -84,6 +110,8 @@ impl ScionForward {
             counters: ForwardCounters::default(),
             config: None,
             hvf_keys: HvfKeys::default(),
+            scratch: Box::default(),
+            memo: None,
         }
     }
 
@@ -111,20 +139,13 @@ impl ScionForward {
     /// it holds.
     pub fn forwarder_mut(&mut self) -> &mut Forwarder {
         self.config = None;
+        self.memo = None;
         &mut self.fwd
     }
 
     /// Counters since creation.
     pub fn counters(&self) -> &ForwardCounters {
         &self.counters
-    }
-
-    fn note(&mut self, exit: Exit, xover: bool) {
-        match exit {
-            Exit::Interface { .. } => self.counters.forwarded += 1,
-            Exit::Local { .. } => self.counters.local += 1,
-        }
-        self.counters.xovers += u64::from(xover);
     }
 }
 
@@ -154,6 +175,7 @@ impl Element for ScionForward {
             return Ok(Reconfigured::Unchanged);
         }
         c.validate().map_err(Refused::Invalid)?;
+        self.memo = None;
         self.fwd.set_key(c.forwarding_key());
         self.fwd.interfaces_mut().rebind(&c.interfaces);
         self.fwd.set_local_ia(c.local_ia);
@@ -254,24 +276,171 @@ fn parse(
     Ok(Some((range, epic_hp, Parsed::New(plan, next))))
 }
 
+/// The bytes 4..12 of a common header that, with its offset, fix where the
+/// path lies (HdrLen, PathType, DT/DL/ST/SL), as a mask over their
+/// little-endian word.
+const LAYOUT_MASK: u64 = 0x0000_ffff_0000_ff00;
+
+/// Where a packet's standard (or EPIC-HP) path lies: a packet with the same
+/// header offset and the same [`LAYOUT_MASK`] bytes (and version 0) has
+/// its path at the same place, and only its payload length still needs
+/// checking.
+#[derive(Clone, Copy)]
+struct Layout {
+    hdr: usize,
+    key: u64,
+    path: (usize, usize),
+    epic_hp: bool,
+}
+
+/// The little-endian word of bytes 4..12 of a common header.
+#[inline(always)]
+fn layout_word(c: &[u8; COMMON_LEN]) -> u64 {
+    u64::from_le_bytes(c[4..12].try_into().unwrap_or([0; 8]))
+}
+
+/// What a packet must have to join a run: its header at the run's offset
+/// and laid out alike (so [`locate_path`]'s checks pass as for the run's
+/// first packet, up to the payload length, checked here), and the same
+/// meta header, current info field and current hop field at the same
+/// places (so its path parses to the run's plan: [`HopPlan::matches`]).
+#[derive(Clone, Copy, Debug)]
+struct RunKey {
+    /// What the parser found of the first packet (so the header is at the
+    /// same offset: [`scion_offset`]).
+    parsed: (Proto, L3, u16),
+    hdr: usize,
+    /// End of the path.
+    end: usize,
+    /// [`LAYOUT_MASK`] bytes of the common header.
+    layout: u64,
+    /// Offsets in the packet and bytes of the meta header, the current
+    /// info field and the two parts of the current hop field.
+    meta_at: usize,
+    meta: u32,
+    info_at: usize,
+    info: u64,
+    hop_at: usize,
+    hop: u64,
+    hop_end: u32,
+}
+
+impl RunKey {
+    fn new(first: &Meta, l: &Layout, plan: &HopPlan) -> Self {
+        let (meta, info_off, info, hop_off, hop) = plan.key_bytes();
+        let (hop_lo, hop_hi) = hop.split_at(8);
+        RunKey {
+            parsed: (first.proto, first.l3, first.proto_off),
+            hdr: l.hdr,
+            end: l.path.1,
+            layout: l.key,
+            meta_at: l.path.0,
+            meta: u32::from_ne_bytes(meta),
+            info_at: l.path.0 + info_off,
+            info: u64::from_ne_bytes(info),
+            hop_at: l.path.0 + hop_off,
+            hop: u64::from_ne_bytes(hop_lo.try_into().unwrap_or_default()),
+            hop_end: u32::from_ne_bytes(hop_hi.try_into().unwrap_or_default()),
+        }
+    }
+
+    /// Whether the packet with `meta` and `data` joins the run.
+    #[inline(always)]
+    fn hit(&self, meta: &Meta, data: &[u8]) -> bool {
+        if (meta.proto, meta.l3, meta.proto_off) != self.parsed || data.len() < self.end {
+            return false;
+        }
+        let at = |i: usize| data.get(i..);
+        let (Some(c), Some(m), Some(info), Some(hop)) = (
+            at(self.hdr).and_then(|b| b.first_chunk::<COMMON_LEN>()),
+            at(self.meta_at).and_then(|b| b.first_chunk::<4>()),
+            at(self.info_at).and_then(|b| b.first_chunk::<8>()),
+            at(self.hop_at).and_then(|b| b.first_chunk::<12>()),
+        ) else {
+            return false;
+        };
+        let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+        let (hop_lo, hop_hi) = hop.split_at(8);
+        let hop_lo = u64::from_ne_bytes(hop_lo.try_into().unwrap_or_default());
+        let hop_hi = u32::from_ne_bytes(hop_hi.try_into().unwrap_or_default());
+        (c[0] >> 4 == 0)
+            & (layout_word(c) & LAYOUT_MASK == self.layout)
+            & (data.len() - self.end >= payload)
+            & (u32::from_ne_bytes(*m) == self.meta)
+            & (u64::from_ne_bytes(*info) == self.info)
+            & (hop_lo == self.hop)
+            & (hop_hi == self.hop_end)
+    }
+}
+
+/// Per-burst working arrays, kept with the stage so that a burst does not
+/// initialise them (every entry read was written earlier in the burst).
+#[derive(Clone)]
+struct Scratch {
+    slots: [Slot; BURST],
+    /// MAC inputs, then tags: the distinct first hop fields at `0..u`, the
+    /// second ones of cross-overs at `u..u + x` (gathered at `BURST..`,
+    /// moved down before MACing).
+    tags: [Block; 2 * BURST],
+    plans: [HopPlan; BURST],
+    /// Per distinct plan: the index of its cross-over plan, or NO_XOVER.
+    plan_xover: [u8; BURST],
+    xplans: [HopPlan; BURST],
+    checks: [HopCheck; BURST],
+    /// Per distinct plan: its check as a [`PlainExit`], when it is one
+    /// and the stage does not check addresses.
+    plain: [Option<PlainExit>; BURST],
+    /// Runs of packets that repeat a plan.
+    runs: [Run; BURST],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            slots: [Slot { hdr: 0, path: 0, path_end: 0, i: 0, tag: 0, epic_hp: false }; BURST],
+            tags: [[0; 16]; 2 * BURST],
+            plans: [HopPlan::EMPTY; BURST],
+            plan_xover: [NO_XOVER; BURST],
+            xplans: [HopPlan::EMPTY; BURST],
+            checks: [HopCheck::EMPTY; BURST],
+            plain: [None; BURST],
+            runs: [Run {
+                at: Layout { hdr: 0, key: 0, path: (0, 0), epic_hp: false },
+                tag: 0,
+                mask: 0,
+            }; BURST],
+        }
+    }
+}
+
+impl core::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Scratch")
+    }
+}
+
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
-        let mut slots =
-            [Slot { hdr: 0, path: 0, path_end: 0, i: 0, tag: 0, epic_hp: false }; BURST];
-        // MAC inputs, then tags: the distinct first hop fields at `0..u`,
-        // the second ones of cross-overs at `u..u + x` (gathered at
-        // `BURST..`, moved down before MACing).
-        let mut tags: [Block; 2 * BURST] = [[0; 16]; 2 * BURST];
-        let mut plans = [HopPlan::EMPTY; BURST];
-        // Per distinct plan: the index of its cross-over plan, or NO_XOVER.
-        let mut plan_xover = [NO_XOVER; BURST];
-        let mut xplans = [HopPlan::EMPTY; BURST];
-        let (mut n, mut u, mut x) = (0, 0, 0);
+        let sc = &mut *self.scratch;
+        let (slots, tags, plans) = (&mut sc.slots, &mut sc.tags, &mut sc.plans);
+        let (plan_xover, xplans) = (&mut sc.plan_xover, &mut sc.xplans);
+        let (checks, plain, runs) = (&mut sc.checks, &mut sc.plain, &mut sc.runs);
+        let (mut n, mut u, mut x, mut nr) = (0, 0, 0, 0);
+        let addressed = self.fwd.config().local_ia.is_some();
         // The last plan parsed anew (without a cross-over): consecutive
         // packets of a flow share it and its MAC.
         let mut prev: Option<usize> = None;
         // Pass 1: locate and parse each packet once; gather MAC inputs.
-        for i in batch.live() {
+        let mut live = batch.live();
+        // A packet that ended a run, still to be handled.
+        let mut carry = None;
+        // The packets that continue the previous burst's last run.
+        if let Some(m) = self.memo.filter(|_| !addressed) {
+            if let Some(e) = self.fwd.check(&m.plan, &m.mac, None, now.unix_ns).plain() {
+                carry = run_plain(&self.fwd, &mut self.counters, batch, &mut live, &m.key, &e);
+            }
+        }
+        while let Some(i) = carry.take().or_else(|| live.next()) {
             let Some(off) = scion_offset(batch.meta(i)) else {
                 self.counters.skipped += 1;
                 continue;
@@ -289,6 +458,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                     continue;
                 }
             };
+            let repeated = matches!(parsed, Parsed::Same);
             let tag = match (parsed, prev) {
                 (Parsed::Same, Some(k)) => k as u8,
                 (Parsed::New(plan, next), _) => {
@@ -316,6 +486,57 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                     continue;
                 }
             };
+            // Once a packet repeats the previous one's hop, a run starts
+            // with it: later packets laid out as it (if its path type is
+            // located from the common header alone) skip locating.
+            let c = data.get(off..).and_then(|b| b.first_chunk::<COMMON_LEN>());
+            match (repeated, c, runs.get_mut(nr)) {
+                (true, Some(c), Some(r))
+                    if matches!(PathType(c[8]), PathType::SCION | PathType::EPIC_HP) =>
+                {
+                    let at = Layout {
+                        hdr: off,
+                        key: layout_word(c) & LAYOUT_MASK,
+                        path: (range.start, range.end),
+                        epic_hp,
+                    };
+                    // The rest of the run: the packets that follow with the
+                    // same layout and hop.
+                    let plan = &plans[usize::from(tag)];
+                    let key = RunKey::new(batch.meta(i), &at, plan);
+                    // A run of plain SCION is finished right here, in one
+                    // pass, with the MAC of its plan computed alone (at most
+                    // once a burst per run; without a cross-over, so only
+                    // this one hop field).
+                    let plain = match (addressed || epic_hp || plan.crosses_over(), &self.fwd) {
+                        (false, fwd) => {
+                            let mac = fwd.key().mac(&plan.mac_input());
+                            let e = fwd.check(plan, &mac, None, now.unix_ns).plain();
+                            e.map(|e| (e, mac))
+                        }
+                        _ => None,
+                    };
+                    if let Some((e, mac)) = plain {
+                        self.memo = Some(Memo { key, plan: *plan, mac });
+                        let (fwd, counters) = (&self.fwd, &mut self.counters);
+                        finish_plain(fwd, counters, batch, i, range, &e);
+                        carry = run_plain(fwd, counters, batch, &mut live, &key, &e);
+                        continue;
+                    }
+                    let mut mask = 1 << i;
+                    for j in live.by_ref() {
+                        if !key.hit(batch.meta(j), batch.data(j)) {
+                            carry = Some(j);
+                            break;
+                        }
+                        mask |= 1 << j;
+                    }
+                    *r = Run { at, tag, mask };
+                    nr += 1;
+                    continue;
+                }
+                _ => {}
+            }
             slots[n] = Slot {
                 hdr: off as u16,
                 path: range.start as u16,
@@ -326,7 +547,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             };
             n += 1;
         }
-        if n == 0 {
+        if n == 0 && nr == 0 {
             return;
         }
         // Pass 2: every distinct hop-field MAC of the burst in one batch
@@ -334,63 +555,238 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
         tags.copy_within(BURST..BURST + x, u);
         self.fwd.key().full_mac_in_place(&mut tags[..u + x]);
         // Verify each distinct plan once: MACs, expiry, interfaces, port.
-        let mut checks = [HopCheck::EMPTY; BURST];
         for (j, (plan, c)) in plans[..u].iter().zip(&mut checks[..u]).enumerate() {
             let x = usize::from(plan_xover[j]);
             let second = xplans.get(x).zip(tags.get(u + x)).map(|(p, t)| (p, mac::truncate(t)));
             let mac = mac::truncate(&tags[j]);
             *c = self.fwd.check(plan, &mac, second.as_ref().map(|(p, m)| (*p, m)), now.unix_ns);
+            plain[j] = if addressed { None } else { c.plain() };
         }
         // Pass 3: per packet, what depends on its arrival; update the path.
         let fresh = self.fwd.config().epic_hp_freshness.window(now.unix_ns);
-        let addressed = self.fwd.config().local_ia.is_some();
+        let mut done = Finish {
+            fwd: &self.fwd,
+            counters: &mut self.counters,
+            hvf_keys: &mut self.hvf_keys,
+            tags: &tags[..],
+            plans: &plans[..],
+            plan_xover: &plan_xover[..],
+            checks: &checks[..],
+            u,
+            addressed,
+            fresh,
+            now,
+        };
         for s in &slots[..n] {
-            let i = usize::from(s.i);
-            let (buf, meta) = batch.buf_mut_meta(i);
-            let class = meta.class().unwrap_or_default();
-            let ingress = self.fwd.interfaces().ingress_if(meta.port);
-            let data = buf.data_mut();
-            let (hdr, range) = (usize::from(s.hdr), usize::from(s.path)..usize::from(s.path_end));
-            let addrs = if addressed {
-                // The common header was checked in pass 1.
-                let h = ScionHeader::new_unchecked(&data[hdr..]);
-                Some((h.src_ia(), h.dst_ia()))
-            } else {
-                None
-            };
-            let arrival = Arrival { ingress_if: ingress, now_unix_ns: now.unix_ns, addrs };
-            let t = usize::from(s.tag);
-            let (tag, plan, check) = (&tags[t], &plans[t], &checks[t]);
-            let xtag = usize::from(plan_xover[t]) + u;
-            let done = match data.get_mut(range.clone()) {
-                Some(path) => self.fwd.apply_checked(path, plan, check, &arrival),
-                None => Err(DropReason::Truncated),
-            };
-            let done = match done {
-                Ok(exit) if s.epic_hp => {
-                    // EPIC-HP keys its HVF with the full MAC of the last hop
-                    // field verified.
-                    let (last, sigma) = match tags.get(xtag) {
-                        Some(t) if check.xover() => (plan.curr_hf() + 1, t),
-                        _ => (plan.curr_hf(), tag),
-                    };
-                    let keys = &mut self.hvf_keys;
-                    check_epic_hp(data, hdr, range.start, last, sigma, &fresh, keys).map(|hvf| {
-                        self.counters.epic_hp_checked += u64::from(hvf);
-                        exit
-                    })
+            done.one(batch, s, plain.get(usize::from(s.tag)).copied().flatten());
+        }
+        for r in &runs[..nr] {
+            let (start, end) = r.at.path;
+            let t = usize::from(r.tag);
+            match plain.get(t).copied().flatten() {
+                // The common case: plain SCION, the plan's decisions made.
+                Some(e) if !r.at.epic_hp => {
+                    for i in Indices::of(r.mask) {
+                        done.plain(batch, i, start..end, &e);
+                    }
                 }
-                other => other,
-            };
-            match done {
-                Ok(exit) => {
-                    self.note(exit, check.xover());
-                    batch.forward(i, exit.port(), class);
+                _ => {
+                    for i in Indices::of(r.mask) {
+                        let s = Slot {
+                            hdr: r.at.hdr as u16,
+                            path: start as u16,
+                            path_end: end as u16,
+                            i: i as u8,
+                            tag: r.tag,
+                            epic_hp: r.at.epic_hp,
+                        };
+                        done.one(batch, &s, None);
+                    }
                 }
-                Err(r) => batch.drop_packet(i, r),
             }
         }
     }
+}
+
+/// A run of packets of one plan, laid out alike (see [`RunKey`]), finished
+/// in pass 3.
+#[derive(Clone, Copy)]
+struct Run {
+    at: Layout,
+    /// Index of the plan.
+    tag: u8,
+    /// The packets, by index in the batch.
+    mask: u32,
+}
+
+/// Pass 3 of a burst: finishing each packet from its plan's check.
+struct Finish<'a> {
+    fwd: &'a Forwarder,
+    counters: &'a mut ForwardCounters,
+    hvf_keys: &'a mut HvfKeys,
+    tags: &'a [Block],
+    plans: &'a [HopPlan],
+    plan_xover: &'a [u8],
+    checks: &'a [HopCheck],
+    /// Number of distinct plans (where cross-over tags start).
+    u: usize,
+    addressed: bool,
+    fresh: FreshWindow,
+    now: Now,
+}
+
+impl Finish<'_> {
+    /// Packet `i`, whose path is at `range`, of a plan with the plain exit
+    /// `e`, and not EPIC-HP.
+    #[inline(always)]
+    fn plain<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        range: Range<usize>,
+        e: &PlainExit,
+    ) {
+        finish_plain(self.fwd, self.counters, batch, i, range, e);
+    }
+
+    /// The packet of slot `s`; `plain` its plan's plain exit, if any.
+    #[inline(always)]
+    fn one<B: PacketBuf>(&mut self, batch: &mut Batch<B>, s: &Slot, plain: Option<PlainExit>) {
+        let i = usize::from(s.i);
+        let t = usize::from(s.tag);
+        let (hdr, range) = (usize::from(s.hdr), usize::from(s.path)..usize::from(s.path_end));
+        if let (false, Some(e)) = (s.epic_hp, plain) {
+            self.plain(batch, i, range, &e);
+            return;
+        }
+        let (buf, meta) = batch.buf_mut_meta(i);
+        let class = meta.class().unwrap_or_default();
+        let ingress = self.fwd.interfaces().ingress_if(meta.port);
+        let data = buf.data_mut();
+        let addrs = if self.addressed {
+            // The common header was checked in pass 1.
+            let h = ScionHeader::new_unchecked(&data[hdr..]);
+            Some((h.src_ia(), h.dst_ia()))
+        } else {
+            None
+        };
+        let now = self.now.unix_ns;
+        let arrival = Arrival { ingress_if: ingress, now_unix_ns: now, addrs };
+        let (tag, plan, check) = (&self.tags[t], &self.plans[t], &self.checks[t]);
+        let xtag = usize::from(self.plan_xover[t]) + self.u;
+        let done = match data.get_mut(range.clone()) {
+            Some(path) => self.fwd.apply_checked(path, plan, check, &arrival),
+            None => Err(DropReason::Truncated),
+        };
+        let done = match done {
+            Ok(exit) if s.epic_hp => {
+                // EPIC-HP keys its HVF with the full MAC of the last hop
+                // field verified.
+                let (last, sigma) = match self.tags.get(xtag) {
+                    Some(t) if check.xover() => (plan.curr_hf() + 1, t),
+                    _ => (plan.curr_hf(), tag),
+                };
+                let keys = &mut *self.hvf_keys;
+                check_epic_hp(data, hdr, range.start, last, sigma, &self.fresh, keys).map(|hvf| {
+                    self.counters.epic_hp_checked += u64::from(hvf);
+                    exit
+                })
+            }
+            other => other,
+        };
+        match done {
+            Ok(exit) => {
+                note(self.counters, exit, check.xover());
+                batch.forward(i, exit.port(), class);
+            }
+            Err(r) => batch.drop_packet(i, r),
+        }
+    }
+}
+
+/// Finishes packet `i`, not EPIC-HP, whose path is at `range`, of a plan
+/// with the plain exit `e`, in a stage without addresses.
+#[inline(always)]
+fn finish_plain<B: PacketBuf>(
+    fwd: &Forwarder,
+    counters: &mut ForwardCounters,
+    batch: &mut Batch<B>,
+    i: usize,
+    range: Range<usize>,
+    e: &PlainExit,
+) {
+    let (buf, meta) = batch.buf_mut_meta(i);
+    let class = meta.class().unwrap_or_default();
+    let ingress = fwd.interfaces().ingress_if(meta.port);
+    let done = match buf.data_mut().get_mut(range) {
+        Some(path) => fwd.apply_plain(path, e, ingress),
+        None => Err(DropReason::Truncated),
+    };
+    match done {
+        Ok(exit) => {
+            counters.forwarded += 1;
+            batch.forward(i, exit.port(), class);
+        }
+        Err(r) => batch.drop_packet(i, r),
+    }
+}
+
+/// Finishes the packets of `live`, in order, that join the run of `key`,
+/// whose plan has the plain exit `e` (a stage without addresses, not
+/// EPIC-HP), as [`finish_plain`] does; returns the first that does not.
+#[inline(always)]
+fn run_plain<B: PacketBuf>(
+    fwd: &Forwarder,
+    counters: &mut ForwardCounters,
+    batch: &mut Batch<B>,
+    live: &mut Indices,
+    key: &RunKey,
+    e: &PlainExit,
+) -> Option<usize> {
+    let range = key.meta_at..key.end;
+    let mut forwarded = 0;
+    // The ingress check of the last arrival port (most of a run shares it).
+    let mut last: Option<(u16, bool)> = None;
+    let mut miss = None;
+    for j in live.by_ref() {
+        let (buf, meta) = batch.buf_mut_meta(j);
+        if !key.hit(meta, buf.data()) {
+            miss = Some(j);
+            break;
+        }
+        let class = meta.class().unwrap_or_default();
+        let accepted = match last {
+            Some((port, ok)) if port == meta.port => ok,
+            _ => {
+                let ok = fwd.accepts(e, fwd.interfaces().ingress_if(meta.port));
+                last = Some((meta.port, ok));
+                ok
+            }
+        };
+        let done = match buf.data_mut().get_mut(range.clone()) {
+            Some(path) => e.apply(path, accepted),
+            None => Err(DropReason::Truncated),
+        };
+        match done {
+            Ok(exit) => {
+                forwarded += 1;
+                batch.forward(j, exit.port(), class);
+            }
+            Err(r) => batch.drop_packet(j, r),
+        }
+    }
+    counters.forwarded += forwarded;
+    miss
+}
+
+/// Counts a forwarded packet.
+#[inline(always)]
+fn note(c: &mut ForwardCounters, exit: Exit, xover: bool) {
+    match exit {
+        Exit::Interface { .. } => c.forwarded += 1,
+        Exit::Local { .. } => c.local += 1,
+    }
+    c.xovers += u64::from(xover);
 }
 
 /// The EPIC-HP checks of a forwarded packet (its header at `hdr`, its
