@@ -9,6 +9,7 @@
 use drkey::Selection;
 use mac::{Aes, Block};
 use packet::scion::epic::FLAG_Q;
+use packet::scion::header::{host_len, COMMON_LEN};
 use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
@@ -89,6 +90,25 @@ pub struct Classifier {
     /// Layout of the last EPIC-Z packet read (its path checks are skipped
     /// for packets of the same layout; see `packet::scion::epic_fields_memo`).
     shape: EpicShape,
+    /// The MAC passes' lane tables, kept between bursts (initialising them
+    /// on the stack cost a `memset` per burst); taken out during a burst.
+    lanes: Option<Box<LaneBufs>>,
+}
+
+/// Per-lane MAC inputs and tags of [`Classifier::verify_burst`]; only the
+/// lanes of the current burst are written and read.
+struct LaneBufs {
+    /// Each lane's V_i input, its padded last block XORed with K2.
+    msgs: [[Block; 3]; BURST],
+    /// Each lane's full V_i tag, then (from `BURST` on) the Q lanes' full
+    /// Ṽ_i tags in lane order.
+    tags: [Block; 2 * BURST],
+}
+
+impl LaneBufs {
+    fn new() -> Box<Self> {
+        Box::new(LaneBufs { msgs: [[[0; 16]; 3]; BURST], tags: [[0; 16]; 2 * BURST] })
+    }
 }
 
 impl Classifier {
@@ -123,6 +143,7 @@ impl Classifier {
             scratch: Vec::with_capacity(BURST),
             placeholder: HostKeys::placeholder(),
             shape: EpicShape::default(),
+            lanes: Some(LaneBufs::new()),
             cfg: cfg.clone(),
         })
     }
@@ -258,17 +279,7 @@ impl Classifier {
         if PathType::peek(pkt) == Some(PathType::EPIC_Z) {
             return self.prepare_epic(pkt, fresh).map(Prep::Epic);
         }
-        let h = ScionHeader::new_checked(pkt)?;
-        let class = match h.path_type() {
-            PathType::SIBRA => R,
-            PathType::ONE_HOP => N,
-            _ if h.next_hdr() == next_hdr::BFD => N,
-            // EPIC-HP is SCION's own path type: unauthenticated for Z-Lane
-            // (its HVFs are checked by `scion-forward`), so best effort.
-            PathType::SCION | PathType::EPIC_HP | PathType::EMPTY => U,
-            _ => return Err(DropReason::Unsupported),
-        };
-        Ok(Prep::Done(class))
+        non_epic_class(pkt).map(Prep::Done)
     }
 
     /// The EPIC-Z checks before any MAC: one pass over fixed offsets
@@ -307,7 +318,10 @@ impl Classifier {
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
         self.parse_burst(batch, now, sel, &mut scratch);
-        self.verify_burst(batch, now, sel, &mut scratch);
+        // (Absent only after a burst that unwound.)
+        let mut lanes = self.lanes.take().unwrap_or_else(LaneBufs::new);
+        self.verify_burst(batch, now, sel, &mut scratch, &mut lanes);
+        self.lanes = Some(lanes);
         self.scratch = scratch;
     }
 
@@ -329,17 +343,28 @@ impl Classifier {
                 batch.set_class(i, U);
                 continue;
             };
-            let prep = match batch.data(i).get(off..) {
-                Some(pkt) => self.prepare(pkt, fresh),
-                None => Err(DropReason::Truncated),
+            let Some(pkt) = batch.data(i).get(off..) else {
+                batch.drop_packet(i, DropReason::Truncated);
+                continue;
             };
-            match prep {
-                Ok(Prep::Epic(p)) if scratch.len() < BURST => scratch.push((i as u8, p)),
-                Ok(Prep::Epic(p)) => {
+            if PathType::peek(pkt) != Some(PathType::EPIC_Z) {
+                // Plain SCION (and EPIC-HP, empty) traffic passes on as U
+                // after the header checks alone.
+                if header_ok(pkt).is_some_and(|c| best_effort(c[8], c[4])) {
+                    self.counters.classes[U_QUEUE] += 1;
+                    batch.set_class(i, U);
+                } else {
+                    let d = non_epic_class(pkt);
+                    self.apply(batch, i, d);
+                }
+                continue;
+            }
+            match self.prepare_epic(pkt, fresh) {
+                Ok(p) if scratch.len() < BURST => scratch.push((i as u8, p)),
+                Ok(p) => {
                     let d = self.verify(sel, &p).and_then(|()| self.police(&p, now));
                     self.apply(batch, i, d);
                 }
-                Ok(Prep::Done(c)) => self.apply(batch, i, Ok(c)),
                 Err(r) => batch.drop_packet(i, r),
             }
         }
@@ -354,7 +379,12 @@ impl Classifier {
         now: Now,
         sel: Selection,
         scratch: &mut [(u8, Pending)],
+        bufs: &mut LaneBufs,
     ) {
+        // (A burst without EPIC-Z packets skips the lane tables' setup.)
+        if scratch.is_empty() {
+            return;
+        }
         // Pass 2: key slots under the first acceptable epoch.
         let first = sel.iter().next();
         let mut slot = [usize::MAX; BURST];
@@ -374,65 +404,62 @@ impl Classifier {
         // Every trusted packet's V_i (a 3-block CMAC under its own host key)
         // runs interleaved with the others', then every Q packet's Ṽ_i (one
         // block under its source AS's level-1 key).
-        // Bit k: scratch packet k's HVF verified / was checked in pass 3.
-        let mut ok = 0u32;
-        let mut fast = 0u32;
+        // Scratch packet k's full tag in `bufs.tags` (V_i, or Ṽ_i from
+        // `BURST` on), `NO_TAG` if pass 3 did not MAC it.
+        const NO_TAG: u8 = u8::MAX;
+        let mut tag_at = [NO_TAG; BURST];
         // Without a miss in pass 2 nothing was replaced: every slot still
         // holds its packet's keys.
         let replaced = self.host_keys.stats().misses != misses_before;
         if let Some(epoch) = first {
-            let mut lane = [0u8; BURST];
             let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
             // Each trusted packet's V_i input, gathered contiguously with the
             // CMAC subkey K2 already XORed into its padded last block.
-            let mut msgs = [[[0u8; 16]; 3]; BURST];
+            let LaneBufs { msgs, tags } = bufs;
+            // The Q lanes (in lane order), and whether they come from more
+            // than one source AS (compared with the burst's first EPIC-Z
+            // packet: if that one is a non-Q packet of another AS, the burst
+            // only takes the general path below).
+            let mut q = [0u8; BURST];
+            let mut nq = 0;
+            let src0 = scratch.first().map_or(0, |(_, p)| p.src.to_u64());
+            let mut mixed = false;
+            // (Lane and packet indices are below BURST, a power of two: the
+            // masks only spare the loops and closures their bounds checks.)
+            let lane_of = |j: usize| j & (BURST - 1);
             let mut m = 0;
             for (k, (_, p)) in scratch.iter().enumerate() {
-                if replaced
-                    && !self.host_keys.holds(slot[k], epoch, p.src, p.type_len, padded_host(p))
-                {
+                let s = slot[lane_of(k)];
+                if replaced && !self.host_keys.holds(s, epoch, p.src, p.type_len, padded_host(p)) {
                     continue;
                 }
-                let Some(h) = self.host_keys.at(slot[k]) else { continue };
-                lane[m] = k as u8;
-                hk[m] = h;
+                let Some(h) = self.host_keys.at(s) else { continue };
+                let j = lane_of(m);
+                hk[j] = h;
                 let k2 = u128::from_ne_bytes(*h.host.subkeys().1);
                 let last = (u128::from_ne_bytes(p.blocks[2]) ^ k2).to_ne_bytes();
-                msgs[m] = [p.blocks[0], p.blocks[1], last];
+                let msg = &mut msgs[j];
+                msg[0] = p.blocks[0];
+                msg[1] = p.blocks[1];
+                msg[2] = last;
+                q[lane_of(nq)] = j as u8;
+                tag_at[lane_of(k)] = if p.q { (BURST + nq) as u8 } else { j as u8 };
+                nq += usize::from(p.q);
+                mixed |= p.q & (p.src.to_u64() != src0);
                 m += 1;
             }
-            let mut tags = [[0u8; 16]; BURST];
-            // (Lane indices are below `m` ≤ BURST, a power of two: the masks
-            // only spare the closures a bounds check per call.)
-            let lane_of = |j: usize| j & (BURST - 1);
             Aes::cbc_mac_multi(
                 3,
                 |j| hk[lane_of(j)].host.aes(),
                 |j, b| msgs[lane_of(j)][b],
                 &mut tags[..m],
             );
-            // V_i truncated; the Q lanes listed in `q`. `mixed` tells whether
-            // the Q lanes come from more than one source AS (compared with
-            // the burst's first EPIC-Z packet: if that one is a non-Q packet
-            // of another AS, the burst only takes the general path below).
-            let mut hvf = [[0u8; 4]; BURST];
-            let mut q = [0u8; BURST];
-            let mut nq = 0;
-            let src0 = scratch.first().map_or(0, |(_, p)| p.src.to_u64());
-            let mut mixed = false;
-            for j in 0..m {
-                hvf[j] = mac::truncate::<4>(&tags[j]);
-                let p = &scratch[usize::from(lane[j])].1;
-                q[nq] = j as u8;
-                nq += usize::from(p.q);
-                mixed |= p.q & (p.src.to_u64() != src0);
-            }
             // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1) for the Q lanes. Its key is the
             // level-1 key of the packet's source AS (the epoch is the same
             // for the whole pass): when every Q packet comes from one AS, as
             // usual in a burst, all run under that one key, four blocks per
             // VAES instruction where the CPU has it.
-            let mut as_tags = [[0u8; 16]; BURST];
+            let (tags, as_tags) = tags.split_at_mut(BURST);
             let v_block = |j: u8| vi_block(&tags[lane_of(usize::from(j))]);
             if nq > 0 && !mixed {
                 let h = hk[usize::from(q[0])];
@@ -449,26 +476,22 @@ impl Classifier {
                     &mut as_tags[..nq],
                 );
             }
-            for (t, &j) in as_tags[..nq].iter().zip(&q[..nq]) {
-                hvf[usize::from(j)] = mac::truncate::<4>(t);
-            }
-            for j in 0..m {
-                let k = usize::from(lane[j]);
-                ok |= u32::from(hvf_eq(&hvf[j], &scratch[k].1.hvf)) << k;
-                fast |= 1 << k;
-            }
         }
-        // Pass 4: failures retry the other epochs; then police in order.
+        // Pass 4: compare each MACed packet's HVF (a Q packet's is Ṽ_i, any
+        // other's V_i); failures retry the other epochs, packets pass 3 did
+        // not MAC take the general path; then police in order.
         for (k, (i, p)) in scratch.iter().enumerate() {
-            let v = if ok & (1 << k) != 0 {
-                Ok(())
-            } else if fast & (1 << k) != 0 {
-                self.verify_after_first(sel, p)
-            } else {
+            let t = usize::from(tag_at[k & (BURST - 1)]);
+            let v = if t == usize::from(NO_TAG) {
                 self.verify(sel, p)
+            } else if hvf_eq(&mac::truncate::<4>(&bufs.tags[t & (2 * BURST - 1)]), &p.hvf) {
+                Ok(())
+            } else {
+                self.verify_after_first(sel, p)
             };
             let d = v.and_then(|()| self.police(p, now));
-            self.apply(batch, usize::from(*i), d);
+            // (Batch indices are below BURST: the mask spares a bounds check.)
+            self.apply(batch, usize::from(*i) & (BURST - 1), d);
         }
     }
 
@@ -548,7 +571,7 @@ impl Classifier {
             s
         };
         let bucket = slot.and_then(|s| self.buckets.at_mut(s));
-        let conform = bucket.is_some_and(|b| b.take(p.len, burst, now.mono_ns));
+        let conform = bucket.is_some_and(|b| b.take_in_burst(p.len, burst, now.mono_ns));
         match conform {
             true => Ok(G),
             false => {
@@ -558,6 +581,65 @@ impl Classifier {
         }
     }
 }
+
+/// The common header of `pkt` if it passes every check of
+/// `ScionHeader::new_checked` (version 0, `HdrLen` covering the address
+/// header, header and payload inside the buffer), folded into one
+/// condition; `None` otherwise (then [`other_class`] names the error).
+#[inline(always)]
+fn header_ok(pkt: &[u8]) -> Option<&[u8; COMMON_LEN]> {
+    let c: &[u8; COMMON_LEN] = pkt.first_chunk()?;
+    let hl = usize::from(c[5]) * 4;
+    let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+    let po = ADDR_HOSTS + host_len(c[9] >> 4) + host_len(c[9] & 0x0f);
+    (c[0] >> 4 == 0 && po <= hl && hl + payload <= pkt.len()).then_some(c)
+}
+
+/// Whether a packet with `path_type` and `NextHdr` `next` is best effort
+/// (U) for [`path_class`], decided first.
+#[inline(always)]
+fn best_effort(path_type: u8, next: u8) -> bool {
+    // EMPTY (0), SCION (1) and EPIC-HP (3); BFD goes to N.
+    path_type <= 3 && path_type != PathType::ONE_HOP.0 && next != next_hdr::BFD
+}
+
+/// The class queue of U.
+const U_QUEUE: usize = crate::class::queue_of(U);
+
+/// The class of a packet that is not EPIC-Z, by path type and `NextHdr`.
+#[inline(always)]
+fn path_class(path_type: u8, next: u8) -> Result<Class, DropReason> {
+    Ok(match PathType(path_type) {
+        PathType::SIBRA => R,
+        PathType::ONE_HOP => N,
+        _ if next == next_hdr::BFD => N,
+        // EPIC-HP is SCION's own path type: unauthenticated for Z-Lane
+        // (its HVFs are checked by `scion-forward`), so best effort.
+        PathType::SCION | PathType::EPIC_HP | PathType::EMPTY => U,
+        _ => return Err(DropReason::Unsupported),
+    })
+}
+
+/// The class (or the header view's error) of a packet that is not EPIC-Z.
+#[inline(never)]
+fn non_epic_class(pkt: &[u8]) -> Decision {
+    match header_ok(pkt) {
+        Some(c) => path_class(c[8], c[4]),
+        None => other_class(pkt),
+    }
+}
+
+/// The class (or the header view's error) of a packet that is not EPIC-Z
+/// and failed [`header_ok`].
+#[cold]
+#[inline(never)]
+fn other_class(pkt: &[u8]) -> Result<Class, DropReason> {
+    let h = ScionHeader::new_checked(pkt)?;
+    path_class(h.path_type().0, h.next_hdr())
+}
+
+/// Offset of the destination host address in the SCION header.
+const ADDR_HOSTS: usize = 28;
 
 /// The zero-padded source host address inside a pending packet's V_i input.
 #[inline]
