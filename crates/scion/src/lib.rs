@@ -116,6 +116,7 @@ pub mod forward;
 pub mod hopmac;
 pub mod interfaces;
 pub mod locate;
+mod run;
 pub mod stage;
 
 pub use config::{validate_bindings, IfBinding, ScionForwardConfig};
