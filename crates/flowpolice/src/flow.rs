@@ -141,6 +141,17 @@ impl FlowEntry {
         FlowEntry { flow_id, t_a: now_ms as u32, flags: OCCUPIED, ..Self::EMPTY }
     }
 
+    /// A freshly created flow after its first request: [`new`](Self::new)
+    /// then [`on_request`](Self::on_request), on a local value so that the
+    /// compiler folds the update (the elapsed time is 0), and the packet ID
+    /// to stamp.
+    #[inline(always)]
+    pub fn requested(flow_id: u64, now_ms: u64, p: &Params) -> (Self, u16) {
+        let mut e = Self::new(flow_id, now_ms);
+        let id = e.on_request(now_ms, p);
+        (e, id)
+    }
+
     /// Whether the slot holds a flow.
     #[inline]
     pub const fn is_occupied(&self) -> bool {
@@ -336,6 +347,39 @@ impl FlowEntry {
         }
     }
 
+    /// Algorithm 1 for the common regular packet, branch-light: no period
+    /// roll-over, a current-period capability with an issued packet ID, and
+    /// a flow that is not rate-limited. The same state change and result as
+    /// [`maybe_roll`](Self::maybe_roll), [`feedback`](Self::feedback)
+    /// (`Current`), [`count_and_mark`](Self::count_and_mark) and
+    /// [`next_p_id`](Self::next_p_id); `None`, with nothing changed, for any
+    /// other packet.
+    #[inline(always)]
+    pub fn regular_fast(
+        &mut self,
+        ts: u32,
+        p_id: u16,
+        now_ms: u64,
+        p: &Params,
+    ) -> Option<(Mark, Option<u16>)> {
+        let el = elapsed(now_ms, self.t_a);
+        // `p_id − 1 < P_id` also rejects `p_id = 0` (wraps to 65535 > K_th).
+        let bit = p_id.wrapping_sub(1);
+        if (el > p.period_ms) | (ts != self.t_a) | (bit >= self.p_id) | (self.flags & R_T != 0) {
+            return None;
+        }
+        self.w_v |= 1u128 << bit;
+        self.p_r = self.p_r.saturating_add(1);
+        let mark = if self.flags & T_C != 0 { Mark::Privileged } else { Mark::BestEffort };
+        let issue = if u64::from(el) < p.half_period_ms() && self.p_id < p.k_th {
+            self.p_id += 1;
+            Some(self.p_id)
+        } else {
+            None
+        };
+        Some((mark, issue))
+    }
+
     /// Counts an accepted packet (`P_R += 1`) and returns its treatment
     /// (Algorithm 1 lines 4–5, the policing rule `R_T ∧ P_R > W_R`, and
     /// [`Params::over_window`] for packets over the window).
@@ -517,6 +561,55 @@ mod tests {
         e.p_r = 1;
         e.rate_limit(&old);
         assert!(e.misbehaving());
+    }
+
+    #[test]
+    fn regular_fast_equals_the_full_update() {
+        // Random entries and packets around the period boundaries: where the
+        // fast path applies, the same state and result as the full sequence;
+        // elsewhere nothing changed.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut fast, mut slow) = (0, 0);
+        for p in [Params::default(), Params { k_th: 3, ..Params::default() }] {
+            for _ in 0..20_000 {
+                let r = next();
+                let mut e = FlowEntry::new(1, 1_000_000);
+                e.flags = OCCUPIED | (r as u8 & (R_T | T_C | MISBEHAVING));
+                e.p_id = (next() % (u64::from(p.k_th) + 1)) as u16;
+                e.p_r = (next() % 200) as u32;
+                e.w_r = (next() % 200) as u32;
+                e.w_v = u128::from(next()) << 64 | u128::from(next());
+                e.prev_gap = (next() % 4000) as u16;
+                let now = 1_000_000 + next() % u64::from(2 * p.period_ms + 2);
+                let ts = if next() % 4 == 0 { e.t_a.wrapping_sub(1) } else { e.t_a };
+                let p_id = (next() % (u64::from(e.p_id) + 2)) as u16;
+                let mut f = e;
+                let got = f.regular_fast(ts, p_id, now, &p);
+                let mut g = e;
+                g.maybe_roll(now, &p);
+                let feedback = g.feedback(ts, p_id, &p);
+                match got {
+                    Some((mark, issue)) => {
+                        fast += 1;
+                        assert_eq!(feedback, Some(Feedback::Current));
+                        assert_eq!(g.count_and_mark(&p), mark);
+                        assert_eq!(g.next_p_id(now, &p), issue);
+                        assert_eq!(f, g);
+                    }
+                    None => {
+                        slow += 1;
+                        assert_eq!(f, e);
+                    }
+                }
+            }
+        }
+        assert!(fast > 2_000 && slow > 2_000, "{fast} {slow}");
     }
 
     #[test]

@@ -219,11 +219,10 @@ impl Router {
         hash: u64,
         now_ms: u64,
     ) -> Result<(u16, u32, Slot), Reject> {
-        let (slot, e) = self
+        let (slot, e, p_id) = self
             .table
-            .find_or_insert_entry(flow_id, hash, now_ms, &self.params)
+            .find_or_insert_entry::<true>(flow_id, hash, now_ms, &self.params)
             .map_err(|_| Reject::TableFull)?;
-        let p_id = e.on_request(now_ms, &self.params);
         Ok((p_id, e.ts(), slot))
     }
 
@@ -256,12 +255,9 @@ impl Router {
             let params = &self.params;
             *o = self
                 .table
-                .find_or_insert_entry(flow_id, hash, now_ms, params)
+                .find_or_insert_entry::<true>(flow_id, hash, now_ms, params)
                 .map_err(|_| Reject::TableFull)
-                .map(|(slot, e)| {
-                    let p_id = e.on_request(now_ms, params);
-                    (p_id, e.ts(), slot)
-                });
+                .map(|(slot, e, p_id)| (p_id, e.ts(), slot));
         }
     }
 
@@ -345,16 +341,28 @@ impl Router {
         hint: Option<usize>,
         now_ms: u64,
     ) -> Result<Pending, Reject> {
-        let i = match hash {
-            Some(h) => {
-                let p = &self.params;
-                let e = self.table.find_tagged_mut(flow_id, h, home, hint);
-                return Self::update(e.ok_or(Reject::Expired)?, p_id, ts, now_ms, p);
-            }
-            None => self.table.find_hinted(flow_id, home, hint),
+        let (e, p) = self.regular_entry(flow_id, hash, home, hint);
+        Self::update(e.ok_or(Reject::Expired)?, p_id, ts, now_ms, p)
+    }
+
+    /// The entry of a regular packet's flow, found as
+    /// [`regular_update_fields`](Self::regular_update_fields) finds it, and
+    /// the parameters (the stage runs Algorithm 1 on it itself:
+    /// [`FlowEntry::regular_fast`], else [`update_slow`](Self::update_slow)).
+    #[inline(always)]
+    pub(crate) fn regular_entry(
+        &mut self,
+        flow_id: u64,
+        hash: Option<u64>,
+        home: usize,
+        hint: Option<usize>,
+    ) -> (Option<&mut FlowEntry>, &Params) {
+        let Router { table, params, .. } = self;
+        let e = match hash {
+            Some(h) => table.find_tagged_mut(flow_id, h, home, hint),
+            None => table.find_hinted(flow_id, home, hint).map(|i| table.entry_mut(i)),
         };
-        let i = i.ok_or(Reject::Expired)?;
-        self.update_entry(i, p_id, ts, now_ms)
+        (e, params)
     }
 
     /// The state update of a regular packet whose flow is at slot `i`.
@@ -373,6 +381,26 @@ impl Router {
     /// [`update_entry`](Self::update_entry) on the entry itself.
     #[inline(always)]
     fn update(
+        e: &mut FlowEntry,
+        p_id: u16,
+        ts: u32,
+        now_ms: u64,
+        p: &Params,
+    ) -> Result<Pending, Reject> {
+        match e.regular_fast(ts, p_id, now_ms, p) {
+            // `ts` is the current period's (`T_A`).
+            Some((mark, issue)) => {
+                Ok(Pending { mark, feedback: Feedback::Current, issue: issue.map(|id| (id, ts)) })
+            }
+            None => Self::update_slow(e, p_id, ts, now_ms, p),
+        }
+    }
+
+    /// [`update`](Self::update) for the packets
+    /// [`FlowEntry::regular_fast`] does not take (period roll-over, tickets,
+    /// stale or unissued capabilities, rate-limited flows): out of line.
+    #[inline(never)]
+    pub(crate) fn update_slow(
         e: &mut FlowEntry,
         p_id: u16,
         ts: u32,

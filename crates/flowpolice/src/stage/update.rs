@@ -8,8 +8,8 @@ use super::scratch::{feedback_index, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGE
 use super::FlowPolice;
 use crate::capability::mac_block;
 use crate::class;
-use crate::flow::Mark;
-use crate::router::Reject;
+use crate::flow::{Feedback, Mark};
+use crate::router::{Pending, Reject, Router};
 use crate::table::Slot as TableSlot;
 
 impl FlowPolice {
@@ -50,7 +50,9 @@ impl FlowPolice {
     /// Pass 3 for a regular packet whose MAC verified: Algorithm 1 on its
     /// entry (at the hinted slot when the hint is right), its class, and
     /// its new capability queued for pass 4 (`blocks[*n]`) or, without
-    /// one, its type byte written now.
+    /// one, its type byte written now. The common packet
+    /// ([`FlowEntry::regular_fast`](crate::FlowEntry::regular_fast)) is
+    /// handled here; the others out of line.
     #[inline(always)]
     pub(super) fn regular_pass3<B: PacketBuf>(
         &mut self,
@@ -61,42 +63,45 @@ impl FlowPolice {
         t: &mut Tally,
     ) {
         let s = &self.s;
-        let (fid, home, hint) = (s.fid[i], s.home[i] as usize, s.hint[i]);
+        let (fid, home, hint, pid, ts) =
+            (s.fid[i], s.home[i] as usize, s.hint[i], s.pid[i], s.ts[i]);
         let hint = (hint != NO_HINT).then_some(hint as usize);
         // Without hints the tag line was not loaded: scan the (prefetched)
         // home chunk instead.
         let hash = self.slot_hints.then_some(s.hash[i]);
-        let r = self.router.regular_update_fields(fid, s.pid[i], s.ts[i], hash, home, hint, now_ms);
+        let r = match self.router.regular_entry(fid, hash, home, hint) {
+            (Some(e), p) => match e.regular_fast(ts, pid, now_ms, p) {
+                Some((mark, issue)) => {
+                    t.feedback[feedback_index(Feedback::Current)] += 1;
+                    // `ts` is the current period's.
+                    self.accepted(batch, i, fid, mark, issue.map(|id| (id, ts)), n, t);
+                    return;
+                }
+                None => Router::update_slow(e, pid, ts, now_ms, p),
+            },
+            (None, _) => Err(Reject::Expired),
+        };
+        self.regular_rest(batch, i, fid, home, r, n, t);
+    }
+
+    /// [`Self::regular_pass3`] for the packets Algorithm 1's fast path does
+    /// not take (period roll-over, tickets, rate-limited flows, drops).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn regular_rest<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        fid: u64,
+        home: usize,
+        r: Result<Pending, Reject>,
+        n: &mut usize,
+        t: &mut Tally,
+    ) {
         match r {
             Ok(p) => {
                 t.feedback[feedback_index(p.feedback)] += 1;
-                // `regular_update` reports drops as `Err(OverWindow)`, so a
-                // mark that is not privileged is best effort.
-                let privileged = p.mark == Mark::Privileged;
-                t.privileged += u64::from(privileged);
-                let (ty, cl) = if privileged {
-                    (PRIVILEGED_BYTE, class::PRIVILEGED)
-                } else {
-                    (BEST_EFFORT_BYTE, class::BEST_EFFORT)
-                };
-                batch.set_class(i, cl);
-                match p.issue {
-                    Some((p_id, ts)) => {
-                        self.s.level[i] = ty;
-                        let b = mac_block(p_id, fid, ts);
-                        self.blocks[*n] = b;
-                        self.plain[*n] = b;
-                        self.idx[*n] = i as u8;
-                        *n += 1;
-                        t.restamped += 1;
-                    }
-                    None => {
-                        let shim = usize::from(self.s.shim[i]);
-                        if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
-                            *b = ty;
-                        }
-                    }
-                }
+                self.accepted(batch, i, fid, p.mark, p.issue, n, t);
             }
             Err(Reject::OverWindow) => {
                 self.counters.over_window += 1;
@@ -109,6 +114,50 @@ impl FlowPolice {
                     self.counters.expired += 1;
                 }
                 batch.drop_packet(i, DropReason::Expired);
+            }
+        }
+    }
+
+    /// An accepted regular packet: its class, and its new capability
+    /// (`issue`: packet ID and `ts`) queued for pass 4 or, without one,
+    /// its type byte written now.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn accepted<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        fid: u64,
+        mark: Mark,
+        issue: Option<(u16, u32)>,
+        n: &mut usize,
+        t: &mut Tally,
+    ) {
+        // `regular_update` reports drops as `Err(OverWindow)`, so a mark
+        // that is not privileged is best effort.
+        let privileged = mark == Mark::Privileged;
+        t.privileged += u64::from(privileged);
+        let (ty, cl) = if privileged {
+            (PRIVILEGED_BYTE, class::PRIVILEGED)
+        } else {
+            (BEST_EFFORT_BYTE, class::BEST_EFFORT)
+        };
+        batch.set_class(i, cl);
+        match issue {
+            Some((p_id, ts)) => {
+                self.s.level[i] = ty;
+                let b = mac_block(p_id, fid, ts);
+                self.blocks[*n] = b;
+                self.plain[*n] = b;
+                self.idx[*n] = i as u8;
+                *n += 1;
+                t.restamped += 1;
+            }
+            None => {
+                let shim = usize::from(self.s.shim[i]);
+                if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
+                    *b = ty;
+                }
             }
         }
     }

@@ -64,7 +64,9 @@ impl FlowTable {
     /// ([`home`](Self::home)): the first slot of its window whose tag
     /// matches, from the tag bytes alone (no entry is read). `None` when no
     /// tag matches before the window's first empty slot: then the flow is
-    /// absent (slots fill in window order and never empty again). A hint may
+    /// absent (slots fill in window order and never empty again). Among the
+    /// first eight tags a match past an empty slot may be returned (a wrong
+    /// hint, checked like any other). A hint may
     /// be wrong (tags are 8 bits): [`find_hinted`](Self::find_hinted) and
     /// [`find_tagged`](Self::find_tagged) check it.
     ///

@@ -138,7 +138,7 @@ impl FlowTable {
         now_ms: u64,
         p: &Params,
     ) -> Result<Slot, Full> {
-        self.find_or_insert_entry(flow_id, hash, now_ms, p).map(|(s, _)| s)
+        self.find_or_insert_entry::<false>(flow_id, hash, now_ms, p).map(|(s, _, _)| s)
     }
 
     /// [`find_or_insert`](Self::find_or_insert), inlined into the caller
@@ -146,14 +146,20 @@ impl FlowTable {
     /// the call, measured with callgrind), that also returns the flow's
     /// entry (the caller updates it without a second index computation and
     /// bounds check).
+    ///
+    /// `REQUEST`: also count a request on the entry
+    /// ([`FlowEntry::on_request`]) and return its packet ID (0 otherwise); a
+    /// new entry is then written once in its requested state
+    /// ([`FlowEntry::requested`], folded at compile time) instead of being
+    /// created and updated in memory.
     #[inline(always)]
-    pub(crate) fn find_or_insert_entry(
+    pub(crate) fn find_or_insert_entry<const REQUEST: bool>(
         &mut self,
         flow_id: u64,
         hash: u64,
         now_ms: u64,
         p: &Params,
-    ) -> Result<(Slot, &mut FlowEntry), Full> {
+    ) -> Result<(Slot, &mut FlowEntry, u16), Full> {
         let h = self.home(hash);
         let window = self.window;
         // Presence: only slots with a matching tag can hold the flow, and none
@@ -163,15 +169,23 @@ impl FlowTable {
         // array is padded by a block).
         let t = tag(hash);
         let blocks = window.div_ceil(BLOCK);
-        let tags = self.tags.get(h..h + blocks * BLOCK).ok_or(Full)?;
+        let last_block_valid = self.last_block_valid;
+        // The window's tags and chunks, borrowed once: the writes below
+        // index them without further bounds checks on the table.
+        let FlowTable { tags, chunks, probed, len, .. } = self;
+        let tags = tags.get_mut(h..h + blocks * BLOCK).ok_or(Full)?;
         let first = h / CHUNK_SLOTS;
-        let chunks = self.chunks.get(first..first + window / CHUNK_SLOTS).ok_or(Full)?;
-        let mut first_empty = None;
+        let chunks = chunks.get_mut(first..first + window / CHUNK_SLOTS).ok_or(Full)?;
         let mut read = 0u64;
-        for (b, block) in tags.chunks_exact(BLOCK).enumerate() {
+        // Block by block (one at the default window), with a plain counter:
+        // fewer live registers than the iterator (measured).
+        let mut b = 0;
+        let first_empty = loop {
             let k = b * BLOCK;
-            let Some(block) = block.first_chunk::<BLOCK>() else { break };
-            let valid = if b + 1 == blocks { self.last_block_valid } else { !0 };
+            let Some(block) = tags.get(k..).and_then(|x| x.first_chunk::<BLOCK>()) else {
+                break None;
+            };
+            let valid = if b + 1 == blocks { last_block_valid } else { !0 };
             let (mut m, zero) = block_candidates(memhint::byte_masks(block, t), valid);
             while m != 0 {
                 let j = k + m.trailing_zeros() as usize;
@@ -180,47 +194,65 @@ impl FlowTable {
                     .get(j / CHUNK_SLOTS)
                     .is_some_and(|c| c.0[j % CHUNK_SLOTS].flow_id == flow_id)
                 {
-                    self.probed += read;
-                    return Ok((Slot::Found(h + j), self.entry_mut(h + j)));
+                    *probed += read;
+                    let e = &mut chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS];
+                    let id = if REQUEST { e.on_request(now_ms, p) } else { 0 };
+                    return Ok((Slot::Found(h + j), e, id));
                 }
                 m &= m - 1;
             }
             if zero != 0 {
-                first_empty = Some(k + zero.trailing_zeros() as usize);
-                break;
+                break Some(k + zero.trailing_zeros() as usize);
             }
-        }
+            b += 1;
+            if b >= blocks {
+                break None;
+            }
+        };
         // Absent: take the first idle slot before the first empty one, else
         // the empty one; an idle slot is usually the first one looked at.
         let end = first_empty.unwrap_or(window);
+        // The common case first: the window's first slot is idle.
         let mut idle = None;
-        'scan: for (c, chunk) in chunks.iter().enumerate() {
-            for (j, e) in chunk.0.iter().enumerate() {
-                let k = c * CHUNK_SLOTS + j;
-                if k >= end {
-                    break 'scan;
-                }
-                read += 1;
-                if e.is_idle(now_ms, p) {
-                    idle = Some(k);
-                    break 'scan;
+        if end > 0 && chunks.first().is_some_and(|c| c.0[0].is_idle(now_ms, p)) {
+            read += 1;
+            idle = Some(0);
+        } else {
+            'scan: for (c, chunk) in chunks.iter().enumerate() {
+                for (j, e) in chunk.0.iter().enumerate() {
+                    let k = c * CHUNK_SLOTS + j;
+                    if k >= end {
+                        break 'scan;
+                    }
+                    read += 1;
+                    if e.is_idle(now_ms, p) {
+                        idle = Some(k);
+                        break 'scan;
+                    }
                 }
             }
         }
-        self.probed += read;
+        *probed += read;
         let (k, slot) = match (idle, first_empty) {
             (Some(k), _) => (k, Slot::Reclaimed(h + k)),
             (None, Some(k)) => {
-                self.len += 1;
+                *len += 1;
                 (k, Slot::Created(h + k))
             }
             (None, None) => return Err(Full),
         };
-        if let Some(t) = self.tags.get_mut(h + k) {
+        if let Some(t) = tags.get_mut(k) {
             *t = tag(hash);
         }
-        let e = self.entry_mut(h + k);
-        *e = FlowEntry::new(flow_id, now_ms);
-        Ok((slot, e))
+        let e = &mut chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS];
+        let id = if REQUEST {
+            let (fresh, id) = FlowEntry::requested(flow_id, now_ms, p);
+            *e = fresh;
+            id
+        } else {
+            *e = FlowEntry::new(flow_id, now_ms);
+            0
+        };
+        Ok((slot, e, id))
     }
 }

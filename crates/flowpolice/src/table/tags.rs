@@ -24,21 +24,20 @@ pub(super) const fn window_mask(left: usize) -> u64 {
     }
 }
 
-/// The first byte of the 8-tag word `w` (within `valid`) equal to the
-/// tag repeated in `pattern`, before the word's first empty (zero) byte:
-/// `Ok(byte)`, or `Err(more)` where `more` says no byte was empty (the
-/// window may continue in the next word).
+/// The first byte of the 8-tag word `w` (within `valid`) equal to the tag
+/// repeated in `pattern`: `Ok(byte)`, or `Err(more)` where `more` says no
+/// byte was empty (the window may continue in the next word). A match past
+/// the word's first empty byte is returned too (a hint, never a result:
+/// such a slot cannot hold the flow, and the lookup that checks the hint
+/// falls back to the scan); not testing for it keeps the common case short.
 #[inline(always)]
 pub(super) const fn first_match(w: u64, pattern: u64, valid: u64) -> Result<usize, bool> {
-    let zero = zero_bytes(w) & valid;
-    // The bytes up to the lowest empty one (all when none is empty; the
-    // empty byte itself can never be the lowest match).
-    let below = (zero ^ zero.wrapping_sub(1)) & valid;
-    let m = zero_bytes(w ^ pattern) & below;
+    // The lowest flagged byte is exact (a borrow only flags bytes above it).
+    let m = zero_bytes(w ^ pattern) & valid;
     if m != 0 {
         Ok((m.trailing_zeros() / 8) as usize)
     } else {
-        Err(zero == 0)
+        Err(zero_bytes(w) & valid == 0)
     }
 }
 

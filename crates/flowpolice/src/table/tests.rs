@@ -16,8 +16,8 @@ fn whole_chunk_insert_prefetch_is_on_for_small_tables_and_settable() {
         let (h, g) = (t.hash(f), u.hash(f));
         t.prefetch_insert(h);
         u.prefetch_insert(g);
-        let a = t.find_or_insert_entry(f, h, 0, &p).map(|(s, _)| s);
-        let b = u.find_or_insert_entry(f, g, 0, &p).map(|(s, _)| s);
+        let a = t.find_or_insert_entry::<false>(f, h, 0, &p).map(|(s, _, _)| s);
+        let b = u.find_or_insert_entry::<false>(f, g, 0, &p).map(|(s, _, _)| s);
         assert_eq!(a, b);
     }
 }
