@@ -30,21 +30,36 @@ pub struct SibraShape {
 }
 
 impl SibraShape {
-    /// The remembered fields if `pkt` has one of the remembered shapes and
-    /// passes the per-packet checks.
+    /// The slot whose fields `pkt` has, if it has one of the remembered
+    /// shapes and passes the per-packet checks.
     #[inline(always)]
-    fn read(&self, pkt: &[u8]) -> Option<SibraFields> {
+    fn find(&self, pkt: &[u8]) -> Option<usize> {
         let [a, b] = &self.slots;
-        a.read(pkt).or_else(|| b.read(pkt))
+        if a.matches(pkt) {
+            Some(0)
+        } else if b.matches(pkt) {
+            Some(1)
+        } else {
+            None
+        }
     }
 
-    /// Remembers `f`, the fields of `pkt`, in place of the older layout.
-    fn learn(&mut self, pkt: &[u8], f: &SibraFields) {
+    /// Remembers `f`, the fields of `pkt`, in place of the older layout;
+    /// returns the slot, which holds `f` (and matches only if `pkt` fits).
+    fn learn(&mut self, pkt: &[u8], f: &SibraFields) -> usize {
         let v = usize::from(self.victim & 1);
         if let Some(slot) = self.slots.get_mut(v) {
             slot.learn(pkt, f);
         }
         self.victim = (v as u8) ^ 1;
+        v
+    }
+
+    /// The fields of slot `v` (`v` from [`find`](Self::find) or
+    /// [`learn`](Self::learn)).
+    #[inline(always)]
+    fn fields(&self, v: usize) -> &SibraFields {
+        &self.slots[v & 1].fields
     }
 }
 
@@ -63,13 +78,13 @@ struct ShapeSlot {
 }
 
 impl ShapeSlot {
-    /// The remembered fields if `pkt` has this shape and passes the
-    /// per-packet checks (SCION version 0, path type SIBRA, payload inside
-    /// the buffer); exactly when [`sibra_fields`] returns the same fields.
-    /// `None` sends the caller to [`sibra_fields`].
+    /// Whether `pkt` has this shape and passes the per-packet checks
+    /// (SCION version 0, path type SIBRA, payload inside the buffer):
+    /// exactly when [`sibra_fields`] returns this slot's fields. `false`
+    /// sends the caller to [`sibra_fields`].
     #[inline(always)]
-    fn read(&self, pkt: &[u8]) -> Option<SibraFields> {
-        let c: &[u8; SCION_COMMON_LEN] = pkt.first_chunk()?;
+    fn matches(&self, pkt: &[u8]) -> bool {
+        let Some(c) = pkt.first_chunk::<SCION_COMMON_LEN>() else { return false };
         let hl = usize::from(c[5]) * 4;
         let payload_len = usize::from(u16::from_be_bytes([c[6], c[7]]));
         // HdrLen and the address types fix the path offset; with the same
@@ -80,11 +95,9 @@ impl ShapeSlot {
             && c[5] == self.hdr_len
             && c[9] == self.addr_types
             && hl + payload_len <= pkt.len();
-        if !same {
-            return None;
-        }
-        let head: &[u8; 5] = pkt.get(usize::from(self.fields.path)..)?.first_chunk()?;
-        (*head == self.head).then_some(self.fields)
+        // `path + 5` cannot overflow (a u16 plus 5): one bounds compare.
+        let at = usize::from(self.fields.path);
+        same && pkt.get(at..at + 5).is_some_and(|head| *head == self.head)
     }
 
     /// Remembers `f`, the fields of `pkt`.
@@ -93,6 +106,9 @@ impl ShapeSlot {
         if let (Some(c), Some(head)) = (pkt.first_chunk::<SCION_COMMON_LEN>(), head) {
             *self =
                 ShapeSlot { known: true, hdr_len: c[5], addr_types: c[9], head: *head, fields: *f };
+        } else {
+            // Not reachable for fields `sibra_fields` computed; never matched.
+            *self = ShapeSlot { fields: *f, ..ShapeSlot::default() };
         }
     }
 }
@@ -106,20 +122,31 @@ impl ShapeSlot {
 /// Never panics.
 #[inline]
 pub fn sibra_fields_memo(pkt: &[u8], shape: &mut SibraShape) -> Result<Option<SibraFields>, Error> {
-    match shape.read(pkt) {
-        Some(f) => Ok(Some(f)),
-        None => sibra_fields_learn(pkt, shape),
-    }
+    Ok(sibra_fields_memo_ref(pkt, shape)?.copied())
 }
 
-/// [`sibra_fields_memo`] for a packet of a new shape (or not SIBRA, or bad).
+/// [`sibra_fields_memo`] lending the fields from `shape` instead of copying
+/// them (the hot path reads a few of them per packet).
+#[inline(always)]
+pub fn sibra_fields_memo_ref<'s>(
+    pkt: &[u8],
+    shape: &'s mut SibraShape,
+) -> Result<Option<&'s SibraFields>, Error> {
+    let v = match shape.find(pkt) {
+        Some(v) => v,
+        None => match sibra_fields_learn(pkt, shape)? {
+            Some(v) => v,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(shape.fields(v)))
+}
+
+/// [`sibra_fields_memo`] for a packet of a new shape (or not SIBRA, or bad):
+/// the slot that now holds its fields.
 #[inline(never)]
-fn sibra_fields_learn(pkt: &[u8], shape: &mut SibraShape) -> Result<Option<SibraFields>, Error> {
-    let r = sibra_fields(pkt)?;
-    if let Some(f) = &r {
-        shape.learn(pkt, f);
-    }
-    Ok(r)
+fn sibra_fields_learn(pkt: &[u8], shape: &mut SibraShape) -> Result<Option<usize>, Error> {
+    Ok(sibra_fields(pkt)?.map(|f| shape.learn(pkt, &f)))
 }
 
 #[cfg(test)]

@@ -266,18 +266,19 @@ impl TokenCheck {
         prev: &[u8; 8],
     ) {
         // Field by field into place: building a whole `TokenCheck` and
-        // moving it in cost an extra 52-byte copy per SOF (measured).
-        let [i0, i1, e0, e1, m0, m1, m2, m3] = *sof;
-        let [r0, r1, r2, r3, r4, r5, r6, r7] = *info_mac;
-        let [d0, d1, d2, d3, rest @ ..] = *ids;
-        self.input[0] = [i0, i1, e0, e1, r0, r1, r2, r3, r4, r5, r6, r7, d0, d1, d2, d3];
-        let [b1, b2] = &mut self.input[1..] else { return };
-        b1[..12].copy_from_slice(&rest);
+        // moving it in cost an extra 52-byte copy per SOF (measured). Whole
+        // sub-slices, not bytes: byte-wise the compiler kept each byte in
+        // its own register (≈ 30 instructions per SOF, measured).
+        let [b0, b1, b2] = &mut self.input;
+        b0[..4].copy_from_slice(&sof[..4]);
+        b0[4..12].copy_from_slice(info_mac);
+        b0[12..].copy_from_slice(&ids[..4]);
+        b1[..12].copy_from_slice(&ids[4..]);
         b1[12..].fill(0);
         b2[..4].fill(0);
         b2[4..12].copy_from_slice(prev);
         b2[12..].fill(0);
-        self.mac = [m0, m1, m2, m3];
+        self.mac.copy_from_slice(&sof[4..]);
     }
 
     /// [`set_from_wire`](Self::set_from_wire) as a new value.

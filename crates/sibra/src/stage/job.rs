@@ -14,7 +14,7 @@ use packet::scion::PathType;
 use pipeline::{Batch, DropReason, Meta, PacketBuf};
 
 use super::RouterConfig;
-use crate::layout::{sibra_fields_memo, SibraShape};
+use crate::layout::{sibra_fields_memo_ref, SibraShape};
 use crate::token::TokenCheck;
 use crate::types::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, Sof, SteadyId, Tick};
 
@@ -183,18 +183,18 @@ pub(super) fn inspect_reference(
 /// for packets that are not SIBRA; else the SCION header's offset in the
 /// packet and the layout (offsets from that header).
 #[inline(always)]
-pub(super) fn fields_of(
+pub(super) fn fields_of<'s>(
     data: &[u8],
     meta: &Meta,
-    shape: &mut SibraShape,
-) -> Result<Option<(usize, SibraFields)>, DropReason> {
+    shape: &'s mut SibraShape,
+) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
     let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
     // Other path types skip the SIBRA layout (whose first step, the common
     // header check, `locate` repeats) and are judged as `scion::locate`
     // judges them: an invalid EPIC-Z path is dropped here.
     if PathType::peek(pkt) == Some(PathType::SIBRA) {
-        if let Some(f) = sibra_fields_memo(pkt, shape)? {
+        if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
             return Ok(Some((off, f)));
         }
     }
@@ -206,10 +206,9 @@ pub(super) fn fields_of(
 /// so the read cannot fail; `Malformed` keeps it panic-free regardless).
 #[inline(always)]
 pub(super) fn take<const N: usize>(pkt: &[u8], at: u16) -> Result<[u8; N], DropReason> {
-    pkt.get(usize::from(at)..)
-        .and_then(|b| b.first_chunk::<N>())
-        .copied()
-        .ok_or(DropReason::Malformed)
+    // One compare: `at` is a u16, so `at + N` cannot overflow.
+    let at = usize::from(at);
+    pkt.get(at..at + N).and_then(|b| <[u8; N]>::try_from(b).ok()).ok_or(DropReason::Malformed)
 }
 
 /// The path IDs a hop's block MACs cover, zero-padded to 16 bytes (which is
@@ -226,12 +225,29 @@ pub(super) fn ids_of(pkt: &[u8], hop: &SibraHop) -> Result<[u8; 16], DropReason>
     }
 }
 
+/// [`ids_of`] written in place.
+#[inline(always)]
+pub(super) fn ids_into(pkt: &[u8], hop: &SibraHop, id: &mut [u8; 16]) -> Result<(), DropReason> {
+    // Slice copies, not arrays taken by value: the compiler then moves the
+    // ID as one vector instead of spilling its bytes (≈ 20 instructions per
+    // packet, measured).
+    let at = usize::from(hop.ids);
+    if hop.ids_len == 16 {
+        id.copy_from_slice(pkt.get(at..at + 16).ok_or(DropReason::Malformed)?);
+    } else {
+        let [lo, hi] = id.as_chunks_mut::<8>().0 else { return Err(DropReason::Malformed) };
+        lo.copy_from_slice(pkt.get(at..at + 8).ok_or(DropReason::Malformed)?);
+        *hi = [0; 8];
+    }
+    Ok(())
+}
+
 /// ResvInfo bytes as SOF MACs cover them (the view's `mac_input`: F and
 /// fail_hop zeroed).
 #[inline(always)]
 pub(super) fn info_mac(b: [u8; 8]) -> [u8; 8] {
-    let [e0, e1, e2, e3, f, r, x, _] = b;
-    [e0, e1, e2, e3, f, r, x & !0x08, 0]
+    // One word operation: byte 6 loses bit 3, byte 7 is zeroed.
+    (u64::from_be_bytes(b) & !0x08FF).to_be_bytes()
 }
 
 /// [`inspect`] after the layout is known: checks the packet's SOF(s) against
@@ -239,9 +255,11 @@ pub(super) fn info_mac(b: [u8; 8]) -> [u8; 8] {
 /// the MAC checks into `checks[..job.n_hops]` (both in place: no copies of
 /// the job or the 48-byte inputs; on error `job` holds garbage). `pkt`
 /// starts at the SCION header, which is at `base` in the packet. Same
-/// checks, order and results as [`inspect_reference`].
+/// checks, order and results as [`inspect_reference`]. Without `FULL`, the
+/// fields only the control stage reads (`path`, `forward`, `hops`) are not
+/// written (the transit stage's per-packet stores).
 #[inline(always)]
-pub(super) fn job_of(
+pub(super) fn job_of<const FULL: bool>(
     pkt: &[u8],
     base: usize,
     f: &SibraFields,
@@ -259,26 +277,16 @@ pub(super) fn job_of(
     if arr != arrival {
         return Err(DropReason::WrongInterface);
     }
-    job.path = (base + usize::from(f.path), base + usize::from(f.header_len));
+    if FULL {
+        job.path = (base + usize::from(f.path), base + usize::from(f.header_len));
+        job.forward = fwd;
+        job.hops[0] = Hop { h: a.hop, block: a.block, j: a.index, sof: sof0 };
+    }
     job.curr_at = base + f.curr_hop_offset();
-    job.forward = fwd;
-    job.hops[0] = Hop { h: a.hop, block: a.block, j: a.index, sof: sof0 };
     job.n_hops = 1;
-    let mut sof1b = [0u8; 8];
     job.next_curr = f.next.map(|n| n.hop);
-    if leave == 0 {
-        if let Some(n) = &f.next {
-            sof1b = take::<8>(pkt, n.sof)?;
-            let sof1 = Sof::from_bytes(&sof1b);
-            let (a1, l1) = sides(&sof1, fwd);
-            if a1 != 0 {
-                return Err(DropReason::WrongInterface);
-            }
-            job.hops[1] = Hop { h: n.hop, block: n.block, j: n.index, sof: sof1 };
-            job.n_hops = 2;
-            leave = l1;
-            job.next_curr = f.after_next;
-        }
+    if leave == 0 && f.next.is_some() {
+        leave = junction::<FULL>(pkt, f, job)?;
     }
     job.port = match (leave, job.next_curr) {
         (0, None) => cfg.local_port,
@@ -289,36 +297,81 @@ pub(super) fn job_of(
     let info0 = take::<8>(pkt, a.info)?;
     let info = ResvInfo::from_view(&packet::scion::sibra::ResvInfo::new_unchecked(&info0[..]))
         .map_err(|_| malformed)?;
-    let ids0 = ids_of(pkt, a)?;
-    job.key = ResvKey { id: ids0, steady: a.ids_len == 8 };
+    // Straight into the job, then read back from there: as a value merged
+    // from the two ID lengths, the ID's bytes were moved in pieces through
+    // registers and the stack (measured).
+    ids_into(pkt, a, &mut job.key.id)?;
+    job.key.steady = a.ids_len == 8;
     job.class = if fwd { info.bw_fwd } else { info.bw_rev };
     job.exp = info.exp_tick;
     job.index = info.index;
     if job.verify {
-        let prev0 = match a.prev {
-            Some(p) => take::<8>(pkt, p)?,
-            None => [0u8; 8],
-        };
-        checks.first_mut().ok_or(malformed)?.set_from_wire(&sof0b, &info_mac(info0), &ids0, &prev0);
+        let check = checks.first_mut().ok_or(malformed)?;
+        check.set_from_wire(&sof0b, &info_mac(info0), &job.key.id, &[0; 8]);
+        if let Some(p) = a.prev {
+            // Copied in place over the zeros (as a value merged with the
+            // zeros, its bytes went through the stack in pieces).
+            let p = usize::from(p);
+            check.input[2][4..12].copy_from_slice(pkt.get(p..p + 8).ok_or(malformed)?);
+        }
         if job.n_hops == 2 {
-            if let Some(n) = &f.next {
-                let (ids, mac_info) = if n.block == a.block {
-                    (ids0, info_mac(info0))
-                } else {
-                    // The second hop of a junction in the next block: its
-                    // own IDs (setup) and expiry.
-                    let bi = take::<8>(pkt, n.info)?;
-                    job.exp = job.exp.min(Tick(u32::from_be_bytes([bi[0], bi[1], bi[2], bi[3]])));
-                    (ids_of(pkt, n)?, info_mac(bi))
-                };
-                let prev1 = match n.prev {
-                    Some(p) => take::<8>(pkt, p)?,
-                    None => [0u8; 8],
-                };
-                checks.get_mut(1).ok_or(malformed)?.set_from_wire(&sof1b, &mac_info, &ids, &prev1);
-            }
+            second_check(pkt, f, info0, job, checks)?;
         }
     }
+    Ok(())
+}
+
+/// [`job_of`] for a packet whose active SOF leaves into this AS while the
+/// path goes on: the next SOF is this AS's too (a junction) and must
+/// enter from inside it. Returns where the packet leaves. Out of line:
+/// single-hop packets kept its registers live (measured).
+#[inline(never)]
+fn junction<const FULL: bool>(
+    pkt: &[u8],
+    f: &SibraFields,
+    job: &mut Job,
+) -> Result<u16, DropReason> {
+    let Some(n) = &f.next else { return Ok(0) };
+    let sof1 = Sof::from_bytes(&take::<8>(pkt, n.sof)?);
+    let (a1, l1) = sides(&sof1, f.forward());
+    if a1 != 0 {
+        return Err(DropReason::WrongInterface);
+    }
+    if FULL {
+        job.hops[1] = Hop { h: n.hop, block: n.block, j: n.index, sof: sof1 };
+    }
+    job.n_hops = 2;
+    job.next_curr = f.after_next;
+    Ok(l1)
+}
+
+/// The MAC check of a junction's second SOF into `checks[1]` (its block's
+/// IDs and ResvInfo; the job's expiry becomes the earlier of the two).
+#[inline(never)]
+fn second_check(
+    pkt: &[u8],
+    f: &SibraFields,
+    info0: [u8; 8],
+    job: &mut Job,
+    checks: &mut [TokenCheck],
+) -> Result<(), DropReason> {
+    let malformed = DropReason::Malformed;
+    let Some(n) = &f.next else { return Ok(()) };
+    let (ids, mac_info) = if n.block == f.active.block {
+        (job.key.id, info_mac(info0))
+    } else {
+        // The second hop of a junction in the next block: its own IDs
+        // (setup) and expiry.
+        let bi = take::<8>(pkt, n.info)?;
+        job.exp = job.exp.min(Tick(u32::from_be_bytes([bi[0], bi[1], bi[2], bi[3]])));
+        (ids_of(pkt, n)?, info_mac(bi))
+    };
+    let prev1 = match n.prev {
+        Some(p) => take::<8>(pkt, p)?,
+        None => [0u8; 8],
+    };
+    let sof1b = take::<8>(pkt, n.sof)?;
+    checks.get_mut(1).ok_or(malformed)?.set_from_wire(&sof1b, &mac_info, &ids, &prev1);
     Ok(())
 }
 
@@ -345,7 +398,7 @@ pub(super) fn inspect(
     }
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
     let mut job = Job::default();
-    job_of(pkt, off, &f, cfg.ifaces.ingress_if(meta.port), cfg, &mut job, checks)?;
+    job_of::<true>(pkt, off, f, cfg.ifaces.ingress_if(meta.port), cfg, &mut job, checks)?;
     Ok(Some(job))
 }
 

@@ -325,7 +325,7 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
             if let Err(r) = data
                 .get(off..)
                 .ok_or(DropReason::Truncated)
-                .and_then(|pkt| job_of(pkt, off, &f, arrival, &self.cfg, job, slot))
+                .and_then(|pkt| job_of::<false>(pkt, off, f, arrival, &self.cfg, job, slot))
             {
                 batch.drop_packet(i, r);
                 continue;
@@ -334,10 +334,10 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
                 batch.drop_packet(i, r);
                 continue;
             }
-            for _ in 0..job.n_hops {
-                owner[n] = i as u8;
-                n += 1;
-            }
+            // Both slots (`checks[n..n + 2]` exist): a second one past
+            // `n_hops` is overwritten by the next packet or never read.
+            owner[n..n + 2].fill(i as u8);
+            n += usize::from(job.n_hops);
             todo |= 1 << i;
         }
         self.finish(batch, n, todo, now, tick);
