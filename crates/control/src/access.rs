@@ -221,7 +221,6 @@ impl<S> tower_layer::Layer<S> for AccessLayer {
     }
 }
 
-/// The access layer around the server's routes.
 /// The gRPC stack's inner HTTP services as the control API's layers wrap
 /// them: never failing, cloned per call, sent to the runtime.
 pub(crate) trait HttpService:
@@ -248,6 +247,7 @@ impl<S> HttpService for S where
 {
 }
 
+/// The access layer around the server's routes.
 #[derive(Clone)]
 pub(crate) struct AccessSvc<S> {
     inner: S,
