@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use packet::scion::header::{host_len, COMMON_LEN};
+use packet::scion::header::{common_header_ok, host_len, COMMON_LEN};
 use packet::scion::path::MAX_HOPS;
 use packet::scion::{
     hop_expiry_unix_ns, hop_expiry_unix_secs, next_hdr, parse, AddrHdrRepr, Path, PathRepr,
@@ -565,6 +565,28 @@ proptest! {
         // A buffer one byte short is refused, never written past.
         let mut short = vec![0u8; r.buffer_len() - 1];
         prop_assert_eq!(r.emit(&mut short), Err(Error::BufferTooSmall));
+    }
+
+    #[test]
+    fn the_folded_header_check_accepts_what_new_checked_accepts(
+        mut b in prop::collection::vec(any::<u8>(), 0..200),
+        version_zero in any::<bool>(),
+        hl in 7u8..40,
+        payload in 0u16..200,
+    ) {
+        // Mostly plausible headers (version 0, HdrLen and PayloadLen near the
+        // buffer's length), so that both sides of every bound are reached.
+        if b.len() >= COMMON_LEN {
+            if version_zero {
+                b[0] &= 0x0f;
+            }
+            b[5] = hl;
+            b[6..8].copy_from_slice(&payload.to_be_bytes());
+        }
+        prop_assert_eq!(common_header_ok(&b).is_some(), ScionHeader::new_checked(&b[..]).is_ok());
+        if let Some(c) = common_header_ok(&b) {
+            prop_assert_eq!(&c[..], &b[..COMMON_LEN]);
+        }
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use core::ops::Range;
 
+use packet::scion::PathType;
+
 use crate::buf::PacketBuf;
 use crate::verdict::{Class, DropReason, Verdict};
 
@@ -40,6 +42,69 @@ pub enum Proto {
     FlowPolice,
 }
 
+/// What the parse stage found in a SCION packet's common header, after
+/// checking it as `packet::scion::ScionHeader::new_checked` does: later
+/// stages pass other path types on by this hint alone, without reading the
+/// packet or checking its header again.
+///
+/// The hint describes the header at [`Meta::proto_off`]; a stage that
+/// rewrites a SCION packet's path type or moves its header must reset it.
+/// Without a parse stage (or for a header that failed the check) it stays
+/// [`UNCHECKED`](Self::UNCHECKED), and stages judge the packet in full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScionHint {
+    path_type: u8,
+    next_hdr: u8,
+}
+
+impl ScionHint {
+    /// Nothing checked.
+    pub const UNCHECKED: ScionHint = ScionHint { path_type: u8::MAX, next_hdr: 0 };
+
+    /// The hint of a header that passed the check. Path type 255 reads as
+    /// unchecked (no such path type is defined; stages then judge in full).
+    #[inline(always)]
+    pub const fn checked(path_type: u8, next_hdr: u8) -> ScionHint {
+        ScionHint { path_type, next_hdr }
+    }
+
+    /// The hint for the SCION header at the start of `pkt`, as the parse
+    /// stage leaves it: path type and `NextHdr` when the common header
+    /// passes `ScionHeader::new_checked`'s checks, unchecked otherwise.
+    #[inline(always)]
+    pub fn of_header(pkt: &[u8]) -> ScionHint {
+        match packet::scion::header::common_header_ok(pkt) {
+            Some(c) => ScionHint::checked(c[8], c[4]),
+            None => ScionHint::UNCHECKED,
+        }
+    }
+
+    /// `PathType` and `NextHdr` of a checked header.
+    #[inline(always)]
+    pub const fn get(self) -> Option<(PathType, u8)> {
+        if self.path_type == u8::MAX {
+            None
+        } else {
+            Some((PathType(self.path_type), self.next_hdr))
+        }
+    }
+
+    /// The path type of a checked header.
+    #[inline(always)]
+    pub const fn path_type(self) -> Option<PathType> {
+        match self.get() {
+            Some((t, _)) => Some(t),
+            None => None,
+        }
+    }
+}
+
+impl Default for ScionHint {
+    fn default() -> Self {
+        ScionHint::UNCHECKED
+    }
+}
+
 /// Per-packet metadata carried next to the buffer through the pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
@@ -59,6 +124,8 @@ pub struct Meta {
     pub proto_off: u16,
     /// The decision so far; starts as forward-to-ingress-port in best effort.
     pub verdict: Verdict,
+    /// The parse stage's check of a SCION header ([`Proto::Scion`] only).
+    pub scion: ScionHint,
 }
 
 impl Meta {
@@ -73,6 +140,7 @@ impl Meta {
             proto: Proto::None,
             proto_off: NO_OFFSET,
             verdict: Verdict::Forward { port, class: Class::BEST_EFFORT },
+            scion: ScionHint::UNCHECKED,
         }
     }
 

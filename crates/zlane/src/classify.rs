@@ -9,7 +9,7 @@
 use drkey::Selection;
 use mac::{Aes, Block};
 use packet::scion::epic::FLAG_Q;
-use packet::scion::header::{host_len, COMMON_LEN};
+use packet::scion::header::common_header_ok;
 use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
@@ -339,6 +339,19 @@ impl Classifier {
     ) {
         let fresh = self.freshness.window(now.unix_ns);
         for i in batch.live() {
+            // Another path type whose header the parse stage checked: its
+            // class from the hint, without reading the packet.
+            if let Some((t, next)) = batch.meta(i).scion.get() {
+                if t != PathType::EPIC_Z {
+                    if best_effort(t.0, next) {
+                        self.counters.classes[U_QUEUE] += 1;
+                        batch.set_class(i, U);
+                    } else {
+                        self.apply(batch, i, path_class(t.0, next));
+                    }
+                    continue;
+                }
+            }
             let Some(off) = scion::scion_offset(batch.meta(i)) else {
                 batch.set_class(i, U);
                 continue;
@@ -350,7 +363,7 @@ impl Classifier {
             if PathType::peek(pkt) != Some(PathType::EPIC_Z) {
                 // Plain SCION (and EPIC-HP, empty) traffic passes on as U
                 // after the header checks alone.
-                if header_ok(pkt).is_some_and(|c| best_effort(c[8], c[4])) {
+                if common_header_ok(pkt).is_some_and(|c| best_effort(c[8], c[4])) {
                     self.counters.classes[U_QUEUE] += 1;
                     batch.set_class(i, U);
                 } else {
@@ -582,19 +595,6 @@ impl Classifier {
     }
 }
 
-/// The common header of `pkt` if it passes every check of
-/// `ScionHeader::new_checked` (version 0, `HdrLen` covering the address
-/// header, header and payload inside the buffer), folded into one
-/// condition; `None` otherwise (then [`other_class`] names the error).
-#[inline(always)]
-fn header_ok(pkt: &[u8]) -> Option<&[u8; COMMON_LEN]> {
-    let c: &[u8; COMMON_LEN] = pkt.first_chunk()?;
-    let hl = usize::from(c[5]) * 4;
-    let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
-    let po = ADDR_HOSTS + host_len(c[9] >> 4) + host_len(c[9] & 0x0f);
-    (c[0] >> 4 == 0 && po <= hl && hl + payload <= pkt.len()).then_some(c)
-}
-
 /// Whether a packet with `path_type` and `NextHdr` `next` is best effort
 /// (U) for [`path_class`], decided first.
 #[inline(always)]
@@ -623,23 +623,20 @@ fn path_class(path_type: u8, next: u8) -> Result<Class, DropReason> {
 /// The class (or the header view's error) of a packet that is not EPIC-Z.
 #[inline(never)]
 fn non_epic_class(pkt: &[u8]) -> Decision {
-    match header_ok(pkt) {
+    match common_header_ok(pkt) {
         Some(c) => path_class(c[8], c[4]),
         None => other_class(pkt),
     }
 }
 
 /// The class (or the header view's error) of a packet that is not EPIC-Z
-/// and failed [`header_ok`].
+/// and failed [`common_header_ok`].
 #[cold]
 #[inline(never)]
 fn other_class(pkt: &[u8]) -> Result<Class, DropReason> {
     let h = ScionHeader::new_checked(pkt)?;
     path_class(h.path_type().0, h.next_hdr())
 }
-
-/// Offset of the destination host address in the SCION header.
-const ADDR_HOSTS: usize = 28;
 
 /// The zero-padded source host address inside a pending packet's V_i input.
 #[inline]

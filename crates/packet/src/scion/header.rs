@@ -143,6 +143,21 @@ pub const fn host_len(code: u8) -> usize {
     ((code & 0b11) as usize + 1) * 4
 }
 
+/// The common header of a SCION packet that [`ScionHeader::new_checked`]
+/// accepts, `None` for every packet it rejects: the same checks folded into
+/// one branch-light condition, without the typed error. A stage that only
+/// passes a packet on uses it to validate the header in a few instructions
+/// and asks `new_checked` for the error when it fails.
+#[inline(always)]
+pub fn common_header_ok(pkt: &[u8]) -> Option<&[u8; COMMON_LEN]> {
+    let c: &[u8; COMMON_LEN] = pkt.first_chunk()?;
+    let hl = usize::from(c[5]) * 4;
+    let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+    let po = COMMON_LEN + ADDR_FIXED_LEN + host_len(c[9] >> 4) + host_len(c[9] & 0x0f);
+    // `hl` is at most 1020 and `payload` at most 65535: no overflow.
+    (c[0] >> 4 == 0 && po <= hl && hl + payload <= pkt.len()).then_some(c)
+}
+
 /// The host address with type/length `code` at `at` in `b`, zero-padded
 /// (all zero if `b` is too short). Reads one fixed 16-byte window and masks
 /// it when the buffer has one there: a copy of variable length costs a

@@ -9,6 +9,7 @@
 
 use core::ops::Range;
 
+use packet::scion::header::common_header_ok;
 use packet::scion::sibra::{SibraFields, SibraHop, SibraPath};
 use packet::scion::PathType;
 use pipeline::{Batch, DropReason, Meta, PacketBuf};
@@ -188,18 +189,43 @@ pub(super) fn fields_of<'s>(
     meta: &Meta,
     shape: &'s mut SibraShape,
 ) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
+    if passes_by_hint(meta) {
+        return Ok(None);
+    }
     let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
-    // Other path types skip the SIBRA layout (whose first step, the common
-    // header check, `locate` repeats) and are judged as `scion::locate`
-    // judges them: an invalid EPIC-Z path is dropped here.
-    if PathType::peek(pkt) == Some(PathType::SIBRA) {
-        if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
-            return Ok(Some((off, f)));
+    // Other path types skip the SIBRA layout and are judged as
+    // `scion::locate` judges them: an invalid EPIC-Z path is dropped here.
+    // Paths without an EPIC part need only the common header check, done
+    // inline; the rest (and every failure, for its typed error) take
+    // `locate`.
+    match PathType::peek(pkt) {
+        Some(PathType::SIBRA) => {
+            if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
+                return Ok(Some((off, f)));
+            }
         }
+        Some(t) if has_own_part(t) => {}
+        _ if common_header_ok(pkt).is_some() => return Ok(None),
+        _ => {}
     }
     scion::locate(data, off)?;
     Ok(None)
+}
+
+/// Whether the parse stage checked the packet's SCION header and found a
+/// path type without SIBRA or EPIC parts: such a packet passes on by this
+/// hint alone, without a read of its bytes.
+#[inline(always)]
+pub(super) fn passes_by_hint(meta: &Meta) -> bool {
+    meta.scion.path_type().is_some_and(|t| !has_own_part(t))
+}
+
+/// Whether a packet of path type `t` has a part beyond the common header
+/// that [`fields_of`] parses or checks: SIBRA, EPIC-Z and EPIC-HP paths.
+#[inline(always)]
+fn has_own_part(t: PathType) -> bool {
+    matches!(t, PathType::SIBRA | PathType::EPIC_Z | PathType::EPIC_HP)
 }
 
 /// `N` bytes at `at` (an offset [`SibraFields`] computed for this packet,

@@ -198,7 +198,11 @@ proptest! {
     }
 
     #[test]
-    fn process_equals_reference(bursts in arb_steps(), to_control in any::<bool>()) {
+    fn process_equals_reference(
+        bursts in arb_steps(),
+        to_control in any::<bool>(),
+        hinted in any::<bool>(),
+    ) {
         let tpl = templates();
         let policy = if to_control { RequestPolicy::ToControl } else { RequestPolicy::Skip };
         let (mut fast, mut slow) = (transit(policy), transit(policy));
@@ -207,7 +211,11 @@ proptest! {
             let mut b: Batch<Vec<u8>> = Batch::new();
             for step in burst {
                 let (pkt, port) = realize(&tpl, step);
-                a.push(pkt.clone(), port).unwrap();
+                let i = a.push(pkt.clone(), port).unwrap();
+                // The fast stage also sees the parse stage's header hint.
+                if hinted {
+                    a.meta_mut(i).scion = pipeline::ScionHint::of_header(&pkt);
+                }
                 b.push(pkt, port).unwrap();
             }
             Stage::<Vec<u8>>::process(&mut fast, &mut a, now());

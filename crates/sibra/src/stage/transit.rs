@@ -14,7 +14,9 @@ use core::any::Any;
 
 use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, Stage, BURST};
 
-use super::job::{advance, fields_of, inspect_reference, is_request, job_of, triage, Job};
+use super::job::{
+    advance, fields_of, inspect_reference, is_request, job_of, passes_by_hint, triage, Job,
+};
 use super::{changed, RequestPolicy, RouterConfig, SibraCounters};
 use crate::config::TransitConfig;
 use crate::layout::SibraShape;
@@ -292,6 +294,11 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
         let mut n = 0;
         let mut todo = 0u32;
         for i in batch.live() {
+            // (Checked before the packet's bytes are looked up.)
+            if passes_by_hint(batch.meta(i)) {
+                self.counters.skipped += 1;
+                continue;
+            }
             let (data, meta) = (batch.data(i), batch.meta(i));
             let (off, f) = match fields_of(data, meta, &mut self.shape) {
                 Ok(Some(x)) => x,
