@@ -1,12 +1,15 @@
 //! Baseline routers the papers compare against: deficit round robin over
 //! flows (per-flow fairness) or over ingress ports (local isolation), and
-//! the small stage that tags packets with their ingress port.
+//! the small stages that tag packets with their ingress port or route them
+//! by destination.
 //!
 //! These are deliberately plain: they stand for "what a router without the
 //! protocol does", not for the protocols.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::Ipv4Addr;
 
+use packet::ipv4::Ipv4;
 use pipeline::{Batch, Class, DropReason, Egress, Element, Now, PacketBuf, Stage, Verdict};
 
 /// What a [`Drr`] queue is keyed by.
@@ -190,6 +193,39 @@ impl<B: PacketBuf> Stage<B> for ToPort {
     }
 }
 
+/// Static routes by IPv4 destination: a forwarded packet to a listed
+/// address leaves on that address's port, keeping its class; anything else
+/// (other destinations, non-IPv4 frames) keeps its verdict.
+pub struct RouteByDst {
+    routes: Vec<(Ipv4Addr, u16)>,
+}
+
+impl RouteByDst {
+    /// A table of `(destination, port)` routes.
+    pub fn new(routes: impl IntoIterator<Item = (Ipv4Addr, u16)>) -> Self {
+        RouteByDst { routes: routes.into_iter().collect() }
+    }
+}
+
+impl Element for RouteByDst {
+    fn name(&self) -> &str {
+        "route-by-dst"
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for RouteByDst {
+    fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        for i in batch.live() {
+            let Verdict::Forward { class, .. } = batch.meta(i).verdict else { continue };
+            let Ok(ip) = Ipv4::new_checked(batch.data(i)) else { continue };
+            let dst = ip.dst_addr();
+            if let Some(&(_, port)) = self.routes.iter().find(|r| r.0 == dst) {
+                batch.forward(i, port, class);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +259,27 @@ mod tests {
         assert!(d.enqueue(vec![0; 100], Class(1), now).is_err());
         assert!(d.enqueue(vec![0; 100], Class(2), now).is_ok());
         assert_eq!(d.queued(), 11);
+    }
+
+    #[test]
+    fn routes_by_destination_keeping_the_class() {
+        let src = Ipv4Addr::new(10, 0, 0, 1);
+        let to = |dst: Ipv4Addr| flowpolice::host::ipv4_packet(src, dst, &[], &[0; 8]);
+        let (a, b) = (Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2));
+        let mut batch: Batch<Vec<u8>> = Batch::new();
+        batch.push(to(a), 0).unwrap();
+        batch.push(to(b), 0).unwrap();
+        batch.push(to(Ipv4Addr::new(198, 51, 100, 1)), 0).unwrap();
+        batch.push(vec![0; 10], 0).unwrap();
+        batch.set_class(1, Class(2));
+        let mut route = RouteByDst::new([(a, 4), (b, 5)]);
+        Stage::process(&mut route, &mut batch, Now::default());
+        let v = |i| batch.meta(i).verdict;
+        assert_eq!(v(0), Verdict::Forward { port: 4, class: Class::BEST_EFFORT });
+        assert_eq!(v(1), Verdict::Forward { port: 5, class: Class(2) });
+        // Unknown destination and non-IPv4: unchanged.
+        assert_eq!(v(2), Verdict::Forward { port: 0, class: Class::BEST_EFFORT });
+        assert_eq!(v(3), Verdict::Forward { port: 0, class: Class::BEST_EFFORT });
     }
 
     impl Drr<Vec<u8>> {

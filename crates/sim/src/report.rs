@@ -193,6 +193,7 @@ impl Headlines for [crate::scenarios::flowpolice::Fig53Run] {
         let mut h = Vec::new();
         for r in self {
             let s = format!("{:?}", r.strategy);
+            let case = format!("Fig. 5.2 case ({})", r.topology.name());
             match r.strategy {
                 Strategy::NonComplying => {
                     h.push(
@@ -201,7 +202,9 @@ impl Headlines for [crate::scenarios::flowpolice::Fig53Run] {
                             0.05,
                             r.attack_share,
                         )
-                        .note("thesis Fig. 5.3: reduced to almost zero (bound: 5 %)"),
+                        .note(&format!(
+                            "thesis Fig. 5.3: reduced to almost zero (bound: 5 %); {case}"
+                        )),
                     );
                     h.push(
                         Headline::rel(
@@ -210,7 +213,7 @@ impl Headlines for [crate::scenarios::flowpolice::Fig53Run] {
                             r.legit_ratio,
                             0.05,
                         )
-                        .note("thesis Fig. 5.4: almost their desired throughput"),
+                        .note(&format!("thesis Fig. 5.4: almost their desired throughput; {case}")),
                     );
                 }
                 _ => h.push(
@@ -223,7 +226,7 @@ impl Headlines for [crate::scenarios::flowpolice::Fig53Run] {
                             f64::NAN
                         },
                     )
-                    .note("thesis §3.6.4: at most the per-sender fair share"),
+                    .note(&format!("thesis §3.6.4: at most the per-sender fair share; {case}")),
                 ),
             }
         }

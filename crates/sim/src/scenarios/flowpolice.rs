@@ -4,16 +4,47 @@
 //!
 //! Drives the real `flowpolice::FlowPolice` stage (requests with puzzles,
 //! capability MACs, the flow table, Algorithm 1) and its strict-priority
-//! egress (`flowpolice::egress::build`) on the bottleneck port; the end
+//! egress (`flowpolice::egress::build`) on its egress ports; the end
 //! hosts use the crate's `host::Sender` / `host::Receiver`: every delivered
 //! packet's capability is echoed back to its sender after half an RTT
 //! (through [`Source::on_delivered_packet`]).
 //!
+//! # Topology (thesis Fig. 5.2, [`Fig53Params::topology`])
+//! The thesis evaluates three attack cases and plots case (c), "the most
+//! general and challenging one"; FlowPolice learns of congestion at a
+//! remote link only through the capabilities that do not come back
+//! (capability feedback, thesis §2.5 and §3.6.2), and the remote
+//! bottleneck router only needs "a simple prioritization mechanism",
+//! privileged over best-effort packets (§2.7, §3.1). Every case keeps the
+//! one-way delay of a quarter RTT from the FlowPolice router to a server.
+//! * `"a"`: the FlowPolice router owns the bottleneck link: its
+//!   strict-priority egress feeds the link of C to the server.
+//! * `"b"`: the bottleneck is a downstream link. The FlowPolice router's
+//!   egress feeds an uncongested access link (twice the offered load, an
+//!   eighth of the RTT) to a plain router, whose egress feeds the
+//!   bottleneck link of C (an eighth of the RTT) to the server.
+//! * `"c"` (the default, what Figs. 5.3/5.4 plot): several remote
+//!   bottlenecks. The FlowPolice router routes by destination
+//!   ([`crate::baselines::RouteByDst`]) to `remote_bottlenecks` (default
+//!   2) plain routers as in `"b"`, each with its own bottleneck link of C
+//!   and its own server, attacked by its own `attackers` and used by its
+//!   own `legit` senders (host counts and rates per link as in `"a"`, so
+//!   every link keeps the thesis' ratios). One FlowPolice stage (one flow
+//!   table) polices all of them. The thesis does not give the number of
+//!   links or hosts in its text; parallel links behind one router are
+//!   the smallest shape with more than one remote bottleneck.
+//!
+//! The plain routers keep no FlowPolice state and check no MAC.
+//! `remote_egress = "priority"` (default, the thesis' assumption) reads
+//! the packet type the FlowPolice router wrote into the shim
+//! ([`PriorityByMark`]) and queues by it with the layout of
+//! `flowpolice::egress::build` (capped request channel by puzzle level,
+//! privileged, best effort, capped legacy); `"fifo"` is one drop-tail
+//! queue that ignores the marks. With several links, shares and the
+//! legitimate senders' desired rate are of all links together
+//! ([`Fig53Run::link_finals`] has each link's).
+//!
 //! # Set-up (choices where the thesis is silent)
-//! * Topology: case (a) of Fig. 5.2 — the FlowPolice router owns the
-//!   bottleneck link (the thesis plots case (c); the stage and the
-//!   priority rule are the same, only the place of the priority queue
-//!   differs).
 //! * Legitimate senders: long-lived TCP-like AIMD flows (window in packets,
 //!   loss feedback one RTT/2 after the drop), each paced at its desired rate
 //!   `legit_demand · C / legit`.
@@ -79,7 +110,8 @@
 //! to reach the fair share.
 //!
 //! # What is reproduced (`flowpolice_fig53.toml`: D_p 3 s, RTT 100 ms, 60 s)
-//! Attack 2×C unless stated; shares of C over the last quarter of the run;
+//! Case (a) first, the other cases after it. Attack 2×C unless stated;
+//! shares of C over the last quarter of the run;
 //! per-sender fair share of the attackers 0.909, of the legitimate senders
 //! 0.091 (their desired rate is 0.5).
 //!
@@ -108,6 +140,34 @@
 //! No attack: legitimate senders get 100 % of their desired rate after the
 //! ramp.
 //!
+//! The table above is case (a). The same runs in the other cases (60 s,
+//! attack 2×C; final attack share / final legitimate share of C; case (c):
+//! both links together, each link within 0.03 of it):
+//!
+//! | strategy | (a) | (b) | (c) | (b), FIFO | (c), FIFO |
+//! |---|---|---|---|---|---|
+//! | exact | 0.880 / 0.120 | 0.906 / 0.094 | 0.905 / 0.094 | 0.900 / 0.100 | 0.900 / 0.100 |
+//! | probing | 0.881 / 0.119 | 0.902 / 0.098 | 0.886 / 0.114 | 0.910 / 0.090 | 0.904 / 0.096 |
+//! | non_complying | 0.003 / 0.500 | 0.003 / 0.500 | 0.003 / 0.500 | 0.003 / 0.500 | 0.003 / 0.500 |
+//! | on_off | 0.001 / 0.500 | 0.001 / 0.500 | 0.001 / 0.500 | 0.001 / 0.500 | 0.001 / 0.500 |
+//!
+//! As the thesis says, the legitimate senders get similar throughput in
+//! every case: the router polices from the capabilities that come back,
+//! wherever the loss happened. Even a drop-tail remote bottleneck
+//! suffices here, because the router drops the over-window packets of
+//! misbehaving flows itself (`over_window`).
+//!
+//! A flood released once its link is no longer congested keeps its rate:
+//! it loses nothing, and Algorithm 1 only polices flows that lose packets.
+//! Non-complying floods at 4× and 8×C (60 s, seeds 1–8, priority remote
+//! routers) ended with some flooders released in 2 to 6 of the 8 runs of
+//! every case (taking up to 0.64 of a link between them); the
+//! legitimate senders kept their desired rate except in three runs at 8×C,
+//! one in (b) and two in (c), where they got 0.35–0.36 of that link (still
+//! four times their fair share).
+//! Whether a sweep over the attack volume is monotonic therefore depends
+//! on the seed, in case (a) too.
+//!
 //! # Scaling
 //! As the thesis (after NetFence) the number of hosts is fixed and the link
 //! capacity scaled down: `capacity_mbps` with `attackers` flows stands for
@@ -123,12 +183,12 @@ use pipeline::Frame;
 use serde::Deserialize;
 
 use super::fp_client::{HostPair, Mark, PuzzleLevels};
-use super::fp_world::{self, World, EPOCH_UNIX_NS};
+use super::fp_world::{self, NetworkSpec, World, EPOCH_UNIX_NS};
 use super::{positive, RunOpts, ScenarioError};
 use crate::net::{Cwnd, EmitCtx, Feedback, Sim, Source};
 use crate::report::{Plot, Report, Series};
 
-pub use super::fp_world::{GROUP_ATTACK, GROUP_LEGIT};
+pub use super::fp_world::{PriorityByMark, RemoteEgress, Topology, GROUP_ATTACK, GROUP_LEGIT};
 /// The protocol's types under the names the scenario API gave them when it
 /// kept its own copies (the scenario file spells them as the protocol does).
 pub use ::flowpolice::{InitialWindow as InitialWindowParam, OverWindow as OverWindowParam};
@@ -173,17 +233,28 @@ impl Strategy {
 pub struct Fig53Params {
     /// RNG seed.
     pub seed: u64,
+    /// Where the bottleneck links are (thesis Fig. 5.2: `"a"`, `"b"` or
+    /// `"c"`; see the module docs).
+    pub topology: Topology,
+    /// Number of remote bottleneck links in case (c) (at least 2; each has
+    /// its own server, `attackers` attackers and `legit` legitimate
+    /// senders). Cases (a) and (b) have one bottleneck.
+    pub remote_bottlenecks: u32,
+    /// How the plain routers in front of the remote bottlenecks of cases
+    /// (b) and (c) queue (thesis: prioritizing privileged packets).
+    pub remote_egress: RemoteEgress,
     /// When the attack starts (s); the legitimate flows start at 0.
     pub attack_start_s: f64,
     /// Legitimate TCP senders also halve their window when the receiver
     /// reports a best-effort mark after privileged packets of the same
     /// period (an ECN-like reading of the mark); `false`: plain TCP.
     pub legit_mark_aware: bool,
-    /// Bottleneck capacity C (Mbit/s, scaled down as in the thesis).
+    /// Capacity C of each bottleneck link (Mbit/s, scaled down as in the thesis).
     pub capacity_mbps: f64,
-    /// Number of attack flows (one per attacker).
+    /// Number of attack flows (one per attacker) per bottleneck link.
     pub attackers: u32,
-    /// Number of legitimate flows (thesis: ~10 % of the attackers).
+    /// Number of legitimate flows per bottleneck link (thesis: ~10 % of
+    /// the attackers).
     pub legit: u32,
     /// Attack volume as a multiple of C (thesis: 2).
     pub attack_volume: f64,
@@ -256,6 +327,9 @@ impl Default for Fig53Params {
     fn default() -> Self {
         Fig53Params {
             seed: 1,
+            topology: Topology::C,
+            remote_bottlenecks: 2,
+            remote_egress: RemoteEgress::Priority,
             attack_start_s: 0.0,
             legit_mark_aware: false,
             capacity_mbps: 50.0,
@@ -334,8 +408,39 @@ impl Fig53Params {
         if self.onoff_on_ms == 0 || self.onoff_on_ms > self.onoff_period_ms {
             return bad("onoff_on_ms must lie in [1, onoff_period_ms]");
         }
+        if self.topology == Topology::C && !(2..=16).contains(&self.remote_bottlenecks) {
+            return bad("remote_bottlenecks must lie in [2, 16] in topology \"c\"");
+        }
+        let hosts =
+            (u64::from(self.attackers) + u64::from(self.legit)) * u64::from(self.bottlenecks());
+        if hosts > 60_000 {
+            return bad("(attackers + legit) x bottlenecks must not exceed 60000 hosts");
+        }
         self.router_params().validate().map_err(|e| ScenarioError::Param(e.to_string()))?;
         Ok(())
+    }
+
+    /// Number of bottleneck links of the topology.
+    pub fn bottlenecks(&self) -> u32 {
+        match self.topology {
+            Topology::A | Topology::B => 1,
+            Topology::C => self.remote_bottlenecks,
+        }
+    }
+
+    /// The network: bottlenecks of C; the links from the FlowPolice router
+    /// to the plain routers of cases (b) and (c) carry twice the offered
+    /// load of one bottleneck (never congested).
+    fn network(&self) -> NetworkSpec {
+        let cap_bps = self.capacity_mbps * 1e6;
+        NetworkSpec {
+            topology: self.topology,
+            remote_bottlenecks: self.remote_bottlenecks as usize,
+            cap_bps,
+            access_bps: 2.0 * (self.attack_volume + self.legit_demand) * cap_bps,
+            queue_packets: self.queue_packets,
+            remote_egress: self.remote_egress,
+        }
     }
 
     /// The router's Algorithm 1 parameters (the rest keep the crate's defaults).
@@ -361,7 +466,11 @@ impl Fig53Params {
 pub struct Fig53Run {
     /// The attack strategy.
     pub strategy: Strategy,
+    /// Where the bottleneck links were.
+    pub topology: Topology,
     /// Per bin: (end of bin in s, attackers' share of C, legit throughput / desired).
+    /// Here and below, with several bottleneck links (case (c)), "C" is
+    /// their total capacity and "desired" the legitimate senders' total.
     pub bins: Vec<(f64, f64, f64)>,
     /// Attackers' share of C after the first period.
     pub attack_share: f64,
@@ -381,6 +490,9 @@ pub struct Fig53Run {
     pub final_attack_share: f64,
     /// Legitimate share of C over the last quarter of the run.
     pub final_legit_share: f64,
+    /// Per bottleneck link: the attackers' and the legitimate senders'
+    /// shares of that link over the last quarter of the run.
+    pub link_finals: Vec<(f64, f64)>,
     /// Seconds after the attack start from which the attackers' share
     /// (averaged over one period, or one on/off cycle) stays within 0.05 of
     /// C of `final_attack_share`; `None` if it never settles before the last quarter.
@@ -584,18 +696,18 @@ pub fn fig53_run(
     let (rtt_ns, period_ns, stop_ns) = (w.rtt_ns, w.period_ns, w.stop_ns);
 
     let mut sim = Sim::new(tick_ns, EPOCH_UNIX_NS, p.seed);
-    let (r, bottleneck, stage) =
-        w.add_router(&mut sim, cap_bps, p.queue_packets, p.router_params())?;
+    let net = w.add_network(&mut sim, &p.network(), p.router_params())?;
+    let (r, stage) = (net.router, net.stage.clone());
 
     let n_all = f64::from(p.attackers + p.legit);
     let privileged = Rc::new(RefCell::new([0u64; 2]));
     let mut rng = crate::rng::Rng::new(p.seed ^ 0xf10f);
     let exact = strategy == Strategy::ExactWindow;
-    let host = |group: u16, i: u32, mode: Mode, start: u64| {
+    let host = |group: u16, i: u32, dst, mode: Mode, start: u64| {
         let exact_attacker = group == GROUP_ATTACK && exact;
         Box::new(FpHost {
             mode,
-            host: w.host(group, i, start),
+            host: w.host_to(group, i, dst, start),
             privileged: privileged.clone(),
             window_exact: exact_attacker,
             paused_until: 0,
@@ -614,37 +726,37 @@ pub fn fig53_run(
             .with_rto((rto_min_ms * 1e6) as u64, start),
     };
     let mut hosts = Vec::new();
-    // Starts spread over the first RTTs so that requests do not collide.
-    for i in 0..p.legit {
-        let start = rng.below(rtt_ns * 5);
-        hosts.push(host(
-            GROUP_LEGIT,
-            i,
-            aimd(
+    // Every bottleneck link has its own server, legitimate senders and
+    // attackers (host numbers run on across the links).
+    for (k, &(_, dst)) in (0u32..).zip(&net.bottlenecks) {
+        // Starts spread over the first RTTs so that requests do not collide.
+        for i in 0..p.legit {
+            let start = rng.below(rtt_ns * 5);
+            let mode = aimd(
                 p.legit_demand * cap_bps / f64::from(p.legit),
                 p.legit_slow_start,
                 p.legit_rto_min_ms,
                 start,
-            ),
-            start,
-        ));
-    }
-    let flood = p.attack_volume * cap_bps / f64::from(p.attackers);
-    // The analysis' allowed rate of one sender: the per-sender fair share.
-    let allowed = p.exact_rate_factor * cap_bps / n_all;
-    for i in 0..p.attackers {
-        let mode = match strategy {
-            Strategy::Exact => Mode::Flat { rate_bps: allowed },
-            // Probing attackers probe as the legitimate TCP does (slow start
-            // alike) but have no retransmission timer: they never stop
-            // sending, which only makes them stronger.
-            Strategy::Probing => aimd(flood, p.legit_slow_start, 0.0, 0),
-            Strategy::NonComplying | Strategy::OnOff | Strategy::ExactWindow => {
-                Mode::Flat { rate_bps: flood }
-            }
-        };
-        let start = attack_start + rng.below(rtt_ns * 5);
-        hosts.push(host(GROUP_ATTACK, i, mode, start));
+            );
+            hosts.push(host(GROUP_LEGIT, k * p.legit + i, dst, mode, start));
+        }
+        let flood = p.attack_volume * cap_bps / f64::from(p.attackers);
+        // The analysis' allowed rate of one sender: the per-sender fair share.
+        let allowed = p.exact_rate_factor * cap_bps / n_all;
+        for i in 0..p.attackers {
+            let mode = match strategy {
+                Strategy::Exact => Mode::Flat { rate_bps: allowed },
+                // Probing attackers probe as the legitimate TCP does (slow
+                // start alike) but have no retransmission timer: they never
+                // stop sending, which only makes them stronger.
+                Strategy::Probing => aimd(flood, p.legit_slow_start, 0.0, 0),
+                Strategy::NonComplying | Strategy::OnOff | Strategy::ExactWindow => {
+                    Mode::Flat { rate_bps: flood }
+                }
+            };
+            let start = attack_start + rng.below(rtt_ns * 5);
+            hosts.push(host(GROUP_ATTACK, k * p.attackers + i, dst, mode, start));
+        }
     }
     for h in hosts {
         sim.add_source(r, 0, h); // forwarded to the ingress port by default
@@ -653,22 +765,38 @@ pub fn fig53_run(
         sim.progress = Some(crate::report::stderr_progress(format!("fig5.3 {}", strategy.name())));
     }
 
-    let legit_desired = p.legit_demand * cap_bps;
+    // Shares of the bottlenecks' total capacity (each link: C).
+    let links = net.bottlenecks.len();
+    let total_bps = cap_bps * links as f64;
+    let legit_desired = p.legit_demand * total_bps;
     let mut bins = Vec::new();
-    let (mut prev_a, mut prev_l, mut prev_pa) = (0u64, 0u64, 0u64);
+    let mut link_bins = vec![Vec::new(); links];
+    let mut prev = vec![(0u64, 0u64); links];
+    let mut prev_pa = 0u64;
     let (mut sum_a, mut sum_l, mut sum_pa, mut span) = (0u64, 0u64, 0u64, 0u64);
     let mut t = 0;
     while t < stop_ns {
         let end = (t + bin_ns).min(stop_ns);
         sim.run(end);
-        let d = &sim.links[bottleneck].delivered;
-        let (a, l) = (d.get(GROUP_ATTACK).bytes, d.get(GROUP_LEGIT).bytes);
-        let pa = privileged.borrow()[1];
         let secs = (end - t) as f64 / 1e9;
-        let (da, dl, dpa) = (a - prev_a, l - prev_l, pa - prev_pa);
+        let (mut da, mut dl) = (0u64, 0u64);
+        for (k, &(link, _)) in net.bottlenecks.iter().enumerate() {
+            let d = &sim.links[link].delivered;
+            let (a, l) = (d.get(GROUP_ATTACK).bytes, d.get(GROUP_LEGIT).bytes);
+            let (dak, dlk) = (a - prev[k].0, l - prev[k].1);
+            link_bins[k].push((
+                end as f64 / 1e9,
+                dak as f64 * 8.0 / secs / cap_bps,
+                dlk as f64 * 8.0 / secs / (p.legit_demand * cap_bps),
+            ));
+            prev[k] = (a, l);
+            (da, dl) = (da + dak, dl + dlk);
+        }
+        let pa = privileged.borrow()[1];
+        let dpa = pa - prev_pa;
         bins.push((
             end as f64 / 1e9,
-            da as f64 * 8.0 / secs / cap_bps,
+            da as f64 * 8.0 / secs / total_bps,
             dl as f64 * 8.0 / secs / legit_desired,
         ));
         // After the attackers' first period (all their traffic best effort).
@@ -678,7 +806,7 @@ pub fn fig53_run(
             sum_pa += dpa;
             span += end - t;
         }
-        (prev_a, prev_l, prev_pa) = (a, l, pa);
+        prev_pa = pa;
         t = end;
     }
     let secs = span.max(1) as f64 / 1e9;
@@ -687,28 +815,34 @@ pub fn fig53_run(
         Strategy::OnOff => f64::from(p.onoff_period_ms),
         _ => f64::from(p.period_ms),
     };
-    let (final_attack_share, final_legit_share, convergence_s) = settle(
-        &bins,
-        p.attack_start_s,
-        p.duration_s,
-        smooth_ms / p.bin_ms,
-        legit_desired / cap_bps,
-    );
+    let settled = |bins: &[(f64, f64, f64)]| {
+        settle(bins, p.attack_start_s, p.duration_s, smooth_ms / p.bin_ms, p.legit_demand)
+    };
+    let (final_attack_share, final_legit_share, convergence_s) = settled(&bins);
+    let link_finals = link_bins
+        .iter()
+        .map(|b| {
+            let (a, l, _) = settled(b);
+            (a, l)
+        })
+        .collect();
     let node = &sim.nodes[r];
     let stage_rejects =
         node.drops(pipeline::DropReason::Expired) + node.drops(pipeline::DropReason::BadMac);
     Ok(Fig53Run {
         strategy,
+        topology: p.topology,
         bins,
-        attack_share: sum_a as f64 * 8.0 / secs / cap_bps,
-        attack_privileged_share: sum_pa as f64 * 8.0 / secs / cap_bps,
+        attack_share: sum_a as f64 * 8.0 / secs / total_bps,
+        attack_privileged_share: sum_pa as f64 * 8.0 / secs / total_bps,
         legit_ratio: sum_l as f64 * 8.0 / secs / legit_desired,
-        legit_share: sum_l as f64 * 8.0 / secs / cap_bps,
+        legit_share: sum_l as f64 * 8.0 / secs / total_bps,
         attack_fair_share: f64::from(p.attackers) / n_all,
         stage_rejects,
         legit_fair_share,
         final_attack_share,
         final_legit_share,
+        link_finals,
         convergence_s,
     })
 }
@@ -823,5 +957,21 @@ pub fn fig53(p: &Fig53Params, opts: &RunOpts) -> Result<(Report, Vec<Fig53Run>),
         "shares are averages after the first period; offered: attack {}xC, legit desired {}xC",
         p.attack_volume, p.legit_demand
     ));
+    let mut topo =
+        format!("topology (thesis Fig. 5.2) {}", p.topology.describe(p.bottlenecks() as usize));
+    if p.topology != Topology::A {
+        topo += &format!(
+            "; the plain routers queue by {}",
+            match p.remote_egress {
+                RemoteEgress::Priority =>
+                    "the FlowPolice mark (strict priority: privileged > best effort)",
+                RemoteEgress::Fifo => "arrival (drop-tail FIFO)",
+            }
+        );
+    }
+    if p.bottlenecks() > 1 {
+        topo += "; shares are of the links' total capacity";
+    }
+    rep.notes.push(topo);
     Ok((rep, runs))
 }
