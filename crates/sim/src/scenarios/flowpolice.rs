@@ -490,6 +490,8 @@ pub struct Fig53Run {
     pub final_attack_share: f64,
     /// Legitimate share of C over the last quarter of the run.
     pub final_legit_share: f64,
+    /// Legitimate throughput / desired over the last quarter of the run.
+    pub final_legit_ratio: f64,
     /// Per bottleneck link: the attackers' and the legitimate senders'
     /// shares of that link over the last quarter of the run.
     pub link_finals: Vec<(f64, f64)>,
@@ -842,6 +844,7 @@ pub fn fig53_run(
         legit_fair_share,
         final_attack_share,
         final_legit_share,
+        final_legit_ratio: final_legit_share / p.legit_demand,
         link_finals,
         convergence_s,
     })
