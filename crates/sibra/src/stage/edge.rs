@@ -4,7 +4,7 @@ use pipeline::{Batch, Class, DropReason, Element, Meta, Now, PacketBuf, Stage};
 
 #[cfg(test)]
 use super::job::locate_path;
-use super::job::{fields_of, take, triage};
+use super::job::{fields_of, passes_by_hint, take, triage};
 use super::{RouterConfig, SibraCounters};
 use crate::layout::SibraShape;
 use crate::monitor::{EdgeMonitor, EdgeVerdict, OveruseAction};
@@ -46,6 +46,9 @@ pub(super) fn edge_info(
     meta: &Meta,
     shape: &mut SibraShape,
 ) -> Result<Option<(ResvKey, BwClass, Tick)>, DropReason> {
+    if passes_by_hint(meta) {
+        return Ok(None);
+    }
     let Some((off, f)) = fields_of(data, meta, shape)? else { return Ok(None) };
     if f.request() {
         return Ok(None);

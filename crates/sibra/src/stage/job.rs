@@ -182,43 +182,46 @@ pub(super) fn inspect_reference(
 
 /// The SIBRA layout of a packet through the stage's layout memo: `Ok(None)`
 /// for packets that are not SIBRA; else the SCION header's offset in the
-/// packet and the layout (offsets from that header).
+/// packet and the layout (offsets from that header). Callers first pass
+/// packets on by [`passes_by_hint`], before they look the bytes up.
 #[inline(always)]
 pub(super) fn fields_of<'s>(
     data: &[u8],
     meta: &Meta,
     shape: &'s mut SibraShape,
 ) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
-    if passes_by_hint(meta) {
-        return Ok(None);
-    }
     let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
-    // Other path types skip the SIBRA layout and are judged as
-    // `scion::locate` judges them: an invalid EPIC-Z path is dropped here.
-    // Paths without an EPIC part need only the common header check, done
-    // inline; the rest (and every failure, for its typed error) take
-    // `locate`.
-    match PathType::peek(pkt) {
-        Some(PathType::SIBRA) => {
-            if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
-                return Ok(Some((off, f)));
-            }
+    if PathType::peek(pkt) == Some(PathType::SIBRA) {
+        if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
+            return Ok(Some((off, f)));
         }
-        Some(t) if has_own_part(t) => {}
-        _ if common_header_ok(pkt).is_some() => return Ok(None),
-        _ => {}
     }
-    scion::locate(data, off)?;
+    judge_other(data, off)?;
     Ok(None)
 }
 
+/// Judges a packet of another path type as `scion::locate` judges it: an
+/// invalid EPIC-Z path is dropped here. Paths without an EPIC part need only
+/// the common header check, done inline; the rest (and every failure, for
+/// its typed error) take `locate`. Out of line: it would crowd the SIBRA
+/// path's registers (≈ 15 instructions per SIBRA packet, measured).
+#[inline(never)]
+fn judge_other(data: &[u8], off: usize) -> Result<(), DropReason> {
+    let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
+    match PathType::peek(pkt) {
+        Some(t) if !has_own_part(t) && common_header_ok(pkt).is_some() => Ok(()),
+        _ => scion::locate(data, off).map(|_| ()),
+    }
+}
+
 /// Whether the parse stage checked the packet's SCION header and found a
-/// path type without SIBRA or EPIC parts: such a packet passes on by this
-/// hint alone, without a read of its bytes.
+/// standard SCION path: such a packet passes on by this hint alone, without
+/// a read of its bytes. (Only the common case: one compare keeps the SIBRA
+/// path's cost; other path types are judged by [`fields_of`].)
 #[inline(always)]
 pub(super) fn passes_by_hint(meta: &Meta) -> bool {
-    meta.scion.path_type().is_some_and(|t| !has_own_part(t))
+    meta.scion.path_type() == Some(PathType::SCION)
 }
 
 /// Whether a packet of path type `t` has a part beyond the common header
