@@ -15,7 +15,8 @@ fn shipped_file_is_the_default() {
 }
 
 /// Fig. 5.5 at the thesis' parameters (D_p = 3 s, RTT 100 ms, 2 MB x 10,
-/// NewReno senders).
+/// NewReno senders paced with ±10 % jitter): each headline within 5 % of
+/// the thesis.
 #[test]
 fn fct_at_thesis_parameters() {
     let p = FctParams::default();
@@ -28,16 +29,32 @@ fn fct_at_thesis_parameters() {
     assert_eq!(base.completed(), 50, "{base:?}");
     // 2 MB paced at 5 Mbit/s: 3.2 s of data plus slow start (measured 3.71 s).
     assert!(base.mean() > 3.2 && base.mean() < 4.5, "{base:?}");
-    // With FlowPolice every transfer finishes; measured 1.26x (thesis ~1.3x).
+    // With FlowPolice every transfer finishes; measured 1.34x (thesis ~1.3x).
     assert_eq!(fp.completed(), 50, "{fp:?}");
     let ratio = fp.mean() / base.mean();
-    assert!(ratio > 1.1 && ratio < 1.5, "{ratio}");
-    // Without FlowPolice almost nothing finishes (measured 3 of 50 in
-    // 120 s, all by the one sender whose paced packets are phase-locked
-    // with the link; the others deliver 4 % of a file on average); the
-    // thesis: none finish.
-    assert!(fifo.completed() < 10, "{fifo:?}");
-    assert!(fifo.unfinished_progress < 0.2, "{fifo:?}");
+    assert!((ratio / 1.3 - 1.0).abs() <= 0.05, "{ratio}");
+    // Without FlowPolice the transfers do not finish (thesis); measured:
+    // none of 50 in 120 s, 1.2 % of a file delivered on average.
+    let unfinished = 1.0 - fifo.completed() as f64 / f64::from(fifo.trials);
+    assert!(unfinished >= 0.95, "{fifo:?}");
+    assert!(fifo.unfinished_progress < 0.05, "{fifo:?}");
+}
+
+/// Exactly paced senders let one sender's packets stay in phase with the
+/// full drop-tail queue (a tick-model artefact: 3 transfers finish at seed
+/// 1, none with the default jitter); the jitter is validated.
+#[test]
+fn pacing_jitter_removes_the_drop_tail_phase_lock() {
+    let exact = FctParams { legit_pace_jitter: 0.0, ..FctParams::default() };
+    let locked = fct_run(&exact, Setting::NoFlowpolice, &RunOpts::default()).unwrap();
+    assert!(locked.completed() > 0, "{locked:?}");
+    let jittered =
+        fct_run(&FctParams::default(), Setting::NoFlowpolice, &RunOpts::default()).unwrap();
+    assert_eq!(jittered.completed(), 0, "{jittered:?}");
+    for bad in [-0.1, 0.6, f64::NAN] {
+        let p = FctParams { legit_pace_jitter: bad, ..FctParams::default() };
+        assert!(fct_run(&p, Setting::NoAttack, &RunOpts::default()).is_err(), "{bad}");
+    }
 }
 
 #[test]
@@ -69,7 +86,7 @@ fn transfers_started_in_the_attacks_first_period_complete() {
     let run = fct_run(&p, Setting::Flowpolice, &RunOpts::default()).unwrap();
     println!("default policy: {run:?}");
     assert_eq!(run.completed(), 4, "{run:?}");
-    // Measured (NewReno): the first transfers take 2.57 and 2.65 s (0.70 s once the
+    // Measured (NewReno): the first transfers take 2.58 and 2.59 s (0.70 s once the
     // flood is throttled): released within a few periods, not locked out.
     let first: Vec<f64> = run.fcts.iter().take(2).copied().collect();
     assert!(first.iter().all(|&f| f < 5.0), "{first:?}");

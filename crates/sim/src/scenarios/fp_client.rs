@@ -260,6 +260,18 @@ impl HostPair {
         (mean * (0.9 + 0.2 * rng.unit())) as u64
     }
 
+    /// The gap after a regular packet at `rate_bps` with a uniform relative
+    /// jitter of ±`jitter` (the mean stays the exact pace); no random draw
+    /// when `jitter` is 0.
+    pub fn jittered_gap_ns(&self, rate_bps: f64, jitter: f64, rng: &mut Rng) -> u64 {
+        let mean = mean_gap_ns(self.regular.len(), rate_bps);
+        if jitter > 0.0 {
+            (mean * (1.0 - jitter + 2.0 * jitter * rng.unit())) as u64
+        } else {
+            mean as u64
+        }
+    }
+
     /// A host waiting for its request's answer wakes up for the echo due
     /// at `due` ([`CapClient::on_delivered`]).
     pub fn wake(&mut self, due: Option<u64>) {

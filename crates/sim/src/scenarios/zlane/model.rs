@@ -1,7 +1,28 @@
 //! The analytical model of Figure 4: the paper's equations (1) and (2) for
-//! Z-Lane routers and its FIFO equation, plus max-min models of the two
-//! baselines the paper describes only in words (per-flow fairness, local
-//! isolation), on the same traffic decomposition as the simulation.
+//! Z-Lane routers and its FIFO equation, the paper's per-flow fairness
+//! abstraction ([`fig4_per_flow_model`]), plus max-min models of the
+//! simulated baselines the paper describes only in words (per-flow DRR with
+//! a fixed set of source flows, local isolation), on the same traffic
+//! decomposition as the simulation.
+//!
+//! # Two models of per-flow fairness
+//! The paper states only that "the attacker ... creates twice the number of
+//! flows per traffic volume than the benign parties". Its per-flow
+//! abstraction counts flows in proportion to the volume that arrives at a
+//! router, for the source too: `k` flows per Gbit/s of benign traffic, `2k`
+//! per Gbit/s of attack. Under the attack every flow is above the fair
+//! share, so at router n
+//!
+//! `t_S = min{ C·(μ_A + μ_G) / (f_benign + f_S + 2·D), 1 } × f_S`
+//!
+//! (the FIFO equation with the attack volume counted twice): the same
+//! fraction is taken again at every hop and the source's throughput decays
+//! exponentially along the path, as the paper's Figure 4 shows for every
+//! baseline. A max-min router with a *fixed* set of source flows behaves
+//! differently: the source's `round(F / flow_gbps)` flows each get the fair
+//! share at router 1, and that thinned rate is below the fair share at
+//! every later router, so after hop 1 nothing more is lost (the
+//! `RouterKind::Fair` model below, which the simulated DRR router follows).
 //!
 //! At router n the source's arrival is what router n − 1 delivered
 //! (`f_1 = F`); all other traffic at the router adds up to `X·C − F`
@@ -22,6 +43,38 @@ pub fn fig4_model(p: &Fig4Params, hops: &[RouterKind], f: f64) -> Vec<f64> {
             t
         })
         .collect()
+}
+
+/// The paper's per-flow fairness abstraction over all `p.routers` routers:
+/// the source's throughput after each router (Gbit/s) when every router
+/// shares `C·baseline_capacity_share` max-min fairly among flows whose
+/// number is proportional to the traffic volume, the attack's at twice the
+/// flows per volume of the benign traffic (see the module docs). Same
+/// traffic decomposition and parameters as the FIFO model.
+pub fn fig4_per_flow_model(p: &Fig4Params, f: f64) -> Vec<f64> {
+    let mut t = f;
+    (0..p.routers)
+        .map(|n| {
+            t = per_flow_hop(p, n, f, t);
+            t
+        })
+        .collect()
+}
+
+/// Throughput of the source out of router `n` (0-based) under the paper's
+/// per-flow abstraction, given its arrival `fs` there and its original
+/// rate `f`: flows of `flow_gbps` for the benign traffic and the source
+/// (their number follows the arriving volume), of half that for the attack.
+fn per_flow_hop(p: &Fig4Params, n: usize, f: f64, fs: f64) -> f64 {
+    if fs <= 0.0 {
+        return 0.0;
+    }
+    let (others, peers, d) = cross(p, n, f);
+    let phi = p.flow_gbps;
+    let mut flows = vec![(others + peers, phi), (d, phi / 2.0), (fs, phi)];
+    flows.retain(|x| x.0 > 0.0 && x.1 > 0.0);
+    let level = water_level(p.capacity_gbps * p.baseline_capacity_share, &flows);
+    fs * (level / phi).min(1.0)
 }
 
 /// Traffic at router `n` (0-based) besides the source: (other guaranteed
@@ -82,7 +135,9 @@ fn hop(p: &Fig4Params, kind: RouterKind, n: usize, f: f64, fs: f64) -> f64 {
         }
         RouterKind::Fair => {
             // Max-min over flows: benign flows carry flow_gbps, attack flows
-            // half of it; the source's flows carry fs / (its flow count).
+            // half of it; the source keeps its round(f / flow_gbps) flows,
+            // each carrying fs / (its flow count) (the simulated DRR router;
+            // the paper's abstraction is `fig4_per_flow_model`).
             let phi = p.flow_gbps;
             let n_s = (f / phi).round().max(1.0);
             let mut flows = vec![(others + peers, phi), (d, phi / 2.0), (fs, fs / n_s)];
@@ -180,6 +235,25 @@ mod tests {
         let l = water_level(11.0, &[(20.0, 10.0), (1.0, 1.0)]);
         assert!((l - 5.0).abs() < 1e-9, "{l}");
         assert!(water_level(100.0, &[(20.0, 10.0)]).is_infinite());
+    }
+
+    #[test]
+    fn paper_per_flow_model_counts_the_attack_twice() {
+        let p = Fig4Params::default();
+        let t = fig4_per_flow_model(&p, 2.0);
+        assert_eq!(t.len(), p.routers);
+        // Router 1 (inside): others 8 - 1 = 7, attack 80 - 2 - 7 = 71, so
+        // 14 / (7 + 2 + 2 * 71) of the source passes.
+        let want = 2.0 * 14.0 / (7.0 + 2.0 + 142.0);
+        assert!((t[0] - want).abs() < 1e-9, "{t:?}");
+        // Without congestion nothing is lost.
+        let calm = Fig4Params { intensity: 0.2, ..Fig4Params::default() };
+        assert!(fig4_per_flow_model(&calm, 1.0).iter().all(|x| (x - 1.0).abs() < 1e-9));
+        // The max-min model with a fixed set of source flows stops losing
+        // after router 1; the paper's abstraction keeps losing.
+        let fixed = fig4_model(&p, &[RouterKind::Fair; 8], 2.0);
+        assert!((fixed[7] / fixed[0] - 1.0).abs() < 0.05, "{fixed:?}");
+        assert!(t[7] < t[0] * 1e-6, "{t:?}");
     }
 
     #[test]
