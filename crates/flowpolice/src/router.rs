@@ -365,6 +365,18 @@ impl Router {
         (e, params)
     }
 
+    /// The entry at slot `hint` if it holds `flow_id`, and the parameters
+    /// (the stage's common packet: a right hint).
+    #[inline(always)]
+    pub(crate) fn hinted_entry(
+        &mut self,
+        flow_id: u64,
+        hint: usize,
+    ) -> (Option<&mut FlowEntry>, &Params) {
+        let Router { table, params, .. } = self;
+        (table.hinted_mut(hint, flow_id), params)
+    }
+
     /// The state update of a regular packet whose flow is at slot `i`.
     #[inline(always)]
     fn update_entry(

@@ -380,7 +380,8 @@ fn bursts_match_the_router_packet_by_packet() {
 }
 
 fn bursts_match_the_router(slot_hints: bool) {
-    use flowpolice::{Mark, Params, Reject, Router};
+    use flowpolice::stage::Counters;
+    use flowpolice::{Feedback, Mark, Params, Reject, Router};
     let slots = 256;
     let mut cfg = config();
     cfg.slots = slots;
@@ -402,6 +403,9 @@ fn bursts_match_the_router(slot_hints: bool) {
     let key = CapabilityKey::new(&mac::Key::from(KEY));
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut checked = [0usize; 4];
+    // The counters of the regular-only bursts, from the twin's results.
+    let before = *st.counters();
+    let mut want = Counters::default();
     for (round, ms) in [10u64, 20, 900, 1400, 1600, 2900, 3100, 3200, 4700].into_iter().enumerate()
     {
         let at = now(ms);
@@ -430,13 +434,26 @@ fn bursts_match_the_router(slot_hints: bool) {
         let verdicts: Vec<Verdict> = (0..32).map(|k| b.meta(k).verdict).collect();
         b.drain(|buf, _| outs.push(buf));
         for (k, &(i, cap)) in sent.iter().enumerate() {
-            let want = twin.on_regular(&cap, at.mono_ns / 1_000_000);
-            match want {
+            let got = twin.on_regular(&cap, at.mono_ns / 1_000_000);
+            want.regular += 1;
+            match got {
                 Ok(a) => {
                     let class = match a.mark {
-                        Mark::Privileged => class::PRIVILEGED,
-                        _ => class::BEST_EFFORT,
+                        Mark::Privileged => {
+                            want.privileged += 1;
+                            class::PRIVILEGED
+                        }
+                        _ => {
+                            want.best_effort += 1;
+                            class::BEST_EFFORT
+                        }
                     };
+                    match a.feedback {
+                        Feedback::Current => want.feedback_current += 1,
+                        Feedback::Previous => want.feedback_previous += 1,
+                        Feedback::Unissued => want.feedback_unissued += 1,
+                    }
+                    want.restamped += u64::from(a.restamp.is_some());
                     assert_eq!(
                         verdicts[k],
                         Verdict::Forward { port: 3, class },
@@ -457,9 +474,18 @@ fn bursts_match_the_router(slot_hints: bool) {
                 }
                 Err(r) => {
                     let reason = match r {
-                        Reject::BadMac => DropReason::BadMac,
-                        Reject::Expired => DropReason::Expired,
-                        Reject::OverWindow => DropReason::OverRate,
+                        Reject::BadMac => {
+                            want.bad_mac += 1;
+                            DropReason::BadMac
+                        }
+                        Reject::Expired => {
+                            want.expired += 1;
+                            DropReason::Expired
+                        }
+                        Reject::OverWindow => {
+                            want.over_window += 1;
+                            DropReason::OverRate
+                        }
                         Reject::TableFull => unreachable!(),
                     };
                     assert_eq!(drop_of(verdicts[k]), Some(reason), "round {round} pkt {k}");
@@ -468,6 +494,23 @@ fn bursts_match_the_router(slot_hints: bool) {
             }
         }
     }
+    let c = *st.counters();
+    let mut got = Counters {
+        regular: c.regular - before.regular,
+        privileged: c.privileged - before.privileged,
+        best_effort: c.best_effort - before.best_effort,
+        feedback_current: c.feedback_current - before.feedback_current,
+        feedback_previous: c.feedback_previous - before.feedback_previous,
+        feedback_unissued: c.feedback_unissued - before.feedback_unissued,
+        restamped: c.restamped - before.restamped,
+        bad_mac: c.bad_mac - before.bad_mac,
+        over_window: c.over_window - before.over_window,
+        // The twin reports unknown flows (no entry) as expired.
+        expired: c.expired - before.expired + c.unknown_flow - before.unknown_flow,
+        ..Counters::default()
+    };
+    got.unknown_flow = 0;
+    assert_eq!(got, want, "hints {slot_hints}");
     // Every branch was exercised: restamped, not restamped, dropped, forged.
     assert!(checked.iter().all(|&c| c > 0), "{checked:?}");
     for &(i, _) in &caps {

@@ -9,24 +9,27 @@ use super::scratch::{Carried, NO_HINT};
 use super::FlowPolice;
 use crate::class;
 
+/// What [`FlowPolice::classify`] made of a packet.
+pub(super) enum Classified {
+    /// A regular packet, for [`FlowPolice::regular`].
+    Regular(Carried),
+    /// A request, recorded for pass 3.
+    Request,
+    /// Legacy, or dropped: nothing more to do in this burst.
+    Done,
+}
+
 impl FlowPolice {
     /// Pass 1 for a regular packet: flow binding, hash, tag (or first chunk
-    /// line) prefetch, MAC input to `blocks[*n]`.
+    /// line) prefetch, MAC input to `blocks[*n]`. `false`: the flow ID does
+    /// not match the addresses (counted here; the caller drops the packet).
     #[inline(always)]
-    pub(super) fn regular<B: PacketBuf>(
-        &mut self,
-        batch: &mut Batch<B>,
-        i: usize,
-        c: Carried,
-        n: &mut usize,
-        mask: &mut u32,
-    ) {
+    pub(super) fn regular(&mut self, i: usize, c: Carried, n: &mut usize) -> bool {
         if self.check_binding && c.fid != c.addr_fid {
-            // Counted as regular here; the others by their `mask` bits.
+            // Counted as regular here; the others by their number.
             self.counters.regular += 1;
             self.counters.flow_mismatch += 1;
-            batch.drop_packet(i, DropReason::BadMac);
-            return;
+            return false;
         }
         let table = self.router.table();
         let hash = table.hash(c.fid);
@@ -50,12 +53,12 @@ impl FlowPolice {
         s.mac[*n] = c.mac;
         self.idx[*n] = i as u8;
         *n += 1;
-        *mask |= 1 << i;
         // Pass 1b, `lag` regular packets behind (one per new packet; the
         // last `lag` after the loop).
         if *n > self.lag {
             self.hint(*n - 1 - self.lag);
         }
+        true
     }
 
     /// Pass 1b for the `k`-th regular packet: its window's tags name the
@@ -83,19 +86,17 @@ impl FlowPolice {
     }
 
     /// Pass 1 for a packet the fast path did not take: classify, cheap
-    /// checks, hash and prefetch; a regular packet's MAC input goes to
-    /// `blocks[*n]`, its bit to `regular`, a request's to `request`. Out of
-    /// line: keeps the fast path's loop small (fewer register spills).
+    /// checks, hash and prefetch. A regular packet's capability is returned
+    /// for the caller's [`Self::regular`]; a request is recorded here. Out of
+    /// line, and borrowing none of the caller's loop state: keeps the fast
+    /// path's loop small (its counters stay in registers).
     #[inline(never)]
     pub(super) fn classify<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         i: usize,
         now: pipeline::Now,
-        n: &mut usize,
-        regular: &mut u32,
-        request: &mut u32,
-    ) {
+    ) -> Classified {
         let located = match self.locate(batch, i) {
             Ok(Some(l)) => l,
             Ok(None) => {
@@ -104,17 +105,17 @@ impl FlowPolice {
                     if !b.try_take(len, now.mono_ns) {
                         self.counters.legacy_cap += 1;
                         batch.drop_packet(i, DropReason::ChannelCap);
-                        return;
+                        return Classified::Done;
                     }
                 }
                 self.counters.legacy += 1;
                 batch.set_class(i, class::LEGACY);
-                return;
+                return Classified::Done;
             }
             Err(e) => {
                 self.counters.malformed += 1;
                 batch.drop_packet(i, e.into());
-                return;
+                return Classified::Done;
             }
         };
         let data = batch.data(i);
@@ -126,7 +127,7 @@ impl FlowPolice {
                 if !b.try_take(data.len(), now.mono_ns) {
                     self.counters.request_cap += 1;
                     batch.drop_packet(i, DropReason::ChannelCap);
-                    return;
+                    return Classified::Done;
                 }
             }
             let puzzle = Puzzle {
@@ -139,7 +140,7 @@ impl FlowPolice {
             if !self.puzzle.check(&self.seeds, now.unix_ms(), src, dst, &puzzle) {
                 self.counters.bad_puzzle += 1;
                 batch.drop_packet(i, DropReason::BadPuzzle);
-                return;
+                return Classified::Done;
             }
             let hash = self.router.table().hash(flow_id);
             self.router.table().prefetch_insert(hash);
@@ -148,13 +149,12 @@ impl FlowPolice {
             s.level[i] = level;
             s.fid[i] = flow_id;
             s.hash[i] = hash;
-            *request |= 1 << i;
+            Classified::Request
         } else {
             // `locate` checked the 28 bytes.
             let h: Option<&[u8; 28]> = data.get(located.shim..).and_then(|h| h.first_chunk());
-            let Some(h) = h else { return };
-            let c = Self::carried(h, located.shim, flow_id);
-            self.regular(batch, i, c, n, regular);
+            let Some(h) = h else { return Classified::Done };
+            Classified::Regular(Self::carried(h, located.shim, flow_id))
         }
     }
 }

@@ -56,8 +56,9 @@ mod reconfigure;
 mod scratch;
 mod update;
 
+use classify::Classified;
 pub use counters::Counters;
-use scratch::{Scratch, Tally, EMPTY_SCRATCH};
+use scratch::{Fast, Scratch, Tally, EMPTY_SCRATCH};
 
 /// Default regular packets between prefetching a packet's tags and reading
 /// them to prefetch its entry (pass 1b runs this far behind pass 1) for
@@ -211,63 +212,136 @@ impl Element for FlowPolice {
     }
 }
 
+impl FlowPolice {
+    /// Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
+    /// `lag` regular packets behind, read their tags and prefetch their
+    /// entries (pass 1b, see `hint`). Returns the number of regular packets
+    /// (their batch indices in `idx`) and the mask of requests.
+    #[inline(always)]
+    fn pass1<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) -> (usize, u32) {
+        let mut request = 0u32;
+        let mut n = 0;
+        for i in batch.live() {
+            let c = match self.fast_regular(batch.meta(i), batch.data(i)) {
+                Some(c) => c,
+                None => match self.classify(batch, i, now) {
+                    Classified::Regular(c) => c,
+                    Classified::Request => {
+                        request |= 1 << i;
+                        continue;
+                    }
+                    Classified::Done => continue,
+                },
+            };
+            if !self.regular(i, c, &mut n) {
+                batch.drop_packet(i, DropReason::BadMac);
+            }
+        }
+        for k in n.saturating_sub(self.lag)..n {
+            self.hint(k);
+        }
+        (n.min(BURST), request)
+    }
+
+    /// Pass 3 of a burst of regular packets only (`n` of them): their
+    /// ordinals `k` follow arrival order, and each tag is compared just
+    /// before the packet's update (no separate pass, no per-packet type
+    /// test). New capabilities go to `blocks[m]`, `m ≤ k`: tag `k` is read
+    /// first. Returns `m`. Out of line: a loop with the registers to itself.
+    #[inline(never)]
+    fn pass3_regular<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        n: usize,
+        now_ms: u64,
+        fast: &mut Fast,
+        t: &mut Tally,
+    ) -> usize {
+        let n = n.min(BURST);
+        // The tags as words, branch-free, into a mask of ordinals.
+        let mut bad = 0u32;
+        for (k, (tag, &mac)) in self.blocks[..n].iter().zip(&self.s.mac[..n]).enumerate() {
+            let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+            bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << k;
+        }
+        if bad != 0 {
+            self.drop_bad_macs(batch, bad);
+        }
+        // New capabilities go to `blocks[m]`, `m ≤ k`: tag `k` was read.
+        let (mut m, mut f) = (0, Fast::default());
+        for k in Indices::of(((1u64 << n) - 1) as u32 & !bad) {
+            // `k, i < BURST`: the modulo only spares the bounds checks.
+            let i = usize::from(self.idx[k % BURST]) % BURST;
+            self.regular_pass3(batch, i, now_ms, &mut m, &mut f, t);
+        }
+        fast.current += f.current;
+        fast.privileged += f.privileged;
+        m
+    }
+
+    /// Drops the packets whose capabilities do not verify (`bad`: a mask
+    /// of ordinals; rare, out of line).
+    #[cold]
+    #[inline(never)]
+    fn drop_bad_macs<B: PacketBuf>(&mut self, batch: &mut Batch<B>, bad: u32) {
+        self.counters.bad_mac += u64::from(bad.count_ones());
+        for k in Indices::of(bad) {
+            batch.drop_packet(usize::from(self.idx[k % BURST]), DropReason::BadMac);
+        }
+    }
+}
+
 impl<B: PacketBuf> Stage<B> for FlowPolice {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let now_ms = match self.clock {
             Clock::Monotonic => now.mono_ns / 1_000_000,
             Clock::Unix => now.unix_ms(),
         };
-        let mut t = Tally::default();
-        let (mut regular, mut request) = (0u32, 0u32);
-        // Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
-        // `lag` regular packets behind, read their tags and prefetch
-        // their entries (pass 1b, see `hint`).
-        let mut n = 0;
-        for i in batch.live() {
-            match self.fast_regular(batch.meta(i), batch.data(i)) {
-                Some(c) => self.regular(batch, i, c, &mut n, &mut regular),
-                None => self.classify(batch, i, now, &mut n, &mut regular, &mut request),
-            }
-        }
-        for k in n.saturating_sub(self.lag)..n {
-            self.hint(k);
-        }
+        let (mut t, mut fast) = (Tally::default(), Fast::default());
+        let (n, request) = self.pass1(batch, now);
         // Pass 2: verify every carried capability in one batched AES call
-        // (while the entries load); compare tags as words, branch-free.
+        // (while the entries load).
         self.router.key().mac_blocks(&mut self.blocks[..n]);
-        let mut bad = 0u32;
-        for ((&i, tag), &mac) in self.idx[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]) {
-            let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-            bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << i;
-        }
-        if bad != 0 {
-            self.counters.bad_mac += u64::from(bad.count_ones());
-            for i in Indices::of(bad) {
-                batch.drop_packet(i, DropReason::BadMac);
-            }
-        }
         // Pass 3: table updates in arrival order; new capabilities' MAC
         // inputs (and plaintexts) gathered for pass 4.
-        let mut n = 0;
+        let mut m = 0;
         if request == 0 {
-            // The common burst: regular packets only (no per-packet type test).
-            for i in Indices::of(regular & batch.live_mask()) {
-                self.regular_pass3(batch, i, now_ms, &mut n, &mut t);
-            }
+            // The common burst: regular packets only, their ordinals `k` in
+            // arrival order; each tag is compared just before the packet's
+            // update (no separate pass, no per-packet type test). New
+            // capabilities go to `blocks[m]`, `m ≤ k`: tag `k` is read first.
+            m = self.pass3_regular(batch, n, now_ms, &mut fast, &mut t);
         } else {
+            // Compare the tags as words, branch-free.
+            let mut bad = 0u32;
+            let macs = self.idx[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]);
+            for ((&i, tag), &mac) in macs {
+                let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+                bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << i;
+            }
+            if bad != 0 {
+                self.counters.bad_mac += u64::from(bad.count_ones());
+                for i in Indices::of(bad) {
+                    batch.drop_packet(i, DropReason::BadMac);
+                }
+            }
+            // The regular packets' batch indices as a mask.
+            let regular =
+                self.idx[..n].iter().fold(0u32, |r, &i| r | 1 << (usize::from(i) % BURST));
             for i in Indices::of((regular | request) & batch.live_mask()) {
                 if request & (1 << i) != 0 {
-                    self.request_pass3(batch, i, now_ms, &mut n);
+                    self.request_pass3(batch, i, now_ms, &mut m, &mut t);
                 } else {
-                    self.regular_pass3(batch, i, now_ms, &mut n, &mut t);
+                    self.regular_pass3(batch, i, now_ms, &mut m, &mut fast, &mut t);
                 }
             }
         }
         // Pass 4: MAC the new capabilities together and write each one
         // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and a
         // regular packet's type byte) with one bounds check.
-        self.router.key().mac_blocks(&mut self.blocks[..n]);
-        for k in 0..n {
+        let m = m.min(BURST);
+        self.router.key().mac_blocks(&mut self.blocks[..m]);
+        for k in 0..m {
             let i = usize::from(self.idx[k]);
             let at = usize::from(self.s.shim[i]);
             let ty = self.s.level[i];
@@ -285,13 +359,14 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         }
         // Per-burst tallies into the counters.
         let c = &mut self.counters;
-        let accepted: u64 = t.feedback.iter().sum();
-        c.regular += u64::from(regular.count_ones());
-        c.privileged += t.privileged;
-        c.best_effort += accepted - t.privileged;
-        c.feedback_current += t.feedback[0];
+        let accepted: u64 = t.feedback.iter().sum::<u64>() + fast.current;
+        let privileged = t.privileged + fast.privileged;
+        c.regular += n as u64;
+        c.privileged += privileged;
+        c.best_effort += accepted - privileged;
+        c.feedback_current += t.feedback[0] + fast.current;
         c.feedback_previous += t.feedback[1];
         c.feedback_unissued += t.feedback[2];
-        c.restamped += t.restamped;
+        c.restamped += m as u64 - t.requests_stamped;
     }
 }

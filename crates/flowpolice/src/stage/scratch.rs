@@ -85,7 +85,19 @@ pub(super) struct Tally {
     pub(super) privileged: u64,
     /// Indexed by [`feedback_index`].
     pub(super) feedback: [u64; 3],
-    pub(super) restamped: u64,
+    /// Requests that got a capability (the other new capabilities are
+    /// restamped regular packets).
+    pub(super) requests_stamped: u64,
+}
+
+/// Tallies of the regular packets Algorithm 1's fast path took (kept apart
+/// from [`Tally`] so that the update loop holds them in registers).
+#[derive(Default)]
+pub(super) struct Fast {
+    /// Accepted with `Feedback::Current`.
+    pub(super) current: u64,
+    /// Of those, privileged.
+    pub(super) privileged: u64,
 }
 
 #[inline(always)]

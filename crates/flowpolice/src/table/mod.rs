@@ -102,7 +102,7 @@ pub struct FlowTable {
     homes: u64,
     /// Window in slots (a multiple of [`CHUNK_SLOTS`]).
     window: usize,
-    /// The window's bytes in its first 8-tag word.
+    /// The window's bytes in its first 8-tag word, as their top bits.
     first_valid: u64,
     /// The window's slots in its last 32-tag block.
     last_block_valid: u32,
@@ -151,7 +151,7 @@ mod tags;
 #[cfg(test)]
 mod tests;
 
-use tags::{block_mask, window_mask, BLOCK};
+use tags::{block_mask, window_top_bits, BLOCK};
 
 impl FlowTable {
     /// A table of `slots` slots (rounded up to a multiple of [`CHUNK_SLOTS`]; at
@@ -175,7 +175,7 @@ impl FlowTable {
             tags,
             homes: (n_chunks - window / CHUNK_SLOTS + 1) as u64,
             window,
-            first_valid: window_mask(window),
+            first_valid: window_top_bits(window),
             last_block_valid: block_mask(window - (window.div_ceil(BLOCK) - 1) * BLOCK),
             k0: hash_key[0],
             // Odd, and never tiny: a small multiplier would leave the high bits 0.

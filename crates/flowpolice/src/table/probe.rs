@@ -54,6 +54,14 @@ impl FlowTable {
         self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])
     }
 
+    /// The entry at slot `i` if it holds `flow_id` (a right hint: see
+    /// [`find_tagged_mut`](Self::find_tagged_mut)).
+    #[inline(always)]
+    pub(crate) fn hinted_mut(&mut self, i: usize, flow_id: u64) -> Option<&mut FlowEntry> {
+        let e = self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])?;
+        (e.flow_id == flow_id && e.is_occupied()).then_some(e)
+    }
+
     /// [`find_tagged`](Self::find_tagged) without a (right) hint: kept out
     /// of line, off the hinted fast path.
     #[inline(never)]

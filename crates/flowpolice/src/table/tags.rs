@@ -5,18 +5,26 @@
 pub(super) const LO: u64 = 0x0101_0101_0101_0101;
 const HI: u64 = 0x8080_8080_8080_8080;
 
-/// Bytes of `x` equal to zero, flagged by their top bit (SWAR). Exact for
-/// the lowest flagged byte; bytes above a zero byte may be flagged too (a
-/// borrow), which only costs an extra entry compare.
+/// Bytes of `x` equal to zero, flagged by their top bit (SWAR), among the
+/// bytes whose top bit `valid` flags (a subset of `HI`, so that one mask
+/// does both). Exact for the lowest flagged byte; bytes above a zero byte
+/// may be flagged too (a borrow), which only costs an extra entry compare.
 #[inline(always)]
-const fn zero_bytes(x: u64) -> u64 {
-    x.wrapping_sub(LO) & !x & HI
+const fn zero_bytes(x: u64, valid: u64) -> u64 {
+    x.wrapping_sub(LO) & !x & valid
+}
+
+/// [`window_mask`] as the top bits of its bytes, the `valid` of
+/// [`first_match`].
+#[inline(always)]
+pub(super) const fn window_top_bits(left: usize) -> u64 {
+    window_mask(left) & HI
 }
 
 /// The bytes of an 8-tag word that lie inside a window with `left` slots
 /// still to scan.
 #[inline(always)]
-pub(super) const fn window_mask(left: usize) -> u64 {
+const fn window_mask(left: usize) -> u64 {
     if left >= 8 {
         !0
     } else {
@@ -24,7 +32,8 @@ pub(super) const fn window_mask(left: usize) -> u64 {
     }
 }
 
-/// The first byte of the 8-tag word `w` (within `valid`) equal to the tag
+/// The first byte of the 8-tag word `w` (within `valid`, the top bits of
+/// the bytes to look at: [`window_top_bits`]) equal to the tag
 /// repeated in `pattern`: `Ok(byte)`, or `Err(more)` where `more` says no
 /// byte was empty (the window may continue in the next word). A match past
 /// the word's first empty byte is returned too (a hint, never a result:
@@ -33,11 +42,11 @@ pub(super) const fn window_mask(left: usize) -> u64 {
 #[inline(always)]
 pub(super) const fn first_match(w: u64, pattern: u64, valid: u64) -> Result<usize, bool> {
     // The lowest flagged byte is exact (a borrow only flags bytes above it).
-    let m = zero_bytes(w ^ pattern) & valid;
+    let m = zero_bytes(w ^ pattern, valid);
     if m != 0 {
         Ok((m.trailing_zeros() / 8) as usize)
     } else {
-        Err(zero_bytes(w) & valid == 0)
+        Err(zero_bytes(w, valid) == 0)
     }
 }
 
