@@ -53,19 +53,21 @@ pub enum Proto {
 /// [`UNCHECKED`](Self::UNCHECKED), and stages judge the packet in full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScionHint {
-    path_type: u8,
+    /// The path type plus one (wrapping): 0, all zero bytes with `next_hdr`,
+    /// is "unchecked", so a fresh [`Meta`] is written with wide zero stores.
+    path_type_plus_one: u8,
     next_hdr: u8,
 }
 
 impl ScionHint {
     /// Nothing checked.
-    pub const UNCHECKED: ScionHint = ScionHint { path_type: u8::MAX, next_hdr: 0 };
+    pub const UNCHECKED: ScionHint = ScionHint { path_type_plus_one: 0, next_hdr: 0 };
 
     /// The hint of a header that passed the check. Path type 255 reads as
     /// unchecked (no such path type is defined; stages then judge in full).
     #[inline(always)]
     pub const fn checked(path_type: u8, next_hdr: u8) -> ScionHint {
-        ScionHint { path_type, next_hdr }
+        ScionHint { path_type_plus_one: path_type.wrapping_add(1), next_hdr }
     }
 
     /// The hint for the SCION header at the start of `pkt`, as the parse
@@ -82,10 +84,10 @@ impl ScionHint {
     /// `PathType` and `NextHdr` of a checked header.
     #[inline(always)]
     pub const fn get(self) -> Option<(PathType, u8)> {
-        if self.path_type == u8::MAX {
+        if self.path_type_plus_one == 0 {
             None
         } else {
-            Some((PathType(self.path_type), self.next_hdr))
+            Some((PathType(self.path_type_plus_one - 1), self.next_hdr))
         }
     }
 
@@ -106,27 +108,36 @@ impl Default for ScionHint {
 }
 
 /// Per-packet metadata carried next to the buffer through the pipeline.
+///
+/// 20 bytes, laid out (`repr(C)`) for [`Meta::new`], which the runtime
+/// writes for every received packet: the zero fields, the two copies of the
+/// arrival port and the [`NO_OFFSET`] fields each lie together, so that a
+/// fresh record takes a few wide stores instead of one per field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Meta {
-    /// Port the packet arrived on.
-    pub port: u16,
     /// Flow hash (RSS) used for sharding and table lookups.
     pub hash: u32,
-    /// Network layer found by the parser.
-    pub l3: L3,
+    /// The decision so far; starts as forward-to-ingress-port in best effort.
+    pub verdict: Verdict,
+    /// Port the packet arrived on.
+    pub port: u16,
     /// Offset of the network header, or [`NO_OFFSET`].
     pub l3_off: u16,
     /// Offset of the transport header (UDP/TCP), or [`NO_OFFSET`].
     pub l4_off: u16,
-    /// Protocol found above IP.
-    pub proto: Proto,
     /// Offset of the protocol header in [`proto`](Self::proto), or [`NO_OFFSET`].
     pub proto_off: u16,
-    /// The decision so far; starts as forward-to-ingress-port in best effort.
-    pub verdict: Verdict,
+    /// Network layer found by the parser.
+    pub l3: L3,
+    /// Protocol found above IP.
+    pub proto: Proto,
     /// The parse stage's check of a SCION header ([`Proto::Scion`] only).
     pub scion: ScionHint,
 }
+
+// The layout the comment above describes.
+const _: () = assert!(core::mem::size_of::<Meta>() == 20);
 
 impl Meta {
     /// Fresh metadata for a packet that arrived on `port`.
