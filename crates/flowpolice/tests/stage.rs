@@ -373,6 +373,53 @@ fn fast_path_and_generic_walk_agree() {
 /// exactly the verdicts and capabilities of the router driven packet by
 /// packet (`Router::on_regular`), through both halves of a period, the
 /// period roll-over, forged MACs and unknown flows.
+/// Counts a rejected regular packet as the stage does and returns the
+/// drop reason it must carry.
+fn tally_rejected(want: &mut flowpolice::stage::Counters, r: flowpolice::Reject) -> DropReason {
+    use flowpolice::Reject;
+    match r {
+        Reject::BadMac => {
+            want.bad_mac += 1;
+            DropReason::BadMac
+        }
+        Reject::Expired => {
+            want.expired += 1;
+            DropReason::Expired
+        }
+        Reject::OverWindow => {
+            want.over_window += 1;
+            DropReason::OverRate
+        }
+        Reject::TableFull => unreachable!("a regular packet never fills the table"),
+    }
+}
+
+/// Counts an accepted regular packet as the stage does (mark, feedback,
+/// restamp) and returns the class it must leave in.
+fn tally_accepted(
+    want: &mut flowpolice::stage::Counters,
+    a: &flowpolice::Accepted,
+) -> pipeline::Class {
+    use flowpolice::{Feedback, Mark};
+    let class = match a.mark {
+        Mark::Privileged => {
+            want.privileged += 1;
+            class::PRIVILEGED
+        }
+        _ => {
+            want.best_effort += 1;
+            class::BEST_EFFORT
+        }
+    };
+    match a.feedback {
+        Feedback::Current => want.feedback_current += 1,
+        Feedback::Previous => want.feedback_previous += 1,
+        Feedback::Unissued => want.feedback_unissued += 1,
+    }
+    want.restamped += u64::from(a.restamp.is_some());
+    class
+}
+
 #[test]
 fn bursts_match_the_router_packet_by_packet() {
     bursts_match_the_router(true);
@@ -381,7 +428,7 @@ fn bursts_match_the_router_packet_by_packet() {
 
 fn bursts_match_the_router(slot_hints: bool) {
     use flowpolice::stage::Counters;
-    use flowpolice::{Feedback, Mark, Params, Reject, Router};
+    use flowpolice::{Params, Reject, Router};
     let slots = 256;
     let mut cfg = config();
     cfg.slots = slots;
@@ -438,22 +485,7 @@ fn bursts_match_the_router(slot_hints: bool) {
             want.regular += 1;
             match got {
                 Ok(a) => {
-                    let class = match a.mark {
-                        Mark::Privileged => {
-                            want.privileged += 1;
-                            class::PRIVILEGED
-                        }
-                        _ => {
-                            want.best_effort += 1;
-                            class::BEST_EFFORT
-                        }
-                    };
-                    match a.feedback {
-                        Feedback::Current => want.feedback_current += 1,
-                        Feedback::Previous => want.feedback_previous += 1,
-                        Feedback::Unissued => want.feedback_unissued += 1,
-                    }
-                    want.restamped += u64::from(a.restamp.is_some());
+                    let class = tally_accepted(&mut want, &a);
                     assert_eq!(
                         verdicts[k],
                         Verdict::Forward { port: 3, class },
@@ -473,21 +505,7 @@ fn bursts_match_the_router(slot_hints: bool) {
                     }
                 }
                 Err(r) => {
-                    let reason = match r {
-                        Reject::BadMac => {
-                            want.bad_mac += 1;
-                            DropReason::BadMac
-                        }
-                        Reject::Expired => {
-                            want.expired += 1;
-                            DropReason::Expired
-                        }
-                        Reject::OverWindow => {
-                            want.over_window += 1;
-                            DropReason::OverRate
-                        }
-                        Reject::TableFull => unreachable!(),
-                    };
+                    let reason = tally_rejected(&mut want, r);
                     assert_eq!(drop_of(verdicts[k]), Some(reason), "round {round} pkt {k}");
                     checked[2 + usize::from(r == Reject::BadMac)] += 1;
                 }
@@ -542,7 +560,7 @@ fn mixed_bursts_match_the_router_packet_by_packet() {
 
 fn mixed_bursts_match_the_router(slot_hints: bool, lag: usize) {
     use flowpolice::stage::Counters;
-    use flowpolice::{Feedback, Mark, Params, Reject, Router};
+    use flowpolice::{Params, Router};
     let slots = 256;
     let mut cfg = config();
     cfg.slots = slots;
@@ -649,22 +667,7 @@ fn mixed_bursts_match_the_router(slot_hints: bool, lag: usize) {
                     want.regular += 1;
                     match got {
                         Ok(a) => {
-                            let class = match a.mark {
-                                Mark::Privileged => {
-                                    want.privileged += 1;
-                                    class::PRIVILEGED
-                                }
-                                _ => {
-                                    want.best_effort += 1;
-                                    class::BEST_EFFORT
-                                }
-                            };
-                            match a.feedback {
-                                Feedback::Current => want.feedback_current += 1,
-                                Feedback::Previous => want.feedback_previous += 1,
-                                Feedback::Unissued => want.feedback_unissued += 1,
-                            }
-                            want.restamped += u64::from(a.restamp.is_some());
+                            let class = tally_accepted(&mut want, a);
                             assert_eq!(verdicts[k], Verdict::Forward { port: 3, class }, "{ctx}");
                             assert_eq!(cap_of(&outs[k], 20), a.restamp.unwrap_or(*cap), "{ctx}");
                             // The type byte names the class; flags are zero.
@@ -672,21 +675,7 @@ fn mixed_bursts_match_the_router(slot_hints: bool, lag: usize) {
                             assert_eq!(outs[k][21], ty, "{ctx}");
                         }
                         Err(r) => {
-                            let reason = match r {
-                                Reject::BadMac => {
-                                    want.bad_mac += 1;
-                                    DropReason::BadMac
-                                }
-                                Reject::Expired => {
-                                    want.expired += 1;
-                                    DropReason::Expired
-                                }
-                                Reject::OverWindow => {
-                                    want.over_window += 1;
-                                    DropReason::OverRate
-                                }
-                                Reject::TableFull => unreachable!(),
-                            };
+                            let reason = tally_rejected(&mut want, *r);
                             assert_eq!(drop_of(verdicts[k]), Some(reason), "{ctx}");
                             // A dropped packet's bytes are left as they came.
                             assert_eq!(outs[k], regular_v4(SRC, dst(*f), *cap), "{ctx}");
