@@ -70,8 +70,6 @@ pub struct Layers {
     pub hash: u32,
     /// Whether the packet is an IP fragment.
     pub fragment: bool,
-    /// The SCION common header's check ([`Proto::Scion`] only).
-    pub scion: ScionHint,
 }
 
 impl Layers {
@@ -83,7 +81,6 @@ impl Layers {
         proto_off: NO_OFFSET,
         hash: 0,
         fragment: false,
-        scion: ScionHint::UNCHECKED,
     };
 }
 
@@ -163,9 +160,6 @@ pub fn classify(frame: &[u8], cfg: &ParseConfig) -> Result<Layers> {
             if out.proto == Proto::None && is_scion_port(&cfg.scion_ports, udp.dst_port()) {
                 out.proto = Proto::Scion;
                 out.proto_off = off(upper_off + packet::udp::HEADER_LEN);
-                out.scion = frame
-                    .get(upper_off + packet::udp::HEADER_LEN..)
-                    .map_or(ScionHint::UNCHECKED, ScionHint::of_header);
             }
         }
     }
@@ -253,7 +247,6 @@ fn classify_ipv4_fast(frame: &[u8], cfg: &ParseConfig) -> Option<Layers> {
             if is_scion_port(&cfg.scion_ports, udp.dst_port()) {
                 out.proto = Proto::Scion;
                 out.proto_off = (L4 + packet::udp::HEADER_LEN) as u16;
-                out.scion = ScionHint::of_header(frame.get(L4 + packet::udp::HEADER_LEN..)?);
             }
         }
     }
@@ -298,7 +291,8 @@ impl<B: PacketBuf> Stage<B> for Parse {
             let data = batch.data(i);
             // Plain IPv4 needs none of the checks below (not a fragment, IP).
             if let Some(l) = classify_ipv4_fast(data, &self.cfg) {
-                set_layers(batch.meta_mut_keep_hints(i), &l);
+                let hint = scion_hint(data, &l);
+                set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 continue;
             }
             match classify(data, &self.cfg) {
@@ -309,7 +303,8 @@ impl<B: PacketBuf> Stage<B> for Parse {
                         batch.drop_packet(i, DropReason::Unsupported);
                         continue;
                     }
-                    set_layers(batch.meta_mut_keep_hints(i), &l);
+                    let hint = scion_hint(data, &l);
+                    set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 }
                 Err(e) => batch.drop_packet(i, e.into()),
             }
@@ -317,17 +312,27 @@ impl<B: PacketBuf> Stage<B> for Parse {
     }
 }
 
-/// Copies the layer fields into the metadata (only layer fields change, so
-/// the batch's port hints stay valid).
+/// The SCION header hint of a frame with layers `l`: checked for SCION over
+/// UDP, for the stages after the parse stage (see [`ScionHint`]).
 #[inline(always)]
-fn set_layers(m: &mut crate::batch::Meta, l: &Layers) {
+fn scion_hint(frame: &[u8], l: &Layers) -> ScionHint {
+    if l.proto != Proto::Scion {
+        return ScionHint::UNCHECKED;
+    }
+    frame.get(usize::from(l.proto_off)..).map_or(ScionHint::UNCHECKED, ScionHint::of_header)
+}
+
+/// Copies the layer fields and the SCION header hint into the metadata
+/// (only layer fields change, so the batch's port hints stay valid).
+#[inline(always)]
+fn set_layers(m: &mut crate::batch::Meta, l: &Layers, scion: ScionHint) {
     m.l3 = l.l3;
     m.l3_off = l.l3_off;
     m.l4_off = l.l4_off;
     m.proto = l.proto;
     m.proto_off = l.proto_off;
     m.hash = l.hash;
-    m.scion = l.scion;
+    m.scion = scion;
 }
 
 #[cfg(test)]
@@ -390,7 +395,13 @@ mod tests {
 
     #[test]
     fn a_checked_scion_header_leaves_its_path_type_and_next_header_as_a_hint() {
-        let cfg = ParseConfig::default();
+        // The hint the stage leaves in the metadata of one frame.
+        let hint = |frame: Vec<u8>| {
+            let mut batch = Batch::<Vec<u8>>::new();
+            batch.push(frame, 0).unwrap();
+            Stage::process(&mut Parse::default(), &mut batch, Now::default());
+            batch.meta(0).scion
+        };
         // Common header: version 0, NextHdr UDP, HdrLen 9 (36 bytes: common,
         // IAs and two 4-byte hosts), PayloadLen 4, PathType 1, DL = SL = 0.
         let mut scion = [0u8; 40];
@@ -400,28 +411,22 @@ mod tests {
         scion[8] = 1;
         let mut u = udp(30041, 0);
         u.extend_from_slice(&scion);
-        let v4_frame = v4(17, &u);
-        let l = classify(&v4_frame, &cfg).unwrap();
-        assert_eq!(l.scion.get(), Some((packet::scion::PathType::SCION, 17)));
-        let l = classify(&v6(17, &u), &cfg).unwrap();
-        assert_eq!(l.scion.path_type(), Some(packet::scion::PathType::SCION));
-        // The stage keeps it in the metadata.
-        let mut batch = Batch::<Vec<u8>>::new();
-        batch.push(v4_frame, 0).unwrap();
-        Stage::process(&mut Parse::default(), &mut batch, Now::default());
-        assert_eq!(batch.meta(0).scion.get(), Some((packet::scion::PathType::SCION, 17)));
+        // The IPv4 fast path and the general (IPv6) path.
+        assert_eq!(hint(v4(17, &u)).get(), Some((packet::scion::PathType::SCION, 17)));
+        assert_eq!(hint(v6(17, &u)).path_type(), Some(packet::scion::PathType::SCION));
         // A payload the header does not cover, or an HdrLen shorter than the
         // address header: no hint (the SCION stages name the error).
-        let short = |at: usize, v: u8| {
+        let broken = |at: usize, v: u8| {
             let mut u = u.clone();
             u[8 + at] = v;
-            classify(&v4(17, &u), &cfg).unwrap().scion
+            (hint(v4(17, &u)), hint(v6(17, &u)))
         };
-        assert_eq!(short(7, 5), ScionHint::UNCHECKED);
-        assert_eq!(short(5, 6), ScionHint::UNCHECKED);
-        assert_eq!(short(0, 0x10), ScionHint::UNCHECKED, "version 1");
+        let none = (ScionHint::UNCHECKED, ScionHint::UNCHECKED);
+        assert_eq!(broken(7, 5), none);
+        assert_eq!(broken(5, 6), none);
+        assert_eq!(broken(0, 0x10), none, "version 1");
         // Not SCION: no hint.
-        assert_eq!(classify(&v4(17, &udp(53, 40)), &cfg).unwrap().scion, ScionHint::UNCHECKED);
+        assert_eq!(hint(v4(17, &udp(53, 40))), ScionHint::UNCHECKED);
     }
 
     #[test]
