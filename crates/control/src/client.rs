@@ -183,7 +183,17 @@ impl Cause {
             Cause::TlsRefused(innermost)
         } else if any(&["tls", "certificate", "https", "corrupt message", "handshake"]) {
             Cause::Tls(innermost)
-        } else if any(&["http2", "h2 protocol", "connection closed", "frame", "preface"]) {
+        } else if any(&[
+            "http2",
+            "h2 protocol",
+            "connection closed",
+            "frame",
+            "preface",
+            // hyper's word for a connection that closed before its first
+            // request could go out (e.g. a TLS 1.3 server that refused the
+            // client's certificate after the handshake).
+            "connection was not ready",
+        ]) {
             Cause::NotGrpc(innermost)
         } else {
             Cause::Other(innermost)
@@ -628,5 +638,23 @@ pub fn print<T: Show>(
             }
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Msg(&'static str);
+
+    #[test]
+    fn a_connection_closed_before_its_first_request_is_not_grpc() {
+        // Under TLS `connect_with` reports this as the peer refusing the
+        // client's certificate.
+        let c = Cause::of(&Msg("connection was not ready"));
+        assert!(matches!(c, Cause::NotGrpc(_)), "{c:?}");
+        assert!(matches!(Cause::of(&Msg("something else")), Cause::Other(_)));
     }
 }
