@@ -343,12 +343,7 @@ impl Classifier {
             // class from the hint, without reading the packet.
             if let Some((t, next)) = batch.meta(i).scion.get() {
                 if t != PathType::EPIC_Z {
-                    if best_effort(t.0, next) {
-                        self.counters.classes[U_QUEUE] += 1;
-                        batch.set_class(i, U);
-                    } else {
-                        self.apply(batch, i, path_class(t.0, next));
-                    }
+                    self.class_by_path(batch, i, t.0, next);
                     continue;
                 }
             }
@@ -363,12 +358,12 @@ impl Classifier {
             if PathType::peek(pkt) != Some(PathType::EPIC_Z) {
                 // Plain SCION (and EPIC-HP, empty) traffic passes on as U
                 // after the header checks alone.
-                if common_header_ok(pkt).is_some_and(|c| best_effort(c[8], c[4])) {
-                    self.counters.classes[U_QUEUE] += 1;
-                    batch.set_class(i, U);
-                } else {
-                    let d = non_epic_class(pkt);
-                    self.apply(batch, i, d);
+                match common_header_ok(pkt) {
+                    Some(c) => self.class_by_path(batch, i, c[8], c[4]),
+                    None => {
+                        let d = other_class(pkt);
+                        self.apply(batch, i, d);
+                    }
                 }
                 continue;
             }
@@ -505,6 +500,25 @@ impl Classifier {
             let d = v.and_then(|()| self.police(p, now));
             // (Batch indices are below BURST: the mask spares a bounds check.)
             self.apply(batch, usize::from(*i) & (BURST - 1), d);
+        }
+    }
+
+    /// Classes packet `i`, not EPIC-Z, of a checked header with
+    /// `path_type` and `NextHdr` `next`: best effort (the common case)
+    /// inline, the rest through [`path_class`].
+    #[inline(always)]
+    fn class_by_path<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        path_type: u8,
+        next: u8,
+    ) {
+        if best_effort(path_type, next) {
+            self.counters.classes[U_QUEUE] += 1;
+            batch.set_class(i, U);
+        } else {
+            self.apply(batch, i, path_class(path_type, next));
         }
     }
 

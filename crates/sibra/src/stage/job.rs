@@ -197,7 +197,7 @@ pub(super) fn fields_of<'s>(
             return Ok(Some((off, f)));
         }
     }
-    judge_other(data, off)?;
+    judge_other(data, off, pkt)?;
     Ok(None)
 }
 
@@ -205,10 +205,10 @@ pub(super) fn fields_of<'s>(
 /// invalid EPIC-Z path is dropped here. Paths without an EPIC part need only
 /// the common header check, done inline; the rest (and every failure, for
 /// its typed error) take `locate`. Out of line: it would crowd the SIBRA
-/// path's registers (≈ 15 instructions per SIBRA packet, measured).
+/// path's registers (≈ 15 instructions per SIBRA packet, measured). `pkt` is
+/// `data[off..]`.
 #[inline(never)]
-fn judge_other(data: &[u8], off: usize) -> Result<(), DropReason> {
-    let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
+fn judge_other(data: &[u8], off: usize, pkt: &[u8]) -> Result<(), DropReason> {
     match PathType::peek(pkt) {
         Some(t) if !has_own_part(t) && common_header_ok(pkt).is_some() => Ok(()),
         _ => scion::locate(data, off).map(|_| ()),
