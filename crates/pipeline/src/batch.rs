@@ -99,7 +99,20 @@ impl ScionHint {
             None => None,
         }
     }
+
+    /// The hint's bit in a set of path types ([`Batch::only_path_types`]):
+    /// bit `t` for a checked header of path type `t` below 63,
+    /// [`OTHER_PATHS`] for any other (and for no hint).
+    #[inline(always)]
+    pub const fn path_type_bit(self) -> u64 {
+        let t = self.path_type_plus_one.wrapping_sub(1);
+        1 << if t < 63 { t } else { 63 }
+    }
 }
+
+/// The bit of a set of path types that stands for "no hint, or a path type
+/// of 63 and above" ([`ScionHint::path_type_bit`]).
+pub const OTHER_PATHS: u64 = 1 << 63;
 
 impl Default for ScionHint {
     fn default() -> Self {
@@ -223,6 +236,11 @@ pub struct Batch<B> {
     /// hint kept by [`forward`](Self::forward) and
     /// [`forward_all`](Self::forward_all); cleared like `ingress`).
     egress: Option<u16>,
+    /// The path types the live packets may have, by their SCION hints (see
+    /// [`only_path_types`](Self::only_path_types)): a superset, all bits
+    /// when unknown. The parse stage sets it; adding packets or handing out
+    /// metadata mutably resets it.
+    path_types: u64,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -240,6 +258,7 @@ impl<B: PacketBuf> Batch<B> {
             live: 0,
             ingress: None,
             egress: None,
+            path_types: u64::MAX,
         }
     }
 
@@ -275,6 +294,7 @@ impl<B: PacketBuf> Batch<B> {
     /// verdicts forward back out of `port`).
     #[inline]
     fn note_added(&mut self, was_empty: bool, port: u16) {
+        self.path_types = u64::MAX;
         if was_empty {
             self.ingress = Some(port);
             self.egress = Some(port);
@@ -293,6 +313,35 @@ impl<B: PacketBuf> Batch<B> {
     fn forget_hints(&mut self) {
         self.ingress = None;
         self.egress = None;
+        self.path_types = u64::MAX;
+    }
+
+    /// Whether every live packet carries a SCION hint of a path type in
+    /// `types` (a bit set: bit `t` for path type `t` below 63, see
+    /// [`ScionHint::path_type_bit`]), as far as the batch knows: after the
+    /// parse stage, a stage whose path types are absent from a burst can
+    /// pass the whole burst on without looking at each packet's hint.
+    /// `false` when unknown (no parse stage ran, or a stage took the
+    /// metadata mutably since).
+    #[inline]
+    pub fn only_path_types(&self, types: u64) -> bool {
+        self.path_types & !(types & !OTHER_PATHS) == 0
+    }
+
+    /// Records the union of the live packets' [`ScionHint::path_type_bit`]s
+    /// (the parse stage, after it wrote every live packet's hint).
+    #[inline]
+    pub(crate) fn set_path_types(&mut self, types: u64) {
+        self.path_types = types;
+    }
+
+    /// Takes the path types of [`only_path_types`](Self::only_path_types)
+    /// from the live packets' hints as they are now: for a stage (or a test)
+    /// that wrote hints through [`meta_mut`](Self::meta_mut), which leaves
+    /// the path types unknown.
+    pub fn note_path_types(&mut self) {
+        let types = Indices(self.live).fold(0, |t, i| t | self.meta[i].scion.path_type_bit());
+        self.path_types = types;
     }
 
     /// The port every packet of the batch arrived on, if it is known that
@@ -442,6 +491,22 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
+    /// The live packets whose metadata satisfies `pred`, as a mask: one
+    /// branch-free pass over the burst's metadata, so that a stage can pass
+    /// a common kind of packet on in bulk and walk only the rest. (Cheaper
+    /// than a walk of [`live`](Self::live) for a predicate of a compare or
+    /// two.)
+    #[inline(always)]
+    pub fn live_where(&self, mut pred: impl FnMut(&Meta) -> bool) -> u32 {
+        // Over the whole fixed array: the slots past the burst's end are not
+        // live and masked off.
+        let mut mask = 0u32;
+        for (k, m) in self.meta.iter().enumerate() {
+            mask |= u32::from(pred(m)) << k;
+        }
+        mask & self.live
+    }
+
     /// The metadata of all packets (live or not), in index order.
     pub fn metas(&self) -> &[Meta] {
         &self.meta[..self.bufs.len()]
@@ -526,6 +591,59 @@ impl<B: PacketBuf> Batch<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_types_are_known_only_from_hints_of_live_packets() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        b.push(vec![0], 0).unwrap();
+        b.push(vec![1], 0).unwrap();
+        // Fresh packets carry no hint.
+        assert!(!b.only_path_types(1 << PathType::SCION.0));
+        b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
+        b.meta_mut(1).scion = ScionHint::checked(PathType::EPIC_HP.0, 17);
+        // Written through meta_mut: unknown until noted.
+        assert!(!b.only_path_types(u64::MAX));
+        b.note_path_types();
+        let (scion, hp) = (1 << PathType::SCION.0, 1 << PathType::EPIC_HP.0);
+        assert!(b.only_path_types(scion | hp));
+        assert!(!b.only_path_types(scion));
+        // A dropped packet's path type no longer counts once noted again.
+        b.drop_packet(1, DropReason::Malformed);
+        b.note_path_types();
+        assert!(b.only_path_types(scion));
+        // Path types of 63 and above, and no hint, are "other": never only.
+        b.meta_mut(0).scion = ScionHint::checked(201, 17);
+        b.note_path_types();
+        assert!(!b.only_path_types(u64::MAX));
+        b.meta_mut(0).scion = ScionHint::UNCHECKED;
+        b.note_path_types();
+        assert!(!b.only_path_types(u64::MAX));
+        // Adding a packet forgets what was known.
+        b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
+        b.note_path_types();
+        b.push(vec![2], 0).unwrap();
+        assert!(!b.only_path_types(scion));
+    }
+
+    #[test]
+    fn hint_bits_and_live_masks() {
+        let h = ScionHint::checked(PathType::SCION.0, 17);
+        assert_eq!(ScionHint::checked(62, 0).path_type_bit(), 1 << 62);
+        assert_eq!(ScionHint::checked(63, 0).path_type_bit(), OTHER_PATHS);
+        assert_eq!(ScionHint::UNCHECKED.path_type_bit(), OTHER_PATHS);
+
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        for k in 0..5u8 {
+            b.push(vec![k], 0).unwrap();
+        }
+        b.meta_mut(1).scion = h;
+        b.meta_mut(3).scion = h;
+        assert_eq!(b.live_where(|m| m.scion == h), 0b1010);
+        b.drop_packet(3, DropReason::Malformed);
+        assert_eq!(b.live_where(|m| m.scion == h), 0b10);
+        // Slots past the burst's end never count.
+        assert_eq!(b.live_where(|_| true), 0b10111);
+    }
 
     #[test]
     fn push_drop_and_iterate() {

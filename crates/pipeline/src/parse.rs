@@ -287,11 +287,14 @@ impl Element for Parse {
 
 impl<B: PacketBuf> Stage<B> for Parse {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+        // The path types of the burst's hints (for `Batch::only_path_types`).
+        let mut types = 0;
         for i in batch.live() {
             let data = batch.data(i);
             // Plain IPv4 needs none of the checks below (not a fragment, IP).
             if let Some(l) = classify_ipv4_fast(data, &self.cfg) {
                 let hint = scion_hint(data, &l);
+                types |= hint.path_type_bit();
                 set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 continue;
             }
@@ -304,11 +307,13 @@ impl<B: PacketBuf> Stage<B> for Parse {
                         continue;
                     }
                     let hint = scion_hint(data, &l);
+                    types |= hint.path_type_bit();
                     set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 }
                 Err(e) => batch.drop_packet(i, e.into()),
             }
         }
+        batch.set_path_types(types);
     }
 }
 
@@ -427,6 +432,26 @@ mod tests {
         assert_eq!(broken(0, 0x10), none, "version 1");
         // Not SCION: no hint.
         assert_eq!(hint(v4(17, &udp(53, 40))), ScionHint::UNCHECKED);
+
+        // The burst's path types: what the live packets' hints say.
+        let scion = 1 << packet::scion::PathType::SCION.0;
+        let parsed = |frames: &[Vec<u8>]| {
+            let mut batch = Batch::<Vec<u8>>::new();
+            for f in frames {
+                batch.push(f.clone(), 0).unwrap();
+            }
+            Stage::process(&mut Parse::default(), &mut batch, Now::default());
+            batch
+        };
+        assert!(parsed(&[v4(17, &u), v6(17, &u)]).only_path_types(scion));
+        assert!(!parsed(&[v4(17, &u), v4(17, &udp(53, 40))]).only_path_types(scion));
+        let mut short_payload = u.clone();
+        short_payload[8 + 7] = 5;
+        assert!(!parsed(&[v4(17, &u), v4(17, &short_payload)]).only_path_types(u64::MAX));
+        // A frame the stage drops does not count.
+        let dropped = parsed(&[v4(17, &u), vec![0; 10]]);
+        assert_eq!(dropped.live_mask(), 1);
+        assert!(dropped.only_path_types(scion));
     }
 
     #[test]

@@ -13,7 +13,8 @@ use packet::scion::header::common_header_ok;
 use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
-    Batch, Class, DropReason, Invalid, Now, PacketBuf, Reconfigured, Refused, Validate, BURST,
+    Batch, Class, DropReason, Indices, Invalid, Now, PacketBuf, Reconfigured, Refused, Validate,
+    BURST,
 };
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
@@ -338,7 +339,27 @@ impl Classifier {
         scratch: &mut Vec<(u8, Pending)>,
     ) {
         let fresh = self.freshness.window(now.unix_ns);
-        for i in batch.live() {
+        // A burst of only best-effort path types whose headers the parse
+        // stage checked (plain SCION traffic) is classed by the hints alone.
+        // (The batch's path-type set is a superset: a packet without a hint
+        // still takes the walk below.)
+        let mut rest = batch.live_mask();
+        if batch.only_path_types(BEST_EFFORT_TYPES) {
+            let (mut plain, mut unhinted) = (0, 0u32);
+            for i in batch.live() {
+                match batch.meta(i).scion.get() {
+                    Some((_, next)) if next != next_hdr::BFD => {
+                        plain += 1;
+                        batch.set_class(i, U);
+                    }
+                    Some((t, next)) => self.class_by_path(batch, i, t.0, next),
+                    None => unhinted |= 1 << i,
+                }
+            }
+            self.counters.classes[U_QUEUE] += plain;
+            rest = unhinted;
+        }
+        for i in Indices::of(rest) {
             // Another path type whose header the parse stage checked: its
             // class from the hint, without reading the packet.
             if let Some((t, next)) = batch.meta(i).scion.get() {
@@ -616,6 +637,11 @@ fn best_effort(path_type: u8, next: u8) -> bool {
     // EMPTY (0), SCION (1) and EPIC-HP (3); BFD goes to N.
     path_type <= 3 && path_type != PathType::ONE_HOP.0 && next != next_hdr::BFD
 }
+
+/// The path types of [`best_effort`], as a bit set for
+/// [`pipeline::Batch::only_path_types`].
+const BEST_EFFORT_TYPES: u64 =
+    1 << PathType::EMPTY.0 | 1 << PathType::SCION.0 | 1 << PathType::EPIC_HP.0;
 
 /// The class queue of U.
 const U_QUEUE: usize = crate::class::queue_of(U);

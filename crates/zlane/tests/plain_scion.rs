@@ -130,3 +130,39 @@ fn the_parse_stage_hint_gives_the_same_classes_and_counters() {
     assert!(used > 100, "{used} hinted packets");
     assert_eq!(plain.classifier().counters(), hinted.classifier().counters());
 }
+
+#[test]
+fn a_burst_of_hinted_best_effort_path_types_is_classed_by_the_hints() {
+    // Bursts whose packets all carry a hint of an empty, SCION or EPIC-HP
+    // path (BFD included, which goes to N): the stage classes them from the
+    // hints without a walk of the general path, with the same verdicts and
+    // counters.
+    let hint = ScionHint::of_header;
+    let best_effort = [PathType::EMPTY, PathType::SCION, PathType::EPIC_HP];
+    let cases: Vec<_> = cases()
+        .into_iter()
+        .filter(|p| hint(p).path_type().is_some_and(|t| best_effort.contains(&t)))
+        .collect();
+    assert!(cases.iter().any(|p| hint(p).get().is_some_and(|(_, n)| n == next_hdr::BFD)));
+    let mut plain = ZlaneClassify::new(classifier());
+    let mut hinted = ZlaneClassify::new(classifier());
+    for chunk in cases.chunks(BURST) {
+        let (mut a, mut b): (Batch<Vec<u8>>, Batch<Vec<u8>>) = (Batch::new(), Batch::new());
+        for (i, p) in chunk.iter().enumerate() {
+            a.push(p.clone(), 0).unwrap();
+            b.push(p.clone(), 0).unwrap();
+            b.meta_mut(i).scion = hint(p);
+        }
+        b.note_path_types();
+        assert!(b.only_path_types(best_effort.iter().fold(0, |m, t| m | 1 << t.0)));
+        plain.process(&mut a, now(0));
+        hinted.process(&mut b, now(0));
+        let (mut va, mut vb) = (Vec::new(), Vec::new());
+        a.drain(|_, m| va.push(m.verdict));
+        b.drain(|_, m| vb.push(m.verdict));
+        assert_eq!(va, vb);
+    }
+    assert!(cases.len() > BURST, "{} cases", cases.len());
+    assert_eq!(plain.classifier().counters(), hinted.classifier().counters());
+    assert!(hinted.classifier().counters().classes[4] > 0);
+}

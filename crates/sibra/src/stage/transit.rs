@@ -12,7 +12,10 @@
 
 use core::any::Any;
 
-use pipeline::{Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, Stage, BURST};
+use packet::scion::PathType;
+use pipeline::{
+    Batch, DropReason, Element, Indices, Now, PacketBuf, Reconfigured, Refused, Stage, BURST,
+};
 
 use super::job::{
     advance, fields_of, inspect_reference, is_request, job_of, passes_by_hint, triage, Job,
@@ -293,12 +296,15 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
         let Scratch { jobs, checks, owner, .. } = &mut *self.scratch;
         let mut n = 0;
         let mut todo = 0u32;
-        for i in batch.live() {
-            // (Checked before the packet's bytes are looked up.)
-            if passes_by_hint(batch.meta(i)) {
-                self.counters.skipped += 1;
-                continue;
-            }
+        // Standard SCION passes on by the parse stage's hint, in bulk and
+        // before any packet's bytes are looked up.
+        let passing = if batch.only_path_types(1 << PathType::SCION.0) {
+            batch.live_mask()
+        } else {
+            batch.live_where(passes_by_hint)
+        };
+        self.counters.skipped += u64::from(passing.count_ones());
+        for i in Indices::of(batch.live_mask() & !passing) {
             let (data, meta) = (batch.data(i), batch.meta(i));
             let (off, f) = match fields_of(data, meta, &mut self.shape) {
                 Ok(Some(x)) => x,
