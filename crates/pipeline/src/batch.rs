@@ -407,6 +407,27 @@ impl<B: PacketBuf> Batch<B> {
         self.egress = all_forward.then_some(port);
     }
 
+    /// Forwards the live packets of `mask` on `port`, keeping each one's
+    /// traffic class: [`forward_all`](Self::forward_all) for part of a
+    /// burst, and when `mask` holds every live packet the batch knows their
+    /// common egress as it does after `forward_all` (so the runtime sends
+    /// the burst whole without a scan of the verdicts).
+    pub fn forward_some(&mut self, mask: u32, port: u16) {
+        let mask = mask & self.live;
+        if mask == self.live {
+            self.forward_all(port);
+            return;
+        }
+        for i in Indices(mask) {
+            if let Verdict::Forward { port: p, .. } = &mut self.meta[i].verdict {
+                *p = port;
+            }
+        }
+        if mask != 0 && self.egress != Some(port) {
+            self.egress = None;
+        }
+    }
+
     /// Bit mask of live packets (bit i = packet i).
     pub fn live_mask(&self) -> u32 {
         self.live
@@ -623,6 +644,32 @@ mod tests {
         b.note_path_types();
         b.push(vec![2], 0).unwrap();
         assert!(!b.only_path_types(scion));
+    }
+
+    #[test]
+    fn forwarding_part_of_a_burst_keeps_classes_and_knows_a_common_egress() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        for k in 0..4u8 {
+            b.push(vec![k], 0).unwrap();
+        }
+        b.set_class(1, Class(3));
+        b.drop_packet(3, DropReason::Malformed);
+        b.forward_some(0b0011, 1);
+        let port_class = |b: &Batch<Vec<u8>>, i| match b.meta(i).verdict {
+            Verdict::Forward { port, class } => Some((port, class.0)),
+            _ => None,
+        };
+        assert_eq!(port_class(&b, 0), Some((1, 0)));
+        assert_eq!(port_class(&b, 1), Some((1, 3)));
+        assert_eq!(port_class(&b, 2), Some((0, 0)));
+        assert_eq!(port_class(&b, 3), None, "a dropped packet stays dropped");
+        assert_eq!(b.egress_port(), None, "packet 2 still goes to port 0");
+        // Every live packet: the common egress is known.
+        b.forward_some(0b0100 | 0b1000, 1);
+        assert_eq!(port_class(&b, 2), Some((1, 0)));
+        assert_eq!(port_class(&b, 3), None);
+        b.forward_some(0b0111, 1);
+        assert_eq!(b.egress_port(), Some(1));
     }
 
     #[test]

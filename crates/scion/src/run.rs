@@ -5,7 +5,7 @@
 use core::ops::Range;
 
 use packet::scion::header::COMMON_LEN;
-use pipeline::{Batch, DropReason, Indices, Meta, PacketBuf, Proto, L3};
+use pipeline::{Batch, DropReason, Indices, Meta, PacketBuf, ScionHint};
 
 use crate::forward::{Forwarder, HopPlan, PlainExit};
 use crate::stage::ForwardCounters;
@@ -41,20 +41,28 @@ pub(crate) fn layout_word(c: &[u8; COMMON_LEN]) -> u64 {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RunKey {
     /// What the parser found of the first packet (so the header is at the
-    /// same offset: [`crate::locate::scion_offset`]).
-    parsed: (Proto, L3, u16),
+    /// same offset: [`crate::locate::scion_offset`]), as [`parsed_key`].
+    parsed: u32,
+    /// The first packet's SCION hint: when the parse stage checked its
+    /// header, a packet with the same hint had its version and payload
+    /// length checked too (the path ends inside the header).
+    hint: ScionHint,
     hdr: usize,
     /// End of the path.
     end: usize,
     /// [`LAYOUT_MASK`] bytes of the common header.
     layout: u64,
-    /// Offsets in the packet and bytes of the meta header, the current
-    /// info field and the two parts of the current hop field.
+    /// Offset of the path (its meta header) in the packet.
     meta_at: usize,
+    /// Offsets from the header and bytes of the meta header, the current
+    /// info field and the two parts of the current hop field (offsets from
+    /// the header, so that their bounds checks against the header's slice,
+    /// the same for every packet of the run, can leave the loop).
+    meta_rel: usize,
     meta: u32,
-    info_at: usize,
+    info_rel: usize,
     info: u64,
-    hop_at: usize,
+    hop_rel: usize,
     hop: u64,
     hop_end: u32,
 }
@@ -64,15 +72,17 @@ impl RunKey {
         let (meta, info_off, info, hop_off, hop) = plan.key_bytes();
         let (hop_lo, hop_hi) = hop.split_at(8);
         RunKey {
-            parsed: (first.proto, first.l3, first.proto_off),
+            parsed: parsed_key(first),
+            hint: first.scion,
             hdr: l.hdr,
             end: l.path.1,
             layout: l.key,
             meta_at: l.path.0,
+            meta_rel: l.path.0 - l.hdr,
             meta: u32::from_ne_bytes(meta),
-            info_at: l.path.0 + info_off,
+            info_rel: l.path.0 - l.hdr + info_off,
             info: u64::from_ne_bytes(info),
-            hop_at: l.path.0 + hop_off,
+            hop_rel: l.path.0 - l.hdr + hop_off,
             hop: u64::from_ne_bytes(hop_lo.try_into().unwrap_or_default()),
             hop_end: u32::from_ne_bytes(hop_hi.try_into().unwrap_or_default()),
         }
@@ -81,30 +91,42 @@ impl RunKey {
     /// Whether the packet with `meta` and `data` joins the run.
     #[inline(always)]
     pub(crate) fn hit(&self, meta: &Meta, data: &[u8]) -> bool {
-        if (meta.proto, meta.l3, meta.proto_off) != self.parsed || data.len() < self.end {
+        if parsed_key(meta) != self.parsed || meta.scion != self.hint {
             return false;
         }
-        let at = |i: usize| data.get(i..);
+        let Some(h) = data.get(self.hdr..self.end) else {
+            return false;
+        };
+        let at = |i: usize| h.get(i..);
         let (Some(c), Some(m), Some(info), Some(hop)) = (
-            at(self.hdr).and_then(|b| b.first_chunk::<COMMON_LEN>()),
-            at(self.meta_at).and_then(|b| b.first_chunk::<4>()),
-            at(self.info_at).and_then(|b| b.first_chunk::<8>()),
-            at(self.hop_at).and_then(|b| b.first_chunk::<12>()),
+            h.first_chunk::<COMMON_LEN>(),
+            at(self.meta_rel).and_then(|b| b.first_chunk::<4>()),
+            at(self.info_rel).and_then(|b| b.first_chunk::<8>()),
+            at(self.hop_rel).and_then(|b| b.first_chunk::<12>()),
         ) else {
             return false;
         };
-        let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
         let (hop_lo, hop_hi) = hop.split_at(8);
         let hop_lo = u64::from_ne_bytes(hop_lo.try_into().unwrap_or_default());
         let hop_hi = u32::from_ne_bytes(hop_hi.try_into().unwrap_or_default());
-        (c[0] >> 4 == 0)
+        let checked = self.hint != ScionHint::UNCHECKED || {
+            let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+            (c[0] >> 4 == 0) & (data.len() - self.end >= payload)
+        };
+        checked
             & (layout_word(c) & LAYOUT_MASK == self.layout)
-            & (data.len() - self.end >= payload)
             & (u32::from_ne_bytes(*m) == self.meta)
             & (u64::from_ne_bytes(*info) == self.info)
             & (hop_lo == self.hop)
             & (hop_hi == self.hop_end)
     }
+}
+
+/// The parser's findings that fix where a packet's SCION header lies, as
+/// one word: protocol, network layer and protocol offset.
+#[inline(always)]
+fn parsed_key(m: &Meta) -> u32 {
+    u32::from(m.proto_off) | u32::from(m.l3 as u8) << 16 | u32::from(m.proto as u8) << 24
 }
 
 /// A run of packets of one plan, laid out alike (see [`RunKey`]), finished
@@ -158,37 +180,39 @@ pub(crate) fn run_plain<B: PacketBuf>(
     e: &PlainExit,
 ) -> Option<usize> {
     let range = key.meta_at..key.end;
-    let mut forwarded = 0;
-    // The ingress check of the last arrival port (most of a run shares it).
-    let mut last: Option<(u16, bool)> = None;
+    // The packets forwarded, and their (common) port: their verdicts are
+    // set at the end in one step.
+    let (mut forwarded, mut port) = (0u32, 0);
+    // The ingress check of the last arrival port (most of a run shares it;
+    // no port is u32::MAX).
+    let (mut last_port, mut last_ok) = (u32::MAX, false);
     let mut miss = None;
     for j in live.by_ref() {
         let (buf, meta) = batch.buf_mut_meta(j);
-        if !key.hit(meta, buf.data()) {
+        // (One look-up of the packet's bytes for the check and the update.)
+        let data = buf.data_mut();
+        if !key.hit(meta, data) {
             miss = Some(j);
             break;
         }
-        let class = meta.class().unwrap_or_default();
-        let accepted = match last {
-            Some((port, ok)) if port == meta.port => ok,
-            _ => {
-                let ok = fwd.accepts(e, fwd.interfaces().ingress_if(meta.port));
-                last = Some((meta.port, ok));
-                ok
-            }
-        };
-        let done = match buf.data_mut().get_mut(range.clone()) {
+        if u32::from(meta.port) != last_port {
+            last_port = u32::from(meta.port);
+            last_ok = fwd.accepts(e, fwd.interfaces().ingress_if(meta.port));
+        }
+        let accepted = last_ok;
+        let done = match data.get_mut(range.clone()) {
             Some(path) => e.apply(path, accepted),
             None => Err(DropReason::Truncated),
         };
         match done {
             Ok(exit) => {
-                forwarded += 1;
-                batch.forward(j, exit.port(), class);
+                forwarded |= 1 << j;
+                port = exit.port();
             }
             Err(r) => batch.drop_packet(j, r),
         }
     }
-    counters.forwarded += forwarded;
+    counters.forwarded += u64::from(forwarded.count_ones());
+    batch.forward_some(forwarded, port);
     miss
 }

@@ -3,7 +3,7 @@
 //! MAC) interleaved with packets that differ from them in one byte, in
 //! length or in arrival port.
 
-use pipeline::{Batch, Now, Stage, BURST};
+use pipeline::{Batch, Now, ScionHint, Stage, BURST};
 
 #[path = "../benches/support/burst.rs"]
 mod burst_support;
@@ -45,12 +45,21 @@ fn burst(r: &mut Rng, base: &[Vec<u8>]) -> Vec<(Vec<u8>, u16)> {
 }
 
 fn check(seed: u64, base: &[Vec<u8>]) {
+    check_hinted(seed, base, false);
+}
+
+/// [`check`], the burst's packets with the parse stage's header hint when
+/// `hinted` (the packets one at a time without it).
+fn check_hinted(seed: u64, base: &[Vec<u8>], hinted: bool) {
     let mut r = Rng(seed);
     let pkts = burst(&mut r, base);
     let now = Now::from_unix_ns(NOW);
     let mut batch = Batch::new();
-    for (p, port) in &pkts {
+    for (k, (p, port)) in pkts.iter().enumerate() {
         batch.push(p.clone(), *port).expect("at most a burst");
+        if hinted {
+            batch.meta_mut(k).scion = ScionHint::of_header(p);
+        }
     }
     let mut stage = transit();
     stage.process(&mut batch, now);
@@ -82,6 +91,20 @@ fn runs_of_several_paths_decide_as_single_packets() {
         let base = burst_packets_distinct(epic_hp);
         for seed in 0..2000 {
             check(seed, &base[..3]);
+        }
+    }
+}
+
+/// With the parse stage's hint a run skips the version and payload checks
+/// the hint stands for; packets whose header fails them carry no hint.
+#[test]
+fn hinted_runs_decide_as_single_packets() {
+    for epic_hp in [false, true] {
+        let one = burst_packets(epic_hp);
+        let several = burst_packets_distinct(epic_hp);
+        for seed in 0..1500 {
+            check_hinted(seed, &one[..1], true);
+            check_hinted(seed, &several[..3], true);
         }
     }
 }

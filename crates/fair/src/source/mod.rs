@@ -56,7 +56,7 @@ use pipeline::{Batch, Now, PacketBuf, Stage, BURST};
 use crate::bucket::TokenBucket;
 use crate::common::{run_end, Codes, Framing};
 use crate::config::FairSourceConfig;
-use crate::crypto::icv_block;
+use crate::crypto::{icv_block, icv_hi};
 use crate::lpm::{PrefixTable, RangeIndex};
 use crate::time::now16;
 use crate::wire;
@@ -309,7 +309,10 @@ pub(crate) fn fib_lookup(
 
 impl<B: PacketBuf> Stage<B> for FairSource {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
-        self.commit_routes();
+        // Tested here: the common burst finds nothing to compile, without a call.
+        if self.fib_stale {
+            self.commit_routes();
+        }
         #[cfg(test)]
         if self.slow_only {
             return self.process_reference(batch, now);
@@ -323,8 +326,15 @@ impl<B: PacketBuf> Stage<B> for FairSource {
         // known without scanning.
         let one_run = p1.lookups <= 1 && !p1.slow_stamped;
         let channels = &*p1.channels;
+        if one_run {
+            // One channel, known without scanning: one same-key batch.
+            if let Some(ch) = todo[..n].first().and_then(|t| channels.get(t.ci as usize)) {
+                seal_one_run(batch, ch, &todo[..n], blocks, ts);
+            }
+            return;
+        }
         // Pass 2: sequence numbers and ICVs.
-        seal(channels, todo, blocks, n, ts, one_run);
+        seal(channels, todo, blocks, n, ts);
         // Pass 3: sequence number and ICV, one 4-byte store.
         for (t, b) in todo[..n].iter().zip(&blocks[..n]) {
             let off = t.off as usize;
@@ -335,12 +345,43 @@ impl<B: PacketBuf> Stage<B> for FairSource {
     }
 }
 
+/// Passes 2 and 3 for a burst known to be one run of channel `ch` (`todo`
+/// not empty): the sequence numbers reserved with one atomic add, the ICV
+/// inputs built (the burst's constant part hoisted) and encrypted as one
+/// same-key batch (VAES where present), then per packet the 4-byte store
+/// of sequence number and ICV. The sequence numbers are recomputed from
+/// the base rather than stored and read back.
+#[inline(always)]
+fn seal_one_run<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    ch: &SourceChannel,
+    todo: &[Todo],
+    blocks: &mut [Block; BURST],
+    ts: u16,
+) {
+    let base = ch.reserve_seqnos(todo.len() as u32);
+    // `icv_block` of each packet: the constant part (tag, timestamp) ORed in.
+    let head = icv_hi(0, ts, 0);
+    let n = todo.len().min(BURST);
+    for (k, (t, b)) in todo.iter().zip(&mut blocks[..n]).enumerate() {
+        let seq = base.wrapping_add(k as u32) & 0x00FF_FFFF;
+        *b = (u128::from(head | icv_hi(t.len_field, 0, seq)) << 64).to_be_bytes();
+    }
+    ch.k_sd.encrypt_blocks(&mut blocks[..n]);
+    for (k, (t, b)) in todo.iter().zip(&blocks[..n]).enumerate() {
+        let seq = base.wrapping_add(k as u32) & 0x00FF_FFFF;
+        let off = t.off as usize;
+        if let Some(h) = batch.buf_mut(t.i as usize).data_mut().get_mut(off + 4..off + 8) {
+            h.copy_from_slice(&((seq << 8) | b[0] as u32).to_be_bytes());
+        }
+    }
+}
+
 /// Pass 2: sequence numbers reserved once per run of one channel (one
 /// atomic add per run; the numbers stay unique and consecutive) and the
-/// ICV inputs, then the ICVs. A burst known to be `one_run` of one channel
-/// is sealed without scanning, as one same-key batch; otherwise long runs
-/// get same-key batches (VAES where present), short ones one multi-key
-/// batch with eight lanes interleaved whatever their keys.
+/// ICV inputs, then the ICVs: long runs get same-key batches (VAES where
+/// present), short ones one multi-key batch with eight lanes interleaved
+/// whatever their keys.
 #[inline(always)]
 fn seal(
     channels: &[SourceChannel],
@@ -348,19 +389,8 @@ fn seal(
     blocks: &mut [Block; BURST],
     n: usize,
     ts: u16,
-    one_run: bool,
 ) {
     if n == 0 {
-        return;
-    }
-    if one_run {
-        let ch = &channels[todo[0].ci as usize];
-        let base = ch.reserve_seqnos(n as u32);
-        for (k, (t, b)) in todo[..n].iter_mut().zip(&mut blocks[..n]).enumerate() {
-            t.seq = base.wrapping_add(k as u32) & 0x00FF_FFFF;
-            *b = icv_block(t.len_field, ts, t.seq);
-        }
-        ch.k_sd.encrypt_blocks(&mut blocks[..n]);
         return;
     }
     let mut runs = 0usize;
