@@ -236,11 +236,11 @@ pub struct Batch<B> {
     /// hint kept by [`forward`](Self::forward) and
     /// [`forward_all`](Self::forward_all); cleared like `ingress`).
     egress: Option<u16>,
-    /// The path types the live packets may have, by their SCION hints (see
-    /// [`only_path_types`](Self::only_path_types)): a superset, all bits
-    /// when unknown. The parse stage sets it; adding packets or handing out
-    /// metadata mutably resets it.
-    path_types: u64,
+    /// The path types of the live packets' SCION hints (see
+    /// [`only_path_types`](Self::only_path_types)), once a stage asked: a
+    /// superset after drops; forgotten when packets are added or metadata
+    /// is handed out mutably.
+    path_types: Option<u64>,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -258,7 +258,7 @@ impl<B: PacketBuf> Batch<B> {
             live: 0,
             ingress: None,
             egress: None,
-            path_types: u64::MAX,
+            path_types: None,
         }
     }
 
@@ -294,7 +294,7 @@ impl<B: PacketBuf> Batch<B> {
     /// verdicts forward back out of `port`).
     #[inline]
     fn note_added(&mut self, was_empty: bool, port: u16) {
-        self.path_types = u64::MAX;
+        self.path_types = None;
         if was_empty {
             self.ingress = Some(port);
             self.egress = Some(port);
@@ -313,35 +313,35 @@ impl<B: PacketBuf> Batch<B> {
     fn forget_hints(&mut self) {
         self.ingress = None;
         self.egress = None;
-        self.path_types = u64::MAX;
+        self.path_types = None;
     }
 
     /// Whether every live packet carries a SCION hint of a path type in
     /// `types` (a bit set: bit `t` for path type `t` below 63, see
-    /// [`ScionHint::path_type_bit`]), as far as the batch knows: after the
-    /// parse stage, a stage whose path types are absent from a burst can
-    /// pass the whole burst on without looking at each packet's hint.
-    /// `false` when unknown (no parse stage ran, or a stage took the
-    /// metadata mutably since).
+    /// [`ScionHint::path_type_bit`]): a stage whose path types are absent
+    /// from a burst passes the whole burst on without a walk of its packets.
+    /// The answer comes from one pass over the hints, made at the first
+    /// question after the burst (or its metadata) changed and kept for the
+    /// stages after (drops since only make it conservative).
     #[inline]
-    pub fn only_path_types(&self, types: u64) -> bool {
-        self.path_types & !(types & !OTHER_PATHS) == 0
-    }
-
-    /// Records the union of the live packets' [`ScionHint::path_type_bit`]s
-    /// (the parse stage, after it wrote every live packet's hint).
-    #[inline]
-    pub(crate) fn set_path_types(&mut self, types: u64) {
-        self.path_types = types;
-    }
-
-    /// Takes the path types of [`only_path_types`](Self::only_path_types)
-    /// from the live packets' hints as they are now: for a stage (or a test)
-    /// that wrote hints through [`meta_mut`](Self::meta_mut), which leaves
-    /// the path types unknown.
-    pub fn note_path_types(&mut self) {
-        let types = Indices(self.live).fold(0, |t, i| t | self.meta[i].scion.path_type_bit());
-        self.path_types = types;
+    pub fn only_path_types(&mut self, types: u64) -> bool {
+        let have = match self.path_types {
+            Some(t) => t,
+            None => {
+                let mut t = 0;
+                for i in Indices(self.live) {
+                    t |= self.meta[i].scion.path_type_bit();
+                    // "Other" answers every question: the rest cannot matter
+                    // (a burst without a parse stage stops at its first).
+                    if t & OTHER_PATHS != 0 {
+                        break;
+                    }
+                }
+                self.path_types = Some(t);
+                t
+            }
+        };
+        have & !(types & !OTHER_PATHS) == 0
     }
 
     /// The port every packet of the batch arrived on, if it is known that
@@ -614,34 +614,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn path_types_are_known_only_from_hints_of_live_packets() {
+    fn path_types_come_from_the_hints_of_live_packets() {
         let mut b: Batch<Vec<u8>> = Batch::new();
         b.push(vec![0], 0).unwrap();
         b.push(vec![1], 0).unwrap();
         // Fresh packets carry no hint.
         assert!(!b.only_path_types(1 << PathType::SCION.0));
+        // Hints written through meta_mut count at the next question.
         b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
         b.meta_mut(1).scion = ScionHint::checked(PathType::EPIC_HP.0, 17);
-        // Written through meta_mut: unknown until noted.
-        assert!(!b.only_path_types(u64::MAX));
-        b.note_path_types();
         let (scion, hp) = (1 << PathType::SCION.0, 1 << PathType::EPIC_HP.0);
         assert!(b.only_path_types(scion | hp));
         assert!(!b.only_path_types(scion));
-        // A dropped packet's path type no longer counts once noted again.
+        // A drop keeps the answer (conservative) until the metadata changes.
         b.drop_packet(1, DropReason::Malformed);
-        b.note_path_types();
+        assert!(!b.only_path_types(scion));
+        b.meta_mut(0);
         assert!(b.only_path_types(scion));
         // Path types of 63 and above, and no hint, are "other": never only.
         b.meta_mut(0).scion = ScionHint::checked(201, 17);
-        b.note_path_types();
         assert!(!b.only_path_types(u64::MAX));
         b.meta_mut(0).scion = ScionHint::UNCHECKED;
-        b.note_path_types();
         assert!(!b.only_path_types(u64::MAX));
-        // Adding a packet forgets what was known.
+        // An added packet counts.
         b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
-        b.note_path_types();
+        assert!(b.only_path_types(scion));
         b.push(vec![2], 0).unwrap();
         assert!(!b.only_path_types(scion));
     }

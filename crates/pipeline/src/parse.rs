@@ -287,14 +287,11 @@ impl Element for Parse {
 
 impl<B: PacketBuf> Stage<B> for Parse {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
-        // The path types of the burst's hints (for `Batch::only_path_types`).
-        let mut types = 0;
         for i in batch.live() {
             let data = batch.data(i);
             // Plain IPv4 needs none of the checks below (not a fragment, IP).
             if let Some(l) = classify_ipv4_fast(data, &self.cfg) {
                 let hint = scion_hint(data, &l);
-                types |= hint.path_type_bit();
                 set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 continue;
             }
@@ -307,13 +304,11 @@ impl<B: PacketBuf> Stage<B> for Parse {
                         continue;
                     }
                     let hint = scion_hint(data, &l);
-                    types |= hint.path_type_bit();
                     set_layers(batch.meta_mut_keep_hints(i), &l, hint);
                 }
                 Err(e) => batch.drop_packet(i, e.into()),
             }
         }
-        batch.set_path_types(types);
     }
 }
 
@@ -449,7 +444,7 @@ mod tests {
         short_payload[8 + 7] = 5;
         assert!(!parsed(&[v4(17, &u), v4(17, &short_payload)]).only_path_types(u64::MAX));
         // A frame the stage drops does not count.
-        let dropped = parsed(&[v4(17, &u), vec![0; 10]]);
+        let mut dropped = parsed(&[v4(17, &u), vec![0; 10]]);
         assert_eq!(dropped.live_mask(), 1);
         assert!(dropped.only_path_types(scion));
     }

@@ -153,7 +153,6 @@ fn a_burst_of_hinted_best_effort_path_types_is_classed_by_the_hints() {
             b.push(p.clone(), 0).unwrap();
             b.meta_mut(i).scion = hint(p);
         }
-        b.note_path_types();
         assert!(b.only_path_types(best_effort.iter().fold(0, |m, t| m | 1 << t.0)));
         plain.process(&mut a, now(0));
         hinted.process(&mut b, now(0));

@@ -218,9 +218,6 @@ proptest! {
                 }
                 b.push(pkt, port).unwrap();
             }
-            if hinted {
-                a.note_path_types();
-            }
             Stage::<Vec<u8>>::process(&mut fast, &mut a, now());
             slow.process_reference(&mut b, now());
             prop_assert_eq!(a.live_mask(), b.live_mask());
@@ -249,7 +246,6 @@ fn a_burst_of_standard_scion_passes_on_by_its_path_types() {
         a.meta_mut(i).scion = pipeline::ScionHint::of_header(&pkt);
         b.push(pkt, 2).unwrap();
     }
-    a.note_path_types();
     assert!(a.only_path_types(1 << packet::scion::PathType::SCION.0));
     Stage::<Vec<u8>>::process(&mut fast, &mut a, now());
     slow.process_reference(&mut b, now());
