@@ -99,20 +99,15 @@ impl ScionHint {
             None => None,
         }
     }
-
-    /// The hint's bit in a set of path types ([`Batch::only_path_types`]):
-    /// bit `t` for a checked header of path type `t` below 63,
-    /// [`OTHER_PATHS`] for any other (and for no hint).
-    #[inline(always)]
-    pub const fn path_type_bit(self) -> u64 {
-        let t = self.path_type_plus_one.wrapping_sub(1);
-        1 << if t < 63 { t } else { 63 }
-    }
 }
 
-/// The bit of a set of path types that stands for "no hint, or a path type
-/// of 63 and above" ([`ScionHint::path_type_bit`]).
-pub const OTHER_PATHS: u64 = 1 << 63;
+impl ScionHint {
+    /// Both bytes as one word, for compares over a burst.
+    #[inline(always)]
+    const fn word(self) -> u16 {
+        u16::from_le_bytes([self.path_type_plus_one, self.next_hdr])
+    }
+}
 
 impl Default for ScionHint {
     fn default() -> Self {
@@ -236,11 +231,10 @@ pub struct Batch<B> {
     /// hint kept by [`forward`](Self::forward) and
     /// [`forward_all`](Self::forward_all); cleared like `ingress`).
     egress: Option<u16>,
-    /// The path types of the live packets' SCION hints (see
-    /// [`only_path_types`](Self::only_path_types)), once a stage asked: a
-    /// superset after drops; forgotten when packets are added or metadata
-    /// is handed out mutably.
-    path_types: Option<u64>,
+    /// Whether the live packets share one SCION hint, and which (see
+    /// [`common_scion_hint`](Self::common_scion_hint)), once a stage asked;
+    /// forgotten when packets are added or metadata is handed out mutably.
+    common_hint: Option<Option<ScionHint>>,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -258,7 +252,7 @@ impl<B: PacketBuf> Batch<B> {
             live: 0,
             ingress: None,
             egress: None,
-            path_types: None,
+            common_hint: None,
         }
     }
 
@@ -294,7 +288,7 @@ impl<B: PacketBuf> Batch<B> {
     /// verdicts forward back out of `port`).
     #[inline]
     fn note_added(&mut self, was_empty: bool, port: u16) {
-        self.path_types = None;
+        self.common_hint = None;
         if was_empty {
             self.ingress = Some(port);
             self.egress = Some(port);
@@ -313,35 +307,43 @@ impl<B: PacketBuf> Batch<B> {
     fn forget_hints(&mut self) {
         self.ingress = None;
         self.egress = None;
-        self.path_types = None;
+        self.common_hint = None;
     }
 
-    /// Whether every live packet carries a SCION hint of a path type in
-    /// `types` (a bit set: bit `t` for path type `t` below 63, see
-    /// [`ScionHint::path_type_bit`]): a stage whose path types are absent
-    /// from a burst passes the whole burst on without a walk of its packets.
-    /// The answer comes from one pass over the hints, made at the first
-    /// question after the burst (or its metadata) changed and kept for the
-    /// stages after (drops since only make it conservative).
+    /// The SCION hint every live packet of the burst carries, if they all
+    /// carry the same (checked) one: a stage can then deal with the whole
+    /// burst at once (pass standard paths on, class them) instead of
+    /// packet by packet. One pass over the hints at the first question after
+    /// the burst (or its metadata) changed; kept for the stages after (a
+    /// drop since leaves the answer true of the packets still live).
     #[inline]
-    pub fn only_path_types(&mut self, types: u64) -> bool {
-        let have = match self.path_types {
-            Some(t) => t,
-            None => {
-                let mut t = 0;
-                for i in Indices(self.live) {
-                    t |= self.meta[i].scion.path_type_bit();
-                    // "Other" answers every question: the rest cannot matter
-                    // (a burst without a parse stage stops at its first).
-                    if t & OTHER_PATHS != 0 {
-                        break;
-                    }
-                }
-                self.path_types = Some(t);
-                t
+    pub fn common_scion_hint(&mut self) -> Option<ScionHint> {
+        if let Some(h) = self.common_hint {
+            return h;
+        }
+        let h = self.live_hint();
+        self.common_hint = Some(h);
+        h
+    }
+
+    /// [`common_scion_hint`](Self::common_scion_hint), computed.
+    fn live_hint(&self) -> Option<ScionHint> {
+        let n = self.bufs.len();
+        let first = self.meta.get(self.live.trailing_zeros() as usize)?.scion;
+        // Compared as one word each (two byte compares otherwise).
+        let key = first.word();
+        let mut differ = 0;
+        if self.live == full_mask(n) {
+            // The usual case: nothing dropped, no per-packet live test.
+            for m in &self.meta[..n] {
+                differ |= m.scion.word() ^ key;
             }
-        };
-        have & !(types & !OTHER_PATHS) == 0
+        } else {
+            for i in Indices(self.live) {
+                differ |= self.meta[i].scion.word() ^ key;
+            }
+        }
+        (differ == 0 && first != ScionHint::UNCHECKED).then_some(first)
     }
 
     /// The port every packet of the batch arrived on, if it is known that
@@ -520,6 +522,29 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
+    /// Sets the traffic class of every live forwarded packet, keeping its
+    /// port ([`set_class`](Self::set_class) for the whole burst).
+    pub fn class_all(&mut self, class: Class) {
+        let n = self.bufs.len();
+        let live = self.live;
+        if live == full_mask(n) {
+            // The usual case: nothing dropped, no per-packet live test.
+            for m in &mut self.meta[..n] {
+                if let Verdict::Forward { class: c, .. } = &mut m.verdict {
+                    *c = class;
+                }
+            }
+            return;
+        }
+        for (i, m) in self.meta[..n].iter_mut().enumerate() {
+            if let Verdict::Forward { class: c, .. } = &mut m.verdict {
+                if (live >> i) & 1 != 0 {
+                    *c = class;
+                }
+            }
+        }
+    }
+
     /// The live packets whose metadata satisfies `pred`, as a mask: one
     /// branch-free pass over the burst's metadata, so that a stage can pass
     /// a common kind of packet on in bulk and walk only the rest. (Cheaper
@@ -622,33 +647,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn path_types_come_from_the_hints_of_live_packets() {
+    fn a_common_hint_is_that_of_every_live_packet() {
+        let scion = ScionHint::checked(PathType::SCION.0, 17);
+        let hp = ScionHint::checked(PathType::EPIC_HP.0, 17);
         let mut b: Batch<Vec<u8>> = Batch::new();
+        assert_eq!(b.common_scion_hint(), None, "no packets");
         b.push(vec![0], 0).unwrap();
         b.push(vec![1], 0).unwrap();
         // Fresh packets carry no hint.
-        assert!(!b.only_path_types(1 << PathType::SCION.0));
+        assert_eq!(b.common_scion_hint(), None);
         // Hints written through meta_mut count at the next question.
-        b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
-        b.meta_mut(1).scion = ScionHint::checked(PathType::EPIC_HP.0, 17);
-        let (scion, hp) = (1 << PathType::SCION.0, 1 << PathType::EPIC_HP.0);
-        assert!(b.only_path_types(scion | hp));
-        assert!(!b.only_path_types(scion));
-        // A drop keeps the answer (conservative) until the metadata changes.
+        b.meta_mut(0).scion = scion;
+        b.meta_mut(1).scion = hp;
+        assert_eq!(b.common_scion_hint(), None);
+        // A drop keeps the answer until the metadata changes.
         b.drop_packet(1, DropReason::Malformed);
-        assert!(!b.only_path_types(scion));
+        assert_eq!(b.common_scion_hint(), None);
         b.meta_mut(0);
-        assert!(b.only_path_types(scion));
-        // Path types of 63 and above, and no hint, are "other": never only.
-        b.meta_mut(0).scion = ScionHint::checked(201, 17);
-        assert!(!b.only_path_types(u64::MAX));
-        b.meta_mut(0).scion = ScionHint::UNCHECKED;
-        assert!(!b.only_path_types(u64::MAX));
-        // An added packet counts.
-        b.meta_mut(0).scion = ScionHint::checked(PathType::SCION.0, 17);
-        assert!(b.only_path_types(scion));
+        assert_eq!(b.common_scion_hint(), Some(scion));
+        // Another NextHdr is another hint.
+        b.meta_mut(1).scion = ScionHint::checked(PathType::SCION.0, 6);
         b.push(vec![2], 0).unwrap();
-        assert!(!b.only_path_types(scion));
+        b.meta_mut(2).scion = scion;
+        assert_eq!(b.common_scion_hint(), Some(scion), "packet 1 is not live");
+        b.meta_mut(0).scion = ScionHint::UNCHECKED;
+        assert_eq!(b.common_scion_hint(), None);
+        // An added packet counts.
+        b.meta_mut(0).scion = scion;
+        assert_eq!(b.common_scion_hint(), Some(scion));
+        b.push(vec![3], 0).unwrap();
+        assert_eq!(b.common_scion_hint(), None);
+    }
+
+    #[test]
+    fn class_all_sets_the_class_of_live_forwarded_packets() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        for k in 0..3u8 {
+            b.push(vec![k], 0).unwrap();
+        }
+        b.forward(0, 4, Class(1));
+        b.drop_packet(1, DropReason::Malformed);
+        b.class_all(Class(5));
+        assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 4, class: Class(5) });
+        assert_eq!(b.meta(1).verdict, Verdict::Drop(DropReason::Malformed));
+        assert_eq!(b.meta(2).verdict, Verdict::Forward { port: 0, class: Class(5) });
     }
 
     #[test]
@@ -678,11 +720,8 @@ mod tests {
     }
 
     #[test]
-    fn hint_bits_and_live_masks() {
+    fn live_masks_by_metadata() {
         let h = ScionHint::checked(PathType::SCION.0, 17);
-        assert_eq!(ScionHint::checked(62, 0).path_type_bit(), 1 << 62);
-        assert_eq!(ScionHint::checked(63, 0).path_type_bit(), OTHER_PATHS);
-        assert_eq!(ScionHint::UNCHECKED.path_type_bit(), OTHER_PATHS);
 
         let mut b: Batch<Vec<u8>> = Batch::new();
         for k in 0..5u8 {

@@ -48,7 +48,7 @@ pub mod time;
 pub mod validate;
 pub mod verdict;
 
-pub use batch::{Batch, Indices, Meta, Proto, ScionHint, BURST, L3, NO_OFFSET, OTHER_PATHS};
+pub use batch::{Batch, Indices, Meta, Proto, ScionHint, BURST, L3, NO_OFFSET};
 pub use buf::{Frame, NoRoom, PacketBuf};
 pub use counters::{DropCounters, StageCounters};
 pub use egress::{Egress, Fifo};

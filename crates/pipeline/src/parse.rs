@@ -428,25 +428,23 @@ mod tests {
         // Not SCION: no hint.
         assert_eq!(hint(v4(17, &udp(53, 40))), ScionHint::UNCHECKED);
 
-        // The burst's path types: what the live packets' hints say.
-        let scion = 1 << packet::scion::PathType::SCION.0;
+        // The burst's common hint: what every live packet's hint says.
         let parsed = |frames: &[Vec<u8>]| {
             let mut batch = Batch::<Vec<u8>>::new();
             for f in frames {
                 batch.push(f.clone(), 0).unwrap();
             }
             Stage::process(&mut Parse::default(), &mut batch, Now::default());
-            batch
+            batch.common_scion_hint()
         };
-        assert!(parsed(&[v4(17, &u), v6(17, &u)]).only_path_types(scion));
-        assert!(!parsed(&[v4(17, &u), v4(17, &udp(53, 40))]).only_path_types(scion));
+        let scion = Some(ScionHint::checked(packet::scion::PathType::SCION.0, 17));
+        assert_eq!(parsed(&[v4(17, &u), v6(17, &u)]), scion);
+        assert_eq!(parsed(&[v4(17, &u), v4(17, &udp(53, 40))]), None);
         let mut short_payload = u.clone();
         short_payload[8 + 7] = 5;
-        assert!(!parsed(&[v4(17, &u), v4(17, &short_payload)]).only_path_types(u64::MAX));
+        assert_eq!(parsed(&[v4(17, &u), v4(17, &short_payload)]), None);
         // A frame the stage drops does not count.
-        let mut dropped = parsed(&[v4(17, &u), vec![0; 10]]);
-        assert_eq!(dropped.live_mask(), 1);
-        assert!(dropped.only_path_types(scion));
+        assert_eq!(parsed(&[v4(17, &u), vec![0; 10]]), scion);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use packet::scion::header::common_header_ok;
 use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
-    Batch, Class, DropReason, Indices, Invalid, Now, PacketBuf, Reconfigured, Refused, Validate,
+    Batch, Class, DropReason, Invalid, Now, PacketBuf, Reconfigured, Refused, ScionHint, Validate,
     BURST,
 };
 
@@ -315,6 +315,16 @@ impl Classifier {
     /// overlaps), then replay filter and buckets in packet order. Decides
     /// exactly what [`classify`](Self::classify) decides per packet.
     pub(crate) fn classify_burst<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) {
+        // A burst of best effort that shares one header hint of the parse
+        // stage (plain SCION traffic) is class U as a whole, without the
+        // epochs and lanes EPIC-Z needs.
+        if let Some((t, next)) = batch.common_scion_hint().and_then(ScionHint::get) {
+            if best_effort(t.0, next) {
+                self.counters.classes[U_QUEUE] += u64::from(batch.live_mask().count_ones());
+                batch.class_all(U);
+                return;
+            }
+        }
         let sel = self.epochs(now);
         let mut scratch = core::mem::take(&mut self.scratch);
         scratch.clear();
@@ -339,27 +349,7 @@ impl Classifier {
         scratch: &mut Vec<(u8, Pending)>,
     ) {
         let fresh = self.freshness.window(now.unix_ns);
-        // A burst of only best-effort path types whose headers the parse
-        // stage checked (plain SCION traffic) is classed by the hints alone.
-        // (The batch's path-type set is a superset: a packet without a hint
-        // still takes the walk below.)
-        let mut rest = batch.live_mask();
-        if batch.only_path_types(BEST_EFFORT_TYPES) {
-            let (mut plain, mut unhinted) = (0, 0u32);
-            for i in batch.live() {
-                match batch.meta(i).scion.get() {
-                    Some((_, next)) if next != next_hdr::BFD => {
-                        plain += 1;
-                        batch.set_class(i, U);
-                    }
-                    Some((t, next)) => self.class_by_path(batch, i, t.0, next),
-                    None => unhinted |= 1 << i,
-                }
-            }
-            self.counters.classes[U_QUEUE] += plain;
-            rest = unhinted;
-        }
-        for i in Indices::of(rest) {
+        for i in batch.live() {
             // Another path type whose header the parse stage checked: its
             // class from the hint, without reading the packet.
             if let Some((t, next)) = batch.meta(i).scion.get() {
@@ -637,11 +627,6 @@ fn best_effort(path_type: u8, next: u8) -> bool {
     // EMPTY (0), SCION (1) and EPIC-HP (3); BFD goes to N.
     path_type <= 3 && path_type != PathType::ONE_HOP.0 && next != next_hdr::BFD
 }
-
-/// The path types of [`best_effort`], as a bit set for
-/// [`pipeline::Batch::only_path_types`].
-const BEST_EFFORT_TYPES: u64 =
-    1 << PathType::EMPTY.0 | 1 << PathType::SCION.0 | 1 << PathType::EPIC_HP.0;
 
 /// The class queue of U.
 const U_QUEUE: usize = crate::class::queue_of(U);

@@ -14,7 +14,8 @@ use core::any::Any;
 
 use packet::scion::PathType;
 use pipeline::{
-    Batch, DropReason, Element, Indices, Now, PacketBuf, Reconfigured, Refused, Stage, BURST,
+    Batch, DropReason, Element, Indices, Now, PacketBuf, Reconfigured, Refused, ScionHint, Stage,
+    BURST,
 };
 
 use super::job::{
@@ -298,11 +299,12 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
         let mut todo = 0u32;
         // Standard SCION passes on by the parse stage's hint, in bulk and
         // before any packet's bytes are looked up.
-        let passing = if batch.only_path_types(1 << PathType::SCION.0) {
-            batch.live_mask()
-        } else {
-            batch.live_where(passes_by_hint)
-        };
+        let passing =
+            if batch.common_scion_hint().and_then(ScionHint::path_type) == Some(PathType::SCION) {
+                batch.live_mask()
+            } else {
+                batch.live_where(passes_by_hint)
+            };
         self.counters.skipped += u64::from(passing.count_ones());
         for i in Indices::of(batch.live_mask() & !passing) {
             let (data, meta) = (batch.data(i), batch.meta(i));
