@@ -51,7 +51,7 @@ pub enum Proto {
 /// rewrites a SCION packet's path type or moves its header must reset it.
 /// Without a parse stage (or for a header that failed the check) it stays
 /// [`UNCHECKED`](Self::UNCHECKED), and stages judge the packet in full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Eq)]
 pub struct ScionHint {
     /// The path type plus one (wrapping): 0, all zero bytes with `next_hdr`,
     /// is "unchecked", so a fresh [`Meta`] is written with wide zero stores.
@@ -99,13 +99,26 @@ impl ScionHint {
             None => None,
         }
     }
-}
 
-impl ScionHint {
     /// Both bytes as one word, for compares over a burst.
     #[inline(always)]
     const fn word(self) -> u16 {
         u16::from_le_bytes([self.path_type_plus_one, self.next_hdr])
+    }
+}
+
+// Compared and hashed as one word (a derived compare takes two byte
+// compares, in per-packet checks of a run).
+impl PartialEq for ScionHint {
+    #[inline(always)]
+    fn eq(&self, other: &Self) -> bool {
+        self.word() == other.word()
+    }
+}
+
+impl core::hash::Hash for ScionHint {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.word().hash(state);
     }
 }
 
@@ -330,7 +343,6 @@ impl<B: PacketBuf> Batch<B> {
     fn live_hint(&self) -> Option<ScionHint> {
         let n = self.bufs.len();
         let first = self.meta.get(self.live.trailing_zeros() as usize)?.scion;
-        // Compared as one word each (two byte compares otherwise).
         let key = first.word();
         let mut differ = 0;
         if self.live == full_mask(n) {

@@ -54,10 +54,10 @@ pub(crate) struct RunKey {
     layout: u64,
     /// Offset of the path (its meta header) in the packet.
     meta_at: usize,
-    /// Offsets from the header and bytes of the meta header, the current
-    /// info field and the two parts of the current hop field (offsets from
-    /// the header, so that their bounds checks against the header's slice,
-    /// the same for every packet of the run, can leave the loop).
+    /// Offsets and bytes of the meta header, the current info field and
+    /// the two parts of the current hop field; the offsets from the header,
+    /// so that their bounds checks against the header's slice (the same for
+    /// every packet of the run) can leave the loop.
     meta_rel: usize,
     meta: u32,
     info_rel: usize,
