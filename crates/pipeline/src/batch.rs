@@ -343,6 +343,9 @@ impl<B: PacketBuf> Batch<B> {
     fn live_hint(&self) -> Option<ScionHint> {
         let n = self.bufs.len();
         let first = self.meta.get(self.live.trailing_zeros() as usize)?.scion;
+        if first == ScionHint::UNCHECKED {
+            return None;
+        }
         let key = first.word();
         let mut differ = 0;
         if self.live == full_mask(n) {
@@ -355,7 +358,7 @@ impl<B: PacketBuf> Batch<B> {
                 differ |= self.meta[i].scion.word() ^ key;
             }
         }
-        (differ == 0 && first != ScionHint::UNCHECKED).then_some(first)
+        (differ == 0).then_some(first)
     }
 
     /// The port every packet of the batch arrived on, if it is known that
@@ -557,22 +560,6 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
-    /// The live packets whose metadata satisfies `pred`, as a mask: one
-    /// branch-free pass over the burst's metadata, so that a stage can pass
-    /// a common kind of packet on in bulk and walk only the rest. (Cheaper
-    /// than a walk of [`live`](Self::live) for a predicate of a compare or
-    /// two.)
-    #[inline(always)]
-    pub fn live_where(&self, mut pred: impl FnMut(&Meta) -> bool) -> u32 {
-        // Over the whole fixed array: the slots past the burst's end are not
-        // live and masked off.
-        let mut mask = 0u32;
-        for (k, m) in self.meta.iter().enumerate() {
-            mask |= u32::from(pred(m)) << k;
-        }
-        mask & self.live
-    }
-
     /// The metadata of all packets (live or not), in index order.
     pub fn metas(&self) -> &[Meta] {
         &self.meta[..self.bufs.len()]
@@ -729,23 +716,6 @@ mod tests {
         assert_eq!(port_class(&b, 3), None);
         b.forward_some(0b0111, 1);
         assert_eq!(b.egress_port(), Some(1));
-    }
-
-    #[test]
-    fn live_masks_by_metadata() {
-        let h = ScionHint::checked(PathType::SCION.0, 17);
-
-        let mut b: Batch<Vec<u8>> = Batch::new();
-        for k in 0..5u8 {
-            b.push(vec![k], 0).unwrap();
-        }
-        b.meta_mut(1).scion = h;
-        b.meta_mut(3).scion = h;
-        assert_eq!(b.live_where(|m| m.scion == h), 0b1010);
-        b.drop_packet(3, DropReason::Malformed);
-        assert_eq!(b.live_where(|m| m.scion == h), 0b10);
-        // Slots past the burst's end never count.
-        assert_eq!(b.live_where(|_| true), 0b10111);
     }
 
     #[test]
