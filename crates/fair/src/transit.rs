@@ -11,20 +11,13 @@
 //! through the general per-packet code, which classifies it exactly; a
 //! property test holds both paths to identical results.
 //!
-//! The burst's leading run of such packets at one of the two common layouts
-//! (bare IPv6 or behind Ethernet, FAIR right after the fixed header) and
-//! stamped this second takes all three passes in one go (`mark_leading`):
-//! the slot bytes are written through references kept across the AES batch,
-//! so each frame is located once. The general passes go on from the first
-//! packet it does not take, with the same nonce and mark numbering.
-//!
 //! Building the stage from a `fair-transit` configuration and changing it
 //! live is [`crate::stage`]'s.
 
 use std::sync::Arc;
 
-use mac::{Aes, Block};
-use pipeline::{Batch, DropReason, Indices, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
+use mac::Block;
+use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
 
 use crate::common::{locate_hot, run_end, Codes, Framing};
 use crate::config::FairTransitConfig;
@@ -91,9 +84,6 @@ pub struct FairTransit {
     pub(crate) keys: Arc<KeyRing>,
     rng: NonceGen,
     marks: Box<Marks>,
-    /// Header bytes 0..2 (next header ‖ length, little-endian) of the last
-    /// header the fast path's full checks accepted (see `Expect`).
-    expect_nh_hl: u16,
     /// Counters.
     pub stats: TransitStats,
     /// The `fair-transit` configuration it was built from (live changes
@@ -118,7 +108,6 @@ impl FairTransit {
                 kidx: [0; BURST],
                 blocks: [[0; 16]; BURST],
             }),
-            expect_nh_hl: 0,
             stats: TransitStats::default(),
             configured: None,
             #[cfg(test)]
@@ -147,8 +136,7 @@ impl FairTransit {
 /// nothing is cleared per burst.
 #[derive(Debug)]
 struct Marks {
-    /// Per mark: packet index, frame offset of its slot, key (offset index;
-    /// filled in only for a burst that needs several keys).
+    /// Per mark: packet index, frame offset of its slot, key (offset index).
     pkt: [u8; BURST],
     pos: [u16; BURST],
     kidx: [u8; BURST],
@@ -158,19 +146,12 @@ struct Marks {
 impl Marks {
     /// Records mark number `n` (< [`BURST`]: one per live packet).
     #[inline(always)]
-    fn set(&mut self, n: usize, i: usize, pos: usize, block: Block) {
+    fn set(&mut self, n: usize, i: usize, pos: usize, di: u16, block: Block) {
         let n = n % BURST;
         self.blocks[n] = block;
         self.pkt[n] = i as u8;
         self.pos[n] = pos as u16;
-    }
-
-    /// Notes offset index `di` as the key of marks `from..to`.
-    #[inline]
-    fn set_keys(&mut self, from: usize, to: usize, di: u16) {
-        if let Some(k) = self.kidx.get_mut(from..to.min(BURST)) {
-            k.fill(di as u8);
-        }
+        self.kidx[n] = di as u8;
     }
 }
 
@@ -184,10 +165,6 @@ struct KeyState<'k> {
     cur_key: Option<&'k DataKey>,
     /// The burst needs more than one key.
     mixed: bool,
-    /// The first mark under the current key: the marks before it are
-    /// finished (by `mark_leading`) or have their keys noted in
-    /// [`Marks::kidx`].
-    run: usize,
 }
 
 /// The scalars pass 1 carries from packet to packet (locals on the fast
@@ -201,8 +178,7 @@ struct Cursor {
     fast_di: u32,
 }
 
-/// Pass 1's fast path for a packet whose metadata names a FAIR header at
-/// a layout other than the common ones of [`fast_mark_v6_at`]:
+/// Pass 1's fast path for a packet whose metadata names a FAIR header:
 /// the §2.9 checks of [`crate::common::hot_meta`] plus a free slot
 /// (`ptr < N`, which implies `ptr ≤ N`) and a stamp `want_ts` (the
 /// little-endian reading of the offset index whose key is `Paper`; a value
@@ -220,6 +196,10 @@ fn fast_mark(
     want_ts: u32,
 ) -> Option<(usize, u64)> {
     match l3 {
+        // The common layouts (bare IP, Ethernet; FAIR right after the fixed
+        // header) through one fixed-size view with constant offsets.
+        L3::Ipv6 if l3_off == 0 && proto_off == 40 => fast_mark_v6_at::<0, 49>(frame, want_ts),
+        L3::Ipv6 if l3_off == 14 && proto_off == 54 => fast_mark_v6_at::<14, 63>(frame, want_ts),
         L3::Ipv6 => fast_mark_in::<true>(frame, l3_off, proto_off, want_ts),
         L3::Ipv4 => fast_mark_in::<false>(frame, l3_off, proto_off, want_ts),
         L3::None => None,
@@ -279,73 +259,35 @@ fn fast_mark_in<const V6: bool>(
     Some((po + packet::fair::FIXED_LEN + s, hi))
 }
 
-/// The IPv6 FAIR header the fast path expects: next header and length as
-/// in the last header its full checks accepted (the packets of a flow, and
-/// mostly of a burst, share them), stamped for the fast path's key, so
-/// that one compare checks all three. Other headers take the full checks:
-/// the expectation only picks the shorter way to the same outcome.
-#[derive(Clone, Copy)]
-struct Expect {
-    /// Header bytes 0..4 (`nh ‖ hdr_len ‖ ts`) as a little-endian word.
-    head: u32,
-    /// The slot count of that length (0 when it is no valid one, or no
-    /// stamp is expected: nothing passes on it).
-    n_slots: usize,
-}
-
-impl Expect {
-    /// The expectation for header bytes 0..2 `nh_hl` (little-endian) and
-    /// the stamp `want_ts` (see [`want_ts_of`]).
-    #[inline(always)]
-    fn new(nh_hl: u16, want_ts: u32) -> Self {
-        let hl = (nh_hl >> 8) as u8;
-        let n_slots = if hl.wrapping_sub(1) < 16 && want_ts <= u32::from(u16::MAX) {
-            (hl as usize + 1) * 8 - packet::fair::FIXED_LEN
-        } else {
-            0
-        };
-        Expect { head: (want_ts << 16) | u32::from(nh_hl), n_slots }
-    }
-}
-
 /// [`fast_mark_in`] for IPv6 at frame offset `L3O` with the FAIR header
-/// right after the fixed header (its fixed part ends at `END`): constant
-/// offsets, and for the header `e` expects one compare for next header,
-/// length and stamp. A header that passes the full checks instead becomes
-/// the expected one.
+/// right after the fixed header (its fixed part ends at `END`).
 #[inline(always)]
-fn fast_mark_v6_at<'f, const L3O: usize, const END: usize>(
-    frame: &'f mut [u8],
-    e: &mut Expect,
+fn fast_mark_v6_at<const L3O: usize, const END: usize>(
+    frame: &mut [u8],
     want_ts: u32,
-) -> Option<(&'f mut u8, usize, u64)> {
+) -> Option<(usize, u64)> {
     const { assert!(END == L3O + 40 + packet::fair::FIXED_LEN) };
     let po = L3O + 40;
     let (f, rest) = frame.split_first_chunk_mut::<END>()?;
     let x = u64::from_le_bytes(*f[po..].first_chunk::<8>()?);
-    if x as u32 != e.head {
-        if (x >> 16) & 0xFFFF != u64::from(want_ts) {
-            return None;
-        }
-        let hl = (x >> 8) as u8;
-        if hl.wrapping_sub(1) >= 16 {
-            return None;
-        }
-        *e = Expect::new(x as u16, want_ts);
+    if (x >> 16) & 0xFFFF != u64::from(want_ts) {
+        return None;
     }
-    let n_slots = e.n_slots;
+    let hl = (x >> 8) as u8;
+    if hl.wrapping_sub(1) >= 16 {
+        return None;
+    }
+    let n_slots = (hl as usize + 1) * 8 - packet::fair::FIXED_LEN;
     let nas = f[END - 1];
     let s = (nas & 0x7F) as usize;
-    // ptr < N ≤ bytes after the fixed part.
     if s >= n_slots || n_slots > rest.len() {
         return None;
     }
-    let slot = rest.get_mut(s)?;
     // ptr < N ≤ 127, so +1 never carries into the SB.
     f[END - 1] = nas + 1;
     let lf_raw = u64::from(u16::from_le_bytes([f[L3O + 4], f[L3O + 5]]));
     let hi = ((x << 8) & !0xFF_FFFF) | (lf_raw << 8);
-    Some((slot, END + s, hi))
+    Some((END + s, hi))
 }
 
 /// The 8 nibbles of `x` (lowest first) as the bytes of a little-endian word.
@@ -377,178 +319,80 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         let fast_on = !self.slow_only;
         #[cfg(not(test))]
         let fast_on = true;
-        let FairTransit { cfg, keys, rng, stats, marks: m, expect_nh_hl, .. } = self;
+        let FairTransit { cfg, keys, rng, stats, marks: m, .. } = self;
         let keys: &KeyRing = keys;
-        // One generator draw gives the whole burst's nonces (nibble n → n-th
-        // mark), spread to a byte each, eight at a time: under the `Paper`
-        // tag (the MAC block's first byte), and shifted to the top nibble
-        // (its place in the slot byte).
+        // One generator draw gives the whole burst's nonces (nibble n → n-th mark).
         let nonces = rng.nonces32();
-        let (mut tag_nib, mut nib_hi) = ([0u8; BURST], [0u8; BURST]);
+        // Nibble k → byte k eight at a time; and the MAC block's first byte
+        // per mark: `Paper` tag ‖ nonce.
+        let (mut nib, mut tag_nib) = ([0u8; BURST], [0u8; BURST]);
         let tag = u64::from_ne_bytes([TAG_SLOT_PAPER << 4; 8]);
-        for (q, (t8, h8)) in tag_nib.chunks_exact_mut(8).zip(nib_hi.chunks_exact_mut(8)).enumerate()
-        {
+        for (q, (n8, t8)) in nib.chunks_exact_mut(8).zip(tag_nib.chunks_exact_mut(8)).enumerate() {
             let w = nibble_bytes((nonces >> (32 * q)) as u32);
+            n8.copy_from_slice(&w.to_le_bytes());
             t8.copy_from_slice(&(w | tag).to_le_bytes());
-            // Each byte below 16: the shift stays within it.
-            h8.copy_from_slice(&(w << 4).to_le_bytes());
         }
         // Stamps of this second (the common case) resolve their key once per
         // burst here, so the burst's first packet takes the fast path too.
         let now_key = keys.get(keys.epoch_of(now_s));
-        let fast_di = fast_di_of(now_key, FRESH);
-        let mut want_ts = want_ts_of(fast_di, n16);
-        let mut expect = Expect::new(*expect_nh_hl, want_ts);
-        // The leading packets at the common layouts, marked whole (see
-        // `mark_leading`); the rest, from the first it did not take on,
-        // take the passes below.
-        let mut done = 0;
-        if let (Some(k), true, Some(m0)) =
-            (now_key, fast_on && fast_di == u32::from(FRESH), batch.metas().first())
-        {
-            let (e, b) = (&mut expect, &mut m.blocks);
-            done = match (m0.l3_off, m0.proto_off) {
-                (0, 40) => {
-                    mark_leading::<B, 0, 49>(batch, &k.aes, e, want_ts, &tag_nib, &nib_hi, b)
-                }
-                (14, 54) => {
-                    mark_leading::<B, 14, 63>(batch, &k.aes, e, want_ts, &tag_nib, &nib_hi, b)
-                }
-                _ => 0,
-            };
-        }
-        let rest = batch.live_mask() & u32::MAX.checked_shl(done as u32).unwrap_or(0);
-        if rest == 0 {
-            *expect_nh_hl = expect.head as u16;
-            stats.marked += done as u64;
-            return;
-        }
         let mut key_of_d = [None; 7];
         key_of_d[FRESH as usize] = Some(now_key);
-        let mut ks =
-            KeyState { key_of_d, cur_di: FRESH, cur_key: now_key, mixed: false, run: done };
-        let mut c = Cursor { n: done, fast_di };
+        let mut ks = KeyState { key_of_d, cur_di: FRESH, cur_key: now_key, mixed: false };
+        let mut c = Cursor { n: 0, fast_di: fast_di_of(now_key, FRESH) };
+        let mut want_ts = want_ts_of(c.fast_di, n16);
         // Pass 1: checks, MAC inputs, and the NextAS increment.
-        for i in Indices::of(rest) {
+        for i in batch.live() {
             // Fast path: the metadata locates a well-formed FAIR header with a
             // free slot, stamped in the epoch of the burst's key (Paper binding).
             let meta = batch.meta(i);
             let (proto, l3, l3_off, proto_off) = (meta.proto, meta.l3, meta.l3_off, meta.proto_off);
             if proto == Proto::Fair && fast_on {
                 let frame = batch.buf_mut(i).data_mut();
-                // The common layouts (bare IP, Ethernet; FAIR right after the
-                // fixed header) through one fixed-size view with constant offsets.
-                let found = if l3 == L3::Ipv6 && l3_off == 0 && proto_off == 40 {
-                    fast_mark_v6_at::<0, 49>(frame, &mut expect, want_ts).map(|(_, p, h)| (p, h))
-                } else if l3 == L3::Ipv6 && l3_off == 14 && proto_off == 54 {
-                    fast_mark_v6_at::<14, 63>(frame, &mut expect, want_ts).map(|(_, p, h)| (p, h))
-                } else {
-                    fast_mark(frame, l3, l3_off, proto_off, want_ts)
-                };
-                if let Some((pos, hi)) = found {
+                if let Some((pos, hi)) = fast_mark(frame, l3, l3_off, proto_off, want_ts) {
                     let n = c.n % BURST;
                     let hi = hi | u64::from(tag_nib[n]);
                     m.blocks[n] = u128::from(hi).to_le_bytes();
                     m.pkt[n] = i as u8;
                     m.pos[n] = pos as u16;
+                    m.kidx[n] = c.fast_di as u8;
                     c.n += 1;
                     continue;
                 }
             }
             let mut cc = c;
-            slow_one(batch, i, cfg, keys, stats, m, &mut ks, &mut cc, &tag_nib, n16, now_s);
+            slow_one(batch, i, cfg, keys, stats, m, &mut ks, &mut cc, &nib, n16, now_s);
             if cc.fast_di != c.fast_di {
                 want_ts = want_ts_of(cc.fast_di, n16);
-                expect = Expect::new(expect.head as u16, want_ts);
             }
             c = cc;
         }
-        *expect_nh_hl = expect.head as u16;
         let n = c.n;
-        if n == done {
-            stats.marked += n as u64;
-            return;
-        }
+        let (blocks, kidx, key_of_d) = (&mut m.blocks, &m.kidx, &ks.key_of_d);
         // Pass 2: MACs, one pipelined call per key (normally one for the burst).
         if !ks.mixed {
             if let Some(k) = ks.cur_key {
-                k.aes.encrypt_blocks(m.blocks.get_mut(done..n).unwrap_or_default());
+                k.aes.encrypt_blocks(&mut blocks[..n]);
             }
         } else {
-            m.set_keys(ks.run, n, ks.cur_di);
-            let (blocks, kidx) = (&mut m.blocks, &m.kidx);
-            let mut s = done;
+            let mut s = 0;
             while s < n {
                 let e = run_end(kidx, s, n, |k| u32::from(*k));
-                if let Some(Some(k)) = ks.key_of_d[kidx[s] as usize] {
+                if let Some(Some(k)) = key_of_d[kidx[s] as usize] {
                     k.aes.encrypt_blocks(&mut blocks[s..e]);
                 }
                 s = e;
             }
         }
         // Pass 3: the slot bytes (nonce ‖ top nibble of the MAC).
-        let marks = m.pkt.iter().zip(&m.pos).zip(&m.blocks).zip(&nib_hi);
-        for (((&i, &pos), block), h) in marks.take(n).skip(done) {
-            let v = h | (block[0] >> 4);
-            if let Some(b) = batch.buf_mut(i as usize).data_mut().get_mut(pos as usize) {
+        for k in 0..n.min(BURST) {
+            let v = (nib[k] << 4) | (blocks[k][0] >> 4);
+            if let Some(b) = batch.buf_mut(m.pkt[k] as usize).data_mut().get_mut(m.pos[k] as usize)
+            {
                 *b = v;
             }
         }
         stats.marked += n as u64;
     }
-}
-
-/// Marks the burst's leading packets while the fast path takes them at
-/// the layout `L3O`/`END` of [`fast_mark_v6_at`] (the metadata naming the
-/// FAIR header there), all three passes at once: each slot byte is written
-/// through a reference kept from the checks across the burst's one AES
-/// batch (under `aes`, the key of stamps of this second), so no frame is
-/// located twice. Mark k is packet k, with nonce k (`tag_nib`), as in the
-/// general passes, which go on from the first packet it did not take (a
-/// dropped one included). Returns the number of packets it marked.
-#[inline(always)]
-fn mark_leading<B: PacketBuf, const L3O: usize, const END: usize>(
-    batch: &mut Batch<B>,
-    aes: &Aes,
-    expect: &mut Expect,
-    want_ts: u32,
-    tag_nib: &[u8; BURST],
-    nib_hi: &[u8; BURST],
-    blocks: &mut [Block; BURST],
-) -> usize {
-    // The leading live packets whose metadata names FAIR at this layout.
-    let mut lead = 0;
-    for meta in batch.metas() {
-        if (meta.l3, meta.proto) != (L3::Ipv6, Proto::Fair)
-            || usize::from(meta.l3_off) != L3O
-            || usize::from(meta.proto_off) != L3O + 40
-        {
-            break;
-        }
-        lead += 1;
-    }
-    let lead = lead.min(batch.live_mask().trailing_ones() as usize);
-    if lead == 0 {
-        return 0;
-    }
-    // Slot references, first to bytes of `sink` (no test per mark).
-    let mut sink = [0u8; BURST];
-    let mut slots = sink.each_mut();
-    let mut n = 0;
-    let bufs = batch.bufs_mut().iter_mut().take(lead);
-    for ((b, slot), (block, t)) in bufs.zip(&mut slots).zip(blocks.iter_mut().zip(tag_nib)) {
-        let Some((s, _, hi)) = fast_mark_v6_at::<L3O, END>(b.data_mut(), expect, want_ts) else {
-            break;
-        };
-        *block = u128::from(hi | u64::from(*t)).to_le_bytes();
-        *slot = s;
-        n += 1;
-    }
-    aes.encrypt_blocks(&mut blocks[..n]);
-    for ((slot, b), t) in slots.iter_mut().zip(&blocks[..n]).zip(nib_hi) {
-        **slot = t | (b[0] >> 4);
-    }
-    n
 }
 
 /// The offset index the fast path may mark for with `key` (a `Paper` key),
@@ -576,7 +420,7 @@ fn slow_one<'k, B: PacketBuf>(
     m: &mut Marks,
     ks: &mut KeyState<'k>,
     c: &mut Cursor,
-    tag_nib: &[u8; BURST],
+    nib: &[u8; BURST],
     n16: u16,
     now_s: u64,
 ) {
@@ -620,12 +464,8 @@ fn slow_one<'k, B: PacketBuf>(
         return;
     }
     if di != ks.cur_di {
-        // The marks since the last change used the current key.
-        if c.n > ks.run {
-            ks.mixed = true;
-            m.set_keys(ks.run, c.n, ks.cur_di);
-            ks.run = c.n;
-        }
+        // Every mark so far used the current key (else `mixed` is set).
+        ks.mixed |= c.n > 0;
         ks.cur_di = di;
         ks.cur_key = *ks.key_of_d[di as usize]
             .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts(), now_s))));
@@ -637,7 +477,7 @@ fn slow_one<'k, B: PacketBuf>(
         return;
     };
     let frame = batch.buf_mut(i).data_mut();
-    let nonce = tag_nib[c.n % BURST] & 0x0F;
+    let nonce = nib[c.n % BURST];
     let block = if key.binding == MarkBinding::Bound {
         let (src, dst) = h.addr32(frame);
         mark_block(key.binding, h.len_field, h.ts(), h.seqno(), nonce, src, dst)
@@ -649,7 +489,7 @@ fn slow_one<'k, B: PacketBuf>(
     if let Some(b) = frame.get_mut(at) {
         *b = h.next_as + 1;
     }
-    m.set(c.n, i, at + 1 + s as usize, block);
+    m.set(c.n, i, at + 1 + s as usize, di, block);
     c.n += 1;
 }
 
@@ -773,7 +613,6 @@ mod tests {
         #[test]
         fn fast_path_matches_slow_path(
             bound_sel in 0u8..4,
-            lead in 0usize..=32,
             pkts in proptest::collection::vec(
                 (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0usize..4,
                  0u8..24, proptest::prelude::any::<u8>(), 0u8..4,
@@ -788,27 +627,13 @@ mod tests {
             ring.rotate(now, 10, binding, || ks.next_key());
             let ring = Arc::new(ring);
             let mut b: Batch<Vec<u8>> = Batch::new();
-            for (k, (v6, hbh, slots, dts, nas, meta_kind, mut edits, cut)) in
-                pkts.into_iter().enumerate()
-            {
-                // The first `lead` packets are parsed bare-IPv6 ones stamped
-                // now (a run the leading-packet path takes), unless edited.
-                let (v6, hbh, meta_kind, dts, cut) = if k < lead {
-                    (true, false, 1, 17, cut / 2)
-                } else {
-                    (v6, hbh, meta_kind, dts, cut)
-                };
+            for (v6, hbh, slots, dts, nas, meta_kind, mut edits, cut) in pkts {
                 // Half the packets unedited.
                 edits.truncate(edits.len().saturating_sub(1));
                 let n = if v6 { [7, 15, 23, 7][slots] } else { slots * 3 };
                 // Stamps from now − 6 to now + 5: fresh in both epochs, stale,
-                // future; a quarter each now and now − 1 (runs the fast path
-                // can take).
-                let dts = match dts {
-                    12..18 => 5,
-                    18.. => 6,
-                    _ => dts,
-                };
+                // future; half of them now − 1 (runs the fast path can take).
+                let dts = if dts >= 12 { 6 } else { dts };
                 let ts = (now + 5 - dts as u64) as u16;
                 let nas = if nas % 4 == 0 { nas } else { nas % (n as u8 + 2) };
                 let mut p = any_pkt(v6, hbh && v6, n, ts, 77, nas);
@@ -833,6 +658,17 @@ mod tests {
                 let i = b.push(p, 0).unwrap();
                 *b.meta_mut(i) = m;
             }
+            let run = |slow_only: bool, mut b: Batch<Vec<u8>>| {
+                let mut t = FairTransit::new(
+                    TransitConfig { framing: Framing::Ip, ..Default::default() },
+                    ring.clone(),
+                    11,
+                );
+                t.slow_only = slow_only;
+                t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
+                let out: Vec<_> = (0..b.len()).map(|i| (b.data(i).to_vec(), *b.meta(i))).collect();
+                (out, t.stats)
+            };
             let copy = |b: &Batch<Vec<u8>>| {
                 let mut c: Batch<Vec<u8>> = Batch::new();
                 for i in 0..b.len() {
@@ -841,25 +677,8 @@ mod tests {
                 }
                 c
             };
-            let run = |slow_only: bool, b0: &Batch<Vec<u8>>| {
-                let mut t = FairTransit::new(
-                    TransitConfig { framing: Framing::Ip, ..Default::default() },
-                    ring.clone(),
-                    11,
-                );
-                t.slow_only = slow_only;
-                // Two bursts: the second meets the header the first taught
-                // the fast path to expect.
-                let mut out = Vec::new();
-                for _ in 0..2 {
-                    let mut b = copy(b0);
-                    t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
-                    out.extend((0..b.len()).map(|i| (b.data(i).to_vec(), *b.meta(i))));
-                }
-                (out, t.stats)
-            };
-            let (fast, fs) = run(false, &b);
-            let (slow, ss) = run(true, &b);
+            let (fast, fs) = run(false, copy(&b));
+            let (slow, ss) = run(true, b);
             proptest::prop_assert_eq!(fs, ss);
             proptest::prop_assert_eq!(fast, slow);
         }
@@ -871,7 +690,6 @@ mod tests {
         /// second fixed layout): bytes, verdicts, metadata and counters agree.
         #[test]
         fn fast_path_matches_slow_path_behind_ethernet(
-            lead in 0usize..=32,
             pkts in proptest::collection::vec(
                 (0usize..3, 0u8..14, proptest::prelude::any::<u8>(), proptest::prelude::any::<bool>(),
                  proptest::collection::vec((0usize..90, proptest::prelude::any::<u8>()), 0..3),
@@ -885,9 +703,7 @@ mod tests {
             let ring = Arc::new(ring);
             let cfg = TransitConfig { framing: Framing::Ethernet, ..Default::default() };
             let mut b: Batch<Vec<u8>> = Batch::new();
-            for (k, (slots, dts, nas, parsed, mut edits, cut)) in pkts.into_iter().enumerate() {
-                // The first `lead` packets parsed and stamped now, unless edited.
-                let (dts, parsed) = if k < lead { (8, true) } else { (dts, parsed) };
+            for (slots, dts, nas, parsed, mut edits, cut) in pkts {
                 edits.truncate(edits.len().saturating_sub(1));
                 let n = [7, 15, 23][slots];
                 let dts = if dts >= 8 { 5 } else { dts };
@@ -916,19 +732,15 @@ mod tests {
                 *b.meta_mut(i) = m;
             }
             let run = |slow_only: bool| {
+                let mut c: Batch<Vec<u8>> = Batch::new();
+                for i in 0..b.len() {
+                    let k = c.push(b.data(i).to_vec(), 0).unwrap();
+                    *c.meta_mut(k) = *b.meta(i);
+                }
                 let mut t = FairTransit::new(cfg, ring.clone(), 11);
                 t.slow_only = slow_only;
-                // Two bursts of the same packets (see `fast_path_matches_slow_path`).
-                let mut out = Vec::new();
-                for _ in 0..2 {
-                    let mut c: Batch<Vec<u8>> = Batch::new();
-                    for i in 0..b.len() {
-                        let k = c.push(b.data(i).to_vec(), 0).unwrap();
-                        *c.meta_mut(k) = *b.meta(i);
-                    }
-                    t.process(&mut c, Now::from_unix_ns(now * 1_000_000_000));
-                    out.extend((0..c.len()).map(|i| (c.data(i).to_vec(), *c.meta(i))));
-                }
+                t.process(&mut c, Now::from_unix_ns(now * 1_000_000_000));
+                let out: Vec<_> = (0..c.len()).map(|i| (c.data(i).to_vec(), *c.meta(i))).collect();
                 (out, t.stats)
             };
             let (fast, fs) = run(false);

@@ -475,14 +475,6 @@ impl<B: PacketBuf> Batch<B> {
         &mut self.bufs[i]
     }
 
-    /// The buffers of all packets (live or not), mutable, in index order:
-    /// for a stage that holds on to bytes of several packets at once (marks
-    /// written after one MAC batch over the burst). Like
-    /// [`buf_mut`](Self::buf_mut) it keeps the metadata and the port hints.
-    pub fn bufs_mut(&mut self) -> &mut [B] {
-        &mut self.bufs
-    }
-
     /// The metadata of packet `i`.
     pub fn meta(&self, i: usize) -> &Meta {
         &self.meta[i]
