@@ -398,30 +398,34 @@ impl<B: PacketBuf> Batch<B> {
     /// Forwards every live packet on `port`, keeping its traffic class
     /// (the whole burst routed at once, e.g. by ingress port).
     pub fn forward_all(&mut self, port: u16) {
+        // A live packet whose verdict a stage set by hand (not a forward) is
+        // left alone, and then there is no common egress to claim.
+        let all_forward = self.each_live_forward(|p, _| *p = port);
+        self.egress = all_forward.then_some(port);
+    }
+
+    /// Calls `f` with the port and class of every live forwarded packet;
+    /// returns whether every live packet is a forward.
+    #[inline(always)]
+    fn each_live_forward(&mut self, mut f: impl FnMut(&mut u16, &mut Class)) -> bool {
         let live = self.live;
         let n = self.bufs.len();
         let mut all_forward = true;
-        // A live packet whose verdict a stage set by hand (not a forward) is
-        // left alone, and then there is no common egress to claim.
+        let mut visit = |m: &mut Meta| match &mut m.verdict {
+            Verdict::Forward { port, class } => f(port, class),
+            _ => all_forward = false,
+        };
         if live == full_mask(n) {
             // The usual case: nothing dropped, no per-packet live test.
-            for m in &mut self.meta[..n] {
-                match &mut m.verdict {
-                    Verdict::Forward { port: p, .. } => *p = port,
-                    _ => all_forward = false,
-                }
-            }
+            self.meta[..n].iter_mut().for_each(&mut visit);
         } else {
             for (i, m) in self.meta[..n].iter_mut().enumerate() {
                 if (live >> i) & 1 != 0 {
-                    match &mut m.verdict {
-                        Verdict::Forward { port: p, .. } => *p = port,
-                        _ => all_forward = false,
-                    }
+                    visit(m);
                 }
             }
         }
-        self.egress = all_forward.then_some(port);
+        all_forward
     }
 
     /// Forwards the live packets of `mask` on `port`, keeping each one's
@@ -532,24 +536,7 @@ impl<B: PacketBuf> Batch<B> {
     /// Sets the traffic class of every live forwarded packet, keeping its
     /// port ([`set_class`](Self::set_class) for the whole burst).
     pub fn class_all(&mut self, class: Class) {
-        let n = self.bufs.len();
-        let live = self.live;
-        if live == full_mask(n) {
-            // The usual case: nothing dropped, no per-packet live test.
-            for m in &mut self.meta[..n] {
-                if let Verdict::Forward { class: c, .. } = &mut m.verdict {
-                    *c = class;
-                }
-            }
-            return;
-        }
-        for (i, m) in self.meta[..n].iter_mut().enumerate() {
-            if let Verdict::Forward { class: c, .. } = &mut m.verdict {
-                if (live >> i) & 1 != 0 {
-                    *c = class;
-                }
-            }
-        }
+        self.each_live_forward(|_, c| *c = class);
     }
 
     /// The metadata of all packets (live or not), in index order.
