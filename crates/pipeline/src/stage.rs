@@ -65,19 +65,28 @@ impl<B: PacketBuf> Pipeline<B> {
 
     /// Runs every stage over `batch`; stops early once no packet is live.
     pub fn run(&mut self, batch: &mut Batch<B>, now: Now) {
+        let mut before = batch.live_mask();
+        // The live count is recounted only when a stage changed the live set
+        // (without POPCNT in the baseline target a count costs ≈ 15
+        // instructions, per stage and burst).
+        let mut live = before.count_ones();
         for (stage, counters) in self.stages.iter_mut().zip(self.counters.iter_mut()) {
-            let before = batch.live_mask();
             if before == 0 {
                 break;
             }
-            counters.packets += u64::from(before.count_ones());
+            counters.packets += u64::from(live);
             stage.process(batch, now);
-            for i in Indices::of(before & !batch.live_mask()) {
-                match batch.meta(i).verdict {
-                    Verdict::Drop(reason) => counters.drops.inc(reason),
-                    Verdict::ToControl => counters.to_control += 1,
-                    Verdict::Forward { .. } => {}
+            let after = batch.live_mask();
+            if after != before {
+                for i in Indices::of(before & !after) {
+                    match batch.meta(i).verdict {
+                        Verdict::Drop(reason) => counters.drops.inc(reason),
+                        Verdict::ToControl => counters.to_control += 1,
+                        Verdict::Forward { .. } => {}
+                    }
                 }
+                live = after.count_ones();
+                before = after;
             }
         }
     }
@@ -144,6 +153,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Appends one packet (a stage that generates traffic, e.g. a reply).
+    struct AddOne;
+    impl Element for AddOne {
+        fn name(&self) -> &str {
+            "add-one"
+        }
+    }
+    impl Stage<Vec<u8>> for AddOne {
+        fn process(&mut self, batch: &mut Batch<Vec<u8>>, _now: Now) {
+            batch.push(vec![2], 1).unwrap();
+        }
+    }
+
+    /// Passes everything on unchanged.
+    struct Pass;
+    impl Element for Pass {
+        fn name(&self) -> &str {
+            "pass"
+        }
+    }
+    impl<B: PacketBuf> Stage<B> for Pass {
+        fn process(&mut self, _batch: &mut Batch<B>, _now: Now) {}
+    }
+
+    #[test]
+    fn each_stage_counts_the_packets_live_when_it_runs() {
+        let mut p: Pipeline<Vec<u8>> = Pipeline::new()
+            .with(Pass)
+            .with(DropOdd)
+            .with(Pass)
+            .with(AddOne)
+            .with(Pass)
+            .with(Recorder(Vec::new()))
+            .with(DropOdd);
+        let mut batch = Batch::new();
+        for v in 0..7u8 {
+            batch.push(vec![v], 1).unwrap();
+        }
+        p.run(&mut batch, Now::default());
+        let packets: Vec<u64> = p.counters().map(|(_, c)| c.packets).collect();
+        // 7 in; 1, 3 and 5 dropped; one packet added; 0 and 4 to control,
+        // so 2, 6 and the added packet reach the last stage.
+        assert_eq!(packets, [7, 7, 4, 4, 5, 5, 3]);
+        // Nothing live: the stages after it do not run and count nothing.
+        let mut empty = Batch::new();
+        p.run(&mut empty, Now::default());
+        assert_eq!(p.counters().map(|(_, c)| c.packets).collect::<Vec<_>>(), packets);
     }
 
     #[test]
