@@ -103,12 +103,32 @@ fn sketch_keys(seed: u64) -> [u64; 2] {
 /// steady ID and the ephemeral ID with the same bytes differ.
 #[inline]
 pub fn sketch_hash(keys: &[u64; 2], k: &ResvKey) -> u64 {
+    sketch_hash_with(&SketchKeys::new(keys), k)
+}
+
+/// [`sketch_hash`]'s keys with the steady flag's word folded in: `hi[s]`
+/// is `keys[1] ^ s · C` (`C` the odd constant), looked up by the flag
+/// instead of multiplied per packet.
+#[derive(Clone, Copy, Debug)]
+struct SketchKeys {
+    lo: u64,
+    hi: [u64; 2],
+}
+
+impl SketchKeys {
+    fn new(keys: &[u64; 2]) -> Self {
+        // The constant is odd, so the steady flag always changes the word.
+        SketchKeys { lo: keys[0], hi: [keys[1], keys[1] ^ 0x9E37_79B9_7F4A_7C15] }
+    }
+}
+
+/// [`sketch_hash`] with the keys prepared ([`SketchKeys`]).
+#[inline(always)]
+fn sketch_hash_with(keys: &SketchKeys, k: &ResvKey) -> u64 {
     let (lo, hi) = k.id.split_at(8);
     let lo = u64::from_le_bytes(lo.try_into().unwrap_or_default());
     let hi = u64::from_le_bytes(hi.try_into().unwrap_or_default());
-    // The constant is odd, so the steady flag always changes the word.
-    let steady = u64::from(k.steady).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let m = u128::from(lo ^ keys[0]) * u128::from(hi ^ keys[1] ^ steady);
+    let m = u128::from(lo ^ keys.lo) * u128::from(hi ^ keys.hi[usize::from(k.steady)]);
     // A second (unkeyed) multiply-fold: after one, the low word's low bits
     // depend only on the inputs' low bits, which left sequential IDs lumpy
     // over a row (measured by the spread test below).
@@ -352,6 +372,9 @@ impl core::fmt::Debug for CoreConfig {
     }
 }
 
+/// Cells of the widest sketch: four rows of 2^16 (see `CoreMonitor::sketch`).
+const SKETCH_CELLS: usize = 4 << 16;
+
 /// Result of observing one packet in transit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreVerdict {
@@ -372,18 +395,34 @@ struct Suspect {
 /// hash keys).
 pub struct CoreMonitor {
     cfg: CoreConfig,
-    sketch: Vec<u64>,
-    /// [`sketch_hash`] keys.
-    keys: [u64; 2],
-    /// Per row: (start of the row, shift of its 16 hash bits). Rows beyond
-    /// `cfg.rows` repeat row 0, so the four-row loop needs no row test (a
-    /// repeated cell changes neither the minimum nor the update).
-    rows: [(usize, u32); 4],
+    /// The cells: row `r`, column `c` at `2^16·r + c`. Sized for the widest
+    /// sketch, so that an index made of a 2-bit row and a 16-bit column is
+    /// in bounds by its type (no bounds test per row) and a row's start is
+    /// a constant offset; only the first `width` cells of each row in use
+    /// are ever touched (the allocation is zeroed lazily by the system, so
+    /// the rest costs address space only).
+    sketch: Box<[u64; SKETCH_CELLS]>,
+    /// [`sketch_hash`] keys, prepared for the per-packet hash.
+    hash_keys: SketchKeys,
+    /// Column mask, `width − 1`.
+    mask: u16,
     window_start: u64,
     /// `(100 + margin) · (now − window start + burst)` for `allow_ns`: the
     /// per-burst factor of the overuse test (see `allowance`).
     allow: u128,
     allow_ns: u64,
+    /// Per bandwidth class (index `class & 127`; classes are ≤ 100): a
+    /// lower bound of the largest estimate under the current allowance, a
+    /// cached form of the overuse test. With `rhs` = `bps · allow`, an
+    /// estimate `new` is over when `new · 8 · 10^11 > rhs`, that is when
+    /// `new > ⌊rhs / (8 · 10^11)⌋`, exactly. Every entry was computed at an
+    /// `allow` at most the current one (the table is cleared whenever
+    /// `allow` decreases: a new window, a clock step, a retune; or exceeds
+    /// `u64`), so it is a lower bound of the current threshold: an estimate
+    /// at or under it is under the allowance without the 128-bit products,
+    /// and one above it takes the exact test, which then refreshes the
+    /// entry. 0 (cleared) is a lower bound of every threshold.
+    thresholds: [u64; 128],
     suspects: HashMap<ResvKey, Suspect, KeyedState>,
     blacklist: HashMap<ResvKey, Tick, KeyedState>,
     blacklisted_total: u64,
@@ -398,20 +437,15 @@ impl CoreMonitor {
         if cfg.window_ns == 0 {
             return Err(Error::Config("core monitor: window_ns must be positive"));
         }
-        let rows = core::array::from_fn(|r| {
-            if r < cfg.rows {
-                (r * cfg.width, 16 * r as u32)
-            } else {
-                (0, 0)
-            }
-        });
+        let sketch = vec![0; SKETCH_CELLS].into_boxed_slice().try_into().ok();
         Ok(CoreMonitor {
-            sketch: vec![0; cfg.rows * cfg.width],
-            keys: sketch_keys(cfg.seed),
-            rows,
+            sketch: sketch.ok_or(Error::Config("core monitor: sketch allocation"))?,
+            hash_keys: SketchKeys::new(&sketch_keys(cfg.seed)),
+            mask: (cfg.width - 1) as u16,
             window_start: 0,
             allow: 0,
             allow_ns: u64::MAX,
+            thresholds: [0; 128],
             suspects: HashMap::with_capacity_and_hasher(
                 cfg.max_suspects.min(1 << 20),
                 KeyedState(cfg.seed ^ 1),
@@ -463,6 +497,12 @@ impl CoreMonitor {
         !self.blacklist.is_empty() && self.blacklist.get(key).is_some_and(|&exp| exp >= now)
     }
 
+    /// Whether any reservation is on the blacklist (lapsed entries included).
+    #[inline]
+    pub fn has_blacklist(&self) -> bool {
+        !self.blacklist.is_empty()
+    }
+
     /// Blacklists `key` until tick `exp` (inclusive).
     pub fn blacklist(&mut self, key: ResvKey, exp: Tick, now: Tick) -> Result<(), Error> {
         if self.blacklist.len() >= self.cfg.max_blacklist && !self.blacklist.contains_key(&key) {
@@ -501,7 +541,12 @@ impl CoreMonitor {
         {
             self.reset_window(now_ns);
         }
-        self.allow = self.allowance(now_ns);
+        let allow = self.allowance(now_ns);
+        // Thresholds cached under a larger factor would be too high.
+        if allow < self.allow || allow > u128::from(u64::MAX) {
+            self.thresholds = [0; 128];
+        }
+        self.allow = allow;
         self.allow_ns = now_ns;
     }
 
@@ -520,11 +565,35 @@ impl CoreMonitor {
     #[cold]
     #[inline(never)]
     fn reset_window(&mut self, now_ns: u64) {
-        self.sketch.fill(0);
+        for row in self.sketch.chunks_exact_mut(1 << 16).take(self.cfg.rows) {
+            if let Some(used) = row.get_mut(..self.cfg.width) {
+                used.fill(0);
+            }
+        }
         self.window_start = now_ns - now_ns % self.cfg.window_ns;
         // Suspects that behaved for a whole window are released.
         let (w, start) = (self.cfg.window_ns, self.window_start);
         self.suspects.retain(|_, s| s.since_ns.saturating_add(w) > start);
+    }
+
+    /// The sketch indices of the four cells of hash `h` with four rows
+    /// (the default): row `r` takes the column `(h >> 16·r) & (width − 1)`.
+    /// Constant shifts and row offsets; every index is below `4 · 2^16` by
+    /// its type.
+    #[inline(always)]
+    fn cells(&self, h: u64) -> [usize; 4] {
+        let col = |r: u32| usize::from((h >> (16 * r)) as u16 & self.mask);
+        [col(0), 1 << 16 | col(1), 2 << 16 | col(2), 3 << 16 | col(3)]
+    }
+
+    /// [`cells`](Self::cells) with fewer than four rows: rows beyond
+    /// `cfg.rows` repeat row 0.
+    #[inline(never)]
+    fn cells_fewer(&self, h: u64) -> [usize; 4] {
+        core::array::from_fn(|r| {
+            let r = if r < self.cfg.rows { r & 3 } else { 0 };
+            r << 16 | usize::from((h >> (16 * r)) as u16 & self.mask)
+        })
     }
 
     /// Accounts a `bytes`-long packet of reservation `key` (class `class`,
@@ -566,31 +635,43 @@ impl CoreMonitor {
             let _ = self.blacklist(*key, exp, now);
             return CoreVerdict::Blacklisted;
         }
-        let h = sketch_hash(&self.keys, key);
-        let mask = self.cfg.width - 1;
-        let mut idx = [0usize; 4];
-        let mut est = u64::MAX;
-        // A fixed four-row loop (unrolled, no row test: see `rows`).
-        for (i, &(off, shift)) in idx.iter_mut().zip(&self.rows) {
-            *i = off + ((h >> shift) as usize & mask);
-            est = est.min(self.sketch[*i]);
-        }
+        let h = sketch_hash_with(&self.hash_keys, key);
+        let idx = if self.cfg.rows == 4 { self.cells(h) } else { self.cells_fewer(h) };
+        let sketch = &mut *self.sketch;
+        let old = idx.map(|i| sketch[i]);
+        let est = old[0].min(old[1]).min(old[2]).min(old[3]);
         let new = est.saturating_add(bytes as u64);
         // Conservative update: raise only the cells below the new estimate.
-        for &i in &idx {
-            self.sketch[i] = self.sketch[i].max(new);
+        // From the values read above: a cell taken twice (a repeated row 0)
+        // had the same value both times, so it gets the same result.
+        for (&i, v) in idx.iter().zip(old) {
+            sketch[i] = v.max(new);
         }
         // Over the allowance so far this window plus a burst, at the rate plus
         // margin? (`new·8·10^9·100 > bps·(100 + margin)·(window + burst)`, in
-        // u128 without a division; the factor is per burst.)
-        let allow = if now_ns == self.allow_ns { self.allow } else { self.allowance(now_ns) };
+        // u128 without a division; the factor is per burst.) Usually decided
+        // by the class's cached threshold (see `thresholds`).
+        let rolled = now_ns == self.allow_ns;
+        let slot = usize::from(class.get() & 127);
+        if rolled && new <= self.thresholds[slot] {
+            // Under a threshold of this class: under the allowance.
+            return CoreVerdict::Ok;
+        }
+        let allow = if rolled { self.allow } else { self.allowance(now_ns) };
         let lhs = u128::from(new) * 800_000_000_000;
         let rhs = u128::from(class.bps()) * allow;
-        if lhs > rhs && self.suspects.len() < self.cfg.max_suspects {
-            let rate = u128::from(class.bps()) * u128::from(100 + self.cfg.margin_pct) / 100;
-            let rate = rate.min(u128::from(u64::MAX)) as u64;
-            let bucket = TokenBucket::new(rate, self.cfg.burst_ns, now_ns);
-            self.suspects.insert(*key, Suspect { bucket, since_ns: now_ns });
+        if lhs > rhs {
+            if self.suspects.len() < self.cfg.max_suspects {
+                let rate = u128::from(class.bps()) * u128::from(100 + self.cfg.margin_pct) / 100;
+                let rate = rate.min(u128::from(u64::MAX)) as u64;
+                let bucket = TokenBucket::new(rate, self.cfg.burst_ns, now_ns);
+                self.suspects.insert(*key, Suspect { bucket, since_ns: now_ns });
+            }
+        } else if rolled && allow <= u128::from(u64::MAX) {
+            // `rhs` is exact here (a product of two `u64`s): the largest
+            // estimate under the allowance at this burst's factor.
+            let bytes = (rhs / 800_000_000_000).min(u128::from(u64::MAX)) as u64;
+            self.thresholds[slot] = bytes;
         }
         CoreVerdict::Ok
     }
@@ -681,12 +762,142 @@ mod tests {
             for _ in 0..10 {
                 m.observe(&k, c, Tick(5), 100, 1_000, Tick(0));
             }
-            assert_eq!(m.sketch.len(), rows * 16);
-            let h = sketch_hash(&m.keys, &k);
+            let h = sketch_hash_with(&m.hash_keys, &k);
             for r in 0..rows {
-                assert_eq!(m.sketch[r * 16 + ((h >> (16 * r)) as usize & 15)], 1000);
+                assert_eq!(m.cell(r, (h >> (16 * r)) as usize & 15), 1000);
             }
             assert_eq!(m.sketch.iter().filter(|&&v| v != 0).count(), rows);
+        }
+    }
+
+    impl CoreMonitor {
+        /// Row `r`, column `c`.
+        fn cell(&self, r: usize, c: usize) -> u64 {
+            self.sketch[r << 16 | c]
+        }
+    }
+
+    /// The count-min sketch as specified, row by row (one row after the
+    /// other in memory, `width` apart, a loop over the rows): the reference
+    /// the monitor's fixed-stride rows, unrolled update and cached overuse
+    /// thresholds are checked against.
+    struct RefSketch {
+        rows: usize,
+        width: usize,
+        cells: Vec<u64>,
+    }
+
+    impl RefSketch {
+        fn observe(&mut self, h: u64, bytes: u64) -> u64 {
+            let idx: Vec<usize> = (0..self.rows)
+                .map(|r| r * self.width + ((h >> (16 * r)) as usize & (self.width - 1)))
+                .collect();
+            let est = idx.iter().map(|&i| self.cells[i]).min().unwrap();
+            let new = est.saturating_add(bytes);
+            for &i in &idx {
+                self.cells[i] = self.cells[i].max(new);
+            }
+            new
+        }
+    }
+
+    /// The monitor against [`RefSketch`] and the overuse test computed
+    /// directly (no cached thresholds): cells and new suspects, over
+    /// bursts (one roll, several packets), per-packet rolls, observations
+    /// at a time not rolled to, window changes and clock steps back.
+    #[test]
+    fn sketch_matches_the_row_by_row_reference() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        const W: u64 = 1_000_000_000;
+        let mut runner = TestRunner::new(Config { cases: 96, ..Config::default() });
+        // (flow, steady, bytes, class, time step, how observed)
+        let step = prop_oneof![
+            6 => Just(0i64),
+            6 => 0i64..2_000_000,
+            1 => Just(1_500_000_000i64),
+            1 => -3_000_000i64..0,
+        ];
+        let pkt = (0u8..24, any::<bool>(), 1u64..3000, 10u8..16, step, 0u8..3);
+        let strategy = (1usize..=4, 0u32..=6, 0u32..50, proptest::collection::vec(pkt, 1..400));
+        runner
+            .run(&strategy, |(rows, wbits, margin_pct, pkts)| {
+                let width = 1 << wbits;
+                let cfg = CoreConfig { rows, width, margin_pct, ..Default::default() };
+                let mut m = CoreMonitor::new(cfg).unwrap();
+                let mut r = RefSketch { rows, width, cells: vec![0; rows * width] };
+                let mut ws = 0u64;
+                let mut ns = 5_000_000_000u64;
+                for &(id, steady, bytes, class, dt, how) in &pkts {
+                    let k = ResvKey { id: [id; 16], steady };
+                    let c = BwClass::new(class).unwrap();
+                    ns = ns.saturating_add_signed(dt);
+                    // `observe_in_window` at a time not rolled to: only
+                    // inside the current window (its precondition).
+                    let unrolled = how == 2 && ns >= ws && ns < ws + W && ns != m.allow_ns;
+                    // Otherwise a roll: per burst (1) or by `observe` (0).
+                    let how = if how == 2 && !unrolled { 0 } else { how };
+                    if !unrolled && (ns >= ws + W || ns < ws) {
+                        r.cells.fill(0);
+                        ws = ns - ns % W;
+                    }
+                    // A suspect (after a new window released those that
+                    // behaved) bypasses the sketch.
+                    let known =
+                        m.suspects.get(&k).is_some_and(|s| s.since_ns.saturating_add(W) > ws);
+                    if how == 1 {
+                        m.roll_window(ns);
+                    }
+                    if how == 0 {
+                        m.observe(&k, c, Tick(5), bytes as usize, ns, Tick(0));
+                    } else {
+                        m.observe_in_window(&k, c, Tick(5), bytes as usize, ns, Tick(0));
+                    }
+                    if known {
+                        continue;
+                    }
+                    let new = r.observe(sketch_hash_with(&m.hash_keys, &k), bytes);
+                    let allow = u128::from(100 + margin_pct) * u128::from(ns - ws + cfg.burst_ns);
+                    let over = u128::from(new) * 800_000_000_000 > u128::from(c.bps()) * allow;
+                    // (A count would not do: a new window releases suspects.)
+                    prop_assert_eq!(m.suspects.contains_key(&k), over);
+                    for row in 0..rows {
+                        for col in 0..width {
+                            prop_assert_eq!(m.cell(row, col), r.cells[row * width + col]);
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn sketch_hash_is_the_documented_formula() {
+        // The multiply-folds of the module docs, written out.
+        let formula = |keys: &[u64; 2], k: &ResvKey| {
+            let lo = u64::from_le_bytes(k.id[..8].try_into().unwrap());
+            let hi = u64::from_le_bytes(k.id[8..].try_into().unwrap());
+            let steady = if k.steady { 0x9E37_79B9_7F4A_7C15 } else { 0 };
+            let m = u128::from(lo ^ keys[0]) * u128::from(hi ^ keys[1] ^ steady);
+            let m = u128::from((m as u64) ^ ((m >> 64) as u64)) * 0x9E37_79B9_7F4A_7C15;
+            (m as u64) ^ ((m >> 64) as u64)
+        };
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        for seed in 0..64u64 {
+            let keys = sketch_keys(seed);
+            for _ in 0..64 {
+                let mut id = [0u8; 16];
+                for b in id.chunks_mut(8) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    b.copy_from_slice(&x.to_le_bytes());
+                }
+                for steady in [false, true] {
+                    let k = ResvKey { id, steady };
+                    assert_eq!(sketch_hash(&keys, &k), formula(&keys, &k));
+                    assert_eq!(sketch_hash_with(&SketchKeys::new(&keys), &k), formula(&keys, &k));
+                }
+            }
         }
     }
 

@@ -48,6 +48,9 @@ pub(super) struct Job {
     pub(super) next_curr: Option<u8>,
     pub(super) port: u16,
     pub(super) forward: bool,
+    /// The transit stage's index of the packet's first MAC check in its
+    /// burst (set by the stage, not by the job builders).
+    pub(super) first_check: u8,
 }
 
 /// Where the SIBRA path of a packet lies, if it has one.

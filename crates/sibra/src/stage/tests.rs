@@ -133,12 +133,25 @@ fn templates() -> Vec<(Vec<u8>, u16)> {
 const KEY_BYTES: [usize; 15] = [0, 5, 6, 7, 8, 9, 36, 37, 38, 39, 40, 60, 62, 69, 71];
 
 fn transit(policy: RequestPolicy) -> SibraTransit {
+    transit_with(policy, true, false)
+}
+
+/// A transit stage, with one revoked reservation (`revoke`: the
+/// expiring-now ephemeral one, index 2) and one blacklisted (`blacklist`:
+/// the valid forward ephemeral one): with neither, the stage's per-packet
+/// checks skip both tables.
+fn transit_with(policy: RequestPolicy, revoke: bool, blacklist: bool) -> SibraTransit {
     let t = Tick::of(now());
     let mut s = SibraTransit::new(cfg(), keys(2), CoreMonitor::new(CoreConfig::default()).unwrap())
         .with_requests(policy);
-    // One revoked reservation (the expiring-now ephemeral one, index 2).
-    let key: ResvKey = EphemeralId::new(0xa, [2; 10]).into();
-    s.revocations_mut().revoke(key, ResvIdx::new(2).unwrap(), t.plus(5), t).unwrap();
+    if revoke {
+        let key: ResvKey = EphemeralId::new(0xa, [2; 10]).into();
+        s.revocations_mut().revoke(key, ResvIdx::new(2).unwrap(), t.plus(5), t).unwrap();
+    }
+    if blacklist {
+        let key: ResvKey = EphemeralId::new(0xa, [1; 10]).into();
+        s.monitor_mut().blacklist(key, t.plus(5), t).unwrap();
+    }
     s
 }
 
@@ -202,10 +215,13 @@ proptest! {
         bursts in arb_steps(),
         to_control in any::<bool>(),
         hinted in any::<bool>(),
+        revoke in any::<bool>(),
+        blacklist in any::<bool>(),
     ) {
         let tpl = templates();
         let policy = if to_control { RequestPolicy::ToControl } else { RequestPolicy::Skip };
-        let (mut fast, mut slow) = (transit(policy), transit(policy));
+        let (mut fast, mut slow) =
+            (transit_with(policy, revoke, blacklist), transit_with(policy, revoke, blacklist));
         for burst in &bursts {
             let mut a: Batch<Vec<u8>> = Batch::new();
             let mut b: Batch<Vec<u8>> = Batch::new();
