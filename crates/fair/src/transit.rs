@@ -11,15 +11,25 @@
 //! through the general per-packet code, which classifies it exactly; a
 //! property test holds both paths to identical results.
 //!
+//! The burst's leading run of such packets at one of the common layouts
+//! (IPv6 or IPv4, bare or behind Ethernet, FAIR right after the fixed IP
+//! header) and stamped this second takes all three passes in one go
+//! (`mark_leading`): the slot bytes are written through references kept
+//! across the AES batch, so each frame is located once. The general passes
+//! go on from the first packet it does not take, with the same nonce and
+//! mark numbering.
+//!
 //! Building the stage from a `fair-transit` configuration and changing it
 //! live is [`crate::stage`]'s.
 
 use std::sync::Arc;
 
-use mac::Block;
-use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET};
+use mac::{Aes, Block};
+use pipeline::{
+    Batch, DropReason, Indices, Meta, Now, PacketBuf, Proto, Stage, BURST, L3, NO_OFFSET,
+};
 
-use crate::common::{locate_hot, run_end, Codes, Framing};
+use crate::common::{hot_meta, locate_hot, run_end, Codes, Framing, HotStatus};
 use crate::config::FairTransitConfig;
 use crate::crypto::{mark_block, mark_block_paper_w, MarkBinding, TAG_SLOT_PAPER};
 use crate::keys::{DataKey, KeyRing};
@@ -84,6 +94,9 @@ pub struct FairTransit {
     pub(crate) keys: Arc<KeyRing>,
     rng: NonceGen,
     marks: Box<Marks>,
+    /// Header bytes 0..2 (next header ‖ length, little-endian) of the last
+    /// header the leading run's full checks accepted (see `Expect`).
+    expect_nh_hl: u16,
     /// Counters.
     pub stats: TransitStats,
     /// The `fair-transit` configuration it was built from (live changes
@@ -92,6 +105,10 @@ pub struct FairTransit {
     /// Tests: every packet through the slow path (the reference).
     #[cfg(test)]
     slow_only: bool,
+    /// Tests: the packets the last burst's leading run took and the marks
+    /// it finished.
+    #[cfg(test)]
+    led: (usize, usize),
 }
 
 impl FairTransit {
@@ -108,10 +125,13 @@ impl FairTransit {
                 kidx: [0; BURST],
                 blocks: [[0; 16]; BURST],
             }),
+            expect_nh_hl: 0,
             stats: TransitStats::default(),
             configured: None,
             #[cfg(test)]
             slow_only: false,
+            #[cfg(test)]
+            led: (0, 0),
         }
     }
 
@@ -136,7 +156,8 @@ impl FairTransit {
 /// nothing is cleared per burst.
 #[derive(Debug)]
 struct Marks {
-    /// Per mark: packet index, frame offset of its slot, key (offset index).
+    /// Per mark: packet index, frame offset of its slot, key (offset index;
+    /// filled in only for a burst that needs several keys).
     pkt: [u8; BURST],
     pos: [u16; BURST],
     kidx: [u8; BURST],
@@ -146,12 +167,19 @@ struct Marks {
 impl Marks {
     /// Records mark number `n` (< [`BURST`]: one per live packet).
     #[inline(always)]
-    fn set(&mut self, n: usize, i: usize, pos: usize, di: u16, block: Block) {
+    fn set(&mut self, n: usize, i: usize, pos: usize, block: Block) {
         let n = n % BURST;
         self.blocks[n] = block;
         self.pkt[n] = i as u8;
         self.pos[n] = pos as u16;
-        self.kidx[n] = di as u8;
+    }
+
+    /// Notes offset index `di` as the key of marks `from..to`.
+    #[inline]
+    fn set_keys(&mut self, from: usize, to: usize, di: u16) {
+        if let Some(k) = self.kidx.get_mut(from..to.min(BURST)) {
+            k.fill(di as u8);
+        }
     }
 }
 
@@ -165,6 +193,10 @@ struct KeyState<'k> {
     cur_key: Option<&'k DataKey>,
     /// The burst needs more than one key.
     mixed: bool,
+    /// The first mark under the current key: the marks before it are
+    /// finished (by `mark_leading`) or have their keys noted in
+    /// [`Marks::kidx`].
+    run: usize,
 }
 
 /// The scalars pass 1 carries from packet to packet (locals on the fast
@@ -201,6 +233,10 @@ fn fast_mark(
         L3::Ipv6 if l3_off == 0 && proto_off == 40 => fast_mark_v6_at::<0, 49>(frame, want_ts),
         L3::Ipv6 if l3_off == 14 && proto_off == 54 => fast_mark_v6_at::<14, 63>(frame, want_ts),
         L3::Ipv6 => fast_mark_in::<true>(frame, l3_off, proto_off, want_ts),
+        // IPv4 without options, at any offset.
+        L3::Ipv4 if proto_off.wrapping_sub(l3_off) == 20 => {
+            fast_mark_v4_std(frame, l3_off as usize, want_ts)
+        }
         L3::Ipv4 => fast_mark_in::<false>(frame, l3_off, proto_off, want_ts),
         L3::None => None,
     }
@@ -267,27 +303,260 @@ fn fast_mark_v6_at<const L3O: usize, const END: usize>(
     want_ts: u32,
 ) -> Option<(usize, u64)> {
     const { assert!(END == L3O + 40 + packet::fair::FIXED_LEN) };
-    let po = L3O + 40;
     let (f, rest) = frame.split_first_chunk_mut::<END>()?;
+    fast_mark_fixed::<true, L3O, END>(f, rest, want_ts).map(|(s, hi)| (END + s, hi))
+}
+
+/// [`fast_mark_in`] for IPv4 without options at frame offset `l3_off`,
+/// with the FAIR header right after it: one view from the IP header on,
+/// with constant offsets.
+#[inline(always)]
+fn fast_mark_v4_std(frame: &mut [u8], l3_off: usize, want_ts: u32) -> Option<(usize, u64)> {
+    const END: usize = 20 + packet::fair::FIXED_LEN;
+    let (f, rest) = frame.get_mut(l3_off..)?.split_first_chunk_mut::<END>()?;
+    fast_mark_fixed::<false, 0, END>(f, rest, want_ts).map(|(s, hi)| (l3_off + END + s, hi))
+}
+
+/// The fast path's checks for a FAIR header whose fixed part ends at `END`
+/// of `f`, after the IP header at `L3O` (IPv6 if `V6`, else IPv4 without
+/// options), with `rest` the bytes after it: bumps NextAS and returns the
+/// slot's offset in `rest` and the MAC block's first 8 bytes as in
+/// [`fast_mark_in`].
+#[inline(always)]
+fn fast_mark_fixed<const V6: bool, const L3O: usize, const END: usize>(
+    f: &mut [u8; END],
+    rest: &[u8],
+    want_ts: u32,
+) -> Option<(usize, u64)> {
+    let po = L3O + if V6 { 40 } else { 20 };
+    const { assert!(END == L3O + if V6 { 40 } else { 20 } + packet::fair::FIXED_LEN) };
     let x = u64::from_le_bytes(*f[po..].first_chunk::<8>()?);
     if (x >> 16) & 0xFFFF != u64::from(want_ts) {
         return None;
     }
-    let hl = (x >> 8) as u8;
-    if hl.wrapping_sub(1) >= 16 {
-        return None;
-    }
-    let n_slots = (hl as usize + 1) * 8 - packet::fair::FIXED_LEN;
+    let n_slots = n_slots_of::<V6>((x >> 8) as u8);
     let nas = f[END - 1];
     let s = (nas & 0x7F) as usize;
+    // ptr < N ≤ bytes after the fixed part (N = 0 when malformed).
     if s >= n_slots || n_slots > rest.len() {
         return None;
     }
     // ptr < N ≤ 127, so +1 never carries into the SB.
     f[END - 1] = nas + 1;
-    let lf_raw = u64::from(u16::from_le_bytes([f[L3O + 4], f[L3O + 5]]));
+    let at = L3O + if V6 { 4 } else { 2 };
+    let lf_raw = u64::from(u16::from_le_bytes([f[at], f[at + 1]]));
     let hi = ((x << 8) & !0xFF_FFFF) | (lf_raw << 8);
-    Some((END + s, hi))
+    Some((s, hi))
+}
+
+/// The slot count N that header length byte `hl` gives (0 when malformed:
+/// no slot is free).
+#[inline(always)]
+fn n_slots_of<const V6: bool>(hl: u8) -> usize {
+    if V6 {
+        if hl.wrapping_sub(1) < 16 {
+            return (hl as usize + 1) * 8 - packet::fair::FIXED_LEN;
+        }
+    } else if hl.wrapping_sub(9) < 128 {
+        return hl as usize - packet::fair::FIXED_LEN;
+    }
+    0
+}
+
+/// The FAIR header the leading run expects: next header and length as in
+/// the last header its full checks accepted (the packets of a flow, and
+/// mostly of a burst, share them), stamped for the burst's key, so that
+/// one compare checks all three. Other headers take the full checks: the
+/// expectation only picks the shorter way to the same outcome.
+#[derive(Clone, Copy)]
+struct Expect {
+    /// Header bytes 0..4 (`nh ‖ hdr_len ‖ ts`) as a little-endian word.
+    head: u32,
+    /// The slot count of that length (0 when it is no valid one: nothing
+    /// passes on it).
+    n_slots: usize,
+}
+
+impl Expect {
+    /// The expectation for header bytes 0..2 `nh_hl` (little-endian) and
+    /// the stamp `want_ts` (a valid one, see [`want_ts_of`]).
+    #[inline(always)]
+    fn new<const V6: bool>(nh_hl: u16, want_ts: u32) -> Self {
+        Expect {
+            head: (want_ts << 16) | u32::from(nh_hl),
+            n_slots: n_slots_of::<V6>((nh_hl >> 8) as u8),
+        }
+    }
+}
+
+/// The fast path's checks ([`fast_mark_in`]) for a FAIR header at frame
+/// offset `PO` of an IP header at `L3O` (its fixed part ends at `END`),
+/// with one compare for next header, length and stamp when the header is
+/// the one `e` expects; a header that passes the full checks instead
+/// becomes the expected one. On success bumps NextAS and returns a
+/// reference to the slot and the MAC block's first 8 bytes as in
+/// [`fast_mark_in`].
+#[inline(always)]
+fn lead_one<'f, const V6: bool, const L3O: usize, const PO: usize, const END: usize>(
+    frame: &'f mut [u8],
+    e: &mut Expect,
+    want_ts: u32,
+) -> Option<(&'f mut u8, u64)> {
+    const {
+        assert!(PO >= L3O + if V6 { 40 } else { 20 });
+        assert!(END == PO + packet::fair::FIXED_LEN);
+    };
+    let (f, rest) = frame.split_first_chunk_mut::<END>()?;
+    let x = u64::from_le_bytes(*f[PO..].first_chunk::<8>()?);
+    if x as u32 != e.head {
+        if (x >> 16) & 0xFFFF != u64::from(want_ts) {
+            return None;
+        }
+        let ne = Expect::new::<V6>(x as u16, want_ts);
+        if ne.n_slots == 0 {
+            return None;
+        }
+        *e = ne;
+    }
+    let nas = f[END - 1];
+    let s = (nas & 0x7F) as usize;
+    // ptr < N ≤ bytes after the fixed part.
+    let slot = rest.get_mut(..e.n_slots)?.get_mut(s)?;
+    // ptr < N ≤ 127, so +1 never carries into the SB.
+    f[END - 1] = nas + 1;
+    // The length field (IP bytes 4..6 / 2..4) lies before the header.
+    let at = L3O + if V6 { 4 } else { 2 };
+    let lf_raw = u64::from(u16::from_le_bytes([f[at], f[at + 1]]));
+    let hi = ((x << 8) & !0xFF_FFFF) | (lf_raw << 8);
+    Some((slot, hi))
+}
+
+/// The burst's shared inputs to [`mark_leading`].
+struct Lead<'a> {
+    /// The key of stamps of this second (`Paper` binding).
+    aes: &'a Aes,
+    /// The little-endian reading of this second's stamp.
+    want_ts: u32,
+    /// Per mark: the MAC block's first byte (`Paper` tag ‖ nonce).
+    tag_nib: &'a [u8; BURST],
+    /// Per mark: the nonce in the top nibble (its place in the slot byte).
+    nib_hi: &'a [u8; BURST],
+}
+
+/// The packets whose metadata must name the first one's layout for the
+/// leading run to be taken: a shorter run would save less than its
+/// separate AES batch and setup cost.
+const MIN_LEAD: usize = 4;
+
+/// Whether the burst's leading live packets, [`MIN_LEAD`] of them or all
+/// if fewer, have metadata naming FAIR at one layout (cheap, inline: the
+/// general passes pay it).
+#[inline(always)]
+fn lead_worth<B: PacketBuf>(batch: &Batch<B>) -> bool {
+    let metas = batch.metas();
+    let Some(m0) = metas.first() else { return false };
+    if m0.proto != Proto::Fair {
+        return false;
+    }
+    let k = (batch.live_mask().trailing_ones() as usize).min(MIN_LEAD);
+    let layout = (m0.l3, m0.l3_off, m0.proto_off);
+    k > 0
+        && metas.iter().take(k).skip(1).all(|m| {
+            (m.proto, m.l3, m.l3_off, m.proto_off) == (Proto::Fair, layout.0, layout.1, layout.2)
+        })
+}
+
+/// Below this many marks, a leading run that stops before the end of the
+/// burst's leading live packets hands its marks over to the general passes
+/// (their MAC batch and slot pass) instead of finishing them itself: a
+/// second AES batch would cost more than it saves.
+const HAND_OVER_BELOW: usize = BURST / 2;
+
+/// Marks the burst's leading packets at the first packet's layout if it is
+/// one of the common ones (see [`mark_leading`]); returns how many packets
+/// it took and how many of their marks it finished (all or none).
+#[inline(never)]
+fn lead_run<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    l: &Lead<'_>,
+    expect_nh_hl: &mut u16,
+    m: &mut Marks,
+) -> (usize, usize) {
+    let live = batch.live_mask();
+    let (bufs, metas) = batch.bufs_mut_metas();
+    // The leading live packets (at most a burst).
+    let lead = (live.trailing_ones() as usize).min(bufs.len()).min(metas.len()).min(BURST);
+    let (bufs, metas) = (&mut bufs[..lead], &metas[..lead]);
+    let Some(m0) = metas.first() else { return (0, 0) };
+    let e = expect_nh_hl;
+    match (m0.l3, m0.l3_off, m0.proto_off) {
+        (L3::Ipv6, 0, 40) => mark_leading::<B, true, 0, 40, 49>(bufs, metas, l, e, m),
+        (L3::Ipv6, 14, 54) => mark_leading::<B, true, 14, 54, 63>(bufs, metas, l, e, m),
+        (L3::Ipv4, 14, 34) => mark_leading::<B, false, 14, 34, 43>(bufs, metas, l, e, m),
+        (L3::Ipv4, 0, 20) => mark_leading::<B, false, 0, 20, 29>(bufs, metas, l, e, m),
+        _ => (0, 0),
+    }
+}
+
+/// Marks the leading packets `bufs` (live, as many as `metas`) while the
+/// fast path takes them at one layout (the metadata naming the FAIR header
+/// at `PO` of the IP header at `L3O`, see [`lead_one`]), all three passes
+/// at once: each slot byte is written through a reference kept from the
+/// checks across the burst's one AES batch, so no frame is located twice.
+/// Mark k is packet k, with nonce k, as in the general passes, which go on
+/// from the first packet it did not take (a dropped one included). Returns
+/// the number of packets it marked and of marks it finished: a run that
+/// stops early and short leaves them to the general passes instead (MAC
+/// inputs in `m.blocks`, packet and slot offset noted; see
+/// [`HAND_OVER_BELOW`]).
+#[inline(always)]
+fn mark_leading<
+    B: PacketBuf,
+    const V6: bool,
+    const L3O: usize,
+    const PO: usize,
+    const END: usize,
+>(
+    bufs: &mut [B],
+    metas: &[Meta],
+    l: &Lead<'_>,
+    expect_nh_hl: &mut u16,
+    m: &mut Marks,
+) -> (usize, usize) {
+    let layout = (Proto::Fair, if V6 { L3::Ipv6 } else { L3::Ipv4 }, L3O as u16, PO as u16);
+    let mut e = Expect::new::<V6>(*expect_nh_hl, l.want_ts);
+    // Slot references, first to bytes of `sink` (no test per mark).
+    let mut sink = [0u8; BURST];
+    let mut slots = sink.each_mut();
+    let mut n = 0;
+    let marks = slots.iter_mut().zip(m.blocks.iter_mut().zip(l.tag_nib));
+    for ((b, meta), (slot, (block, t))) in bufs.iter_mut().zip(metas).zip(marks) {
+        if (meta.proto, meta.l3, meta.l3_off, meta.proto_off) != layout {
+            break;
+        }
+        let Some((s, hi)) = lead_one::<V6, L3O, PO, END>(b.data_mut(), &mut e, l.want_ts) else {
+            break;
+        };
+        *block = u128::from(hi | u64::from(*t)).to_le_bytes();
+        *slot = s;
+        n += 1;
+    }
+    *expect_nh_hl = e.head as u16;
+    if n < metas.len() && n < HAND_OVER_BELOW {
+        // Packet k's slot from its bumped NextAS (ptr + 1 ≤ 127).
+        for (k, b) in bufs.iter().enumerate().take(n) {
+            let nas = b.data().get(END - 1).map_or(1, |x| x & 0x7F);
+            m.pkt[k] = k as u8;
+            m.pos[k] = (END + usize::from(nas.wrapping_sub(1))) as u16;
+        }
+        return (n, 0);
+    }
+    let blocks = &mut m.blocks[..n];
+    l.aes.encrypt_blocks(blocks);
+    for ((slot, b), h) in slots.iter_mut().zip(blocks.iter()).zip(l.nib_hi) {
+        **slot = h | (b[0] >> 4);
+    }
+    (n, n)
 }
 
 /// The 8 nibbles of `x` (lowest first) as the bytes of a little-endian word.
@@ -319,29 +588,57 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         let fast_on = !self.slow_only;
         #[cfg(not(test))]
         let fast_on = true;
-        let FairTransit { cfg, keys, rng, stats, marks: m, .. } = self;
+        #[cfg(test)]
+        let FairTransit { cfg, keys, rng, stats, marks: m, expect_nh_hl, led, .. } = self;
+        #[cfg(not(test))]
+        let FairTransit { cfg, keys, rng, stats, marks: m, expect_nh_hl, .. } = self;
         let keys: &KeyRing = keys;
-        // One generator draw gives the whole burst's nonces (nibble n → n-th mark).
+        // One generator draw gives the whole burst's nonces (nibble n → n-th
+        // mark), spread to a byte each, eight at a time: under the `Paper`
+        // tag (the MAC block's first byte), and shifted to the top nibble
+        // (its place in the slot byte).
         let nonces = rng.nonces32();
-        // Nibble k → byte k eight at a time; and the MAC block's first byte
-        // per mark: `Paper` tag ‖ nonce.
-        let (mut nib, mut tag_nib) = ([0u8; BURST], [0u8; BURST]);
+        let (mut tag_nib, mut nib_hi) = ([0u8; BURST], [0u8; BURST]);
         let tag = u64::from_ne_bytes([TAG_SLOT_PAPER << 4; 8]);
-        for (q, (n8, t8)) in nib.chunks_exact_mut(8).zip(tag_nib.chunks_exact_mut(8)).enumerate() {
+        for (q, (t8, h8)) in tag_nib.chunks_exact_mut(8).zip(nib_hi.chunks_exact_mut(8)).enumerate()
+        {
             let w = nibble_bytes((nonces >> (32 * q)) as u32);
-            n8.copy_from_slice(&w.to_le_bytes());
             t8.copy_from_slice(&(w | tag).to_le_bytes());
+            // Each byte below 16: the shift stays within it.
+            h8.copy_from_slice(&(w << 4).to_le_bytes());
         }
         // Stamps of this second (the common case) resolve their key once per
         // burst here, so the burst's first packet takes the fast path too.
         let now_key = keys.get(keys.epoch_of(now_s));
+        let fast_di = fast_di_of(now_key, FRESH);
+        let mut want_ts = want_ts_of(fast_di, n16);
+        // The leading packets at a common layout, marked whole (see
+        // `mark_leading`); the rest, from the first it did not take on,
+        // take the passes below.
+        // (packets it took, marks it finished: the first `done` marks).
+        let (mut start, mut done) = (0, 0);
+        if let (true, Some(k)) = (fast_on && fast_di == u32::from(FRESH), now_key) {
+            if lead_worth(batch) {
+                let l = Lead { aes: &k.aes, want_ts, tag_nib: &tag_nib, nib_hi: &nib_hi };
+                (start, done) = lead_run(batch, &l, expect_nh_hl, m);
+            }
+        }
+        #[cfg(test)]
+        {
+            *led = (start, done);
+        }
+        let rest = batch.live_mask() & u32::MAX.checked_shl(start as u32).unwrap_or(0);
+        if rest == 0 && done == start {
+            stats.marked += done as u64;
+            return;
+        }
         let mut key_of_d = [None; 7];
         key_of_d[FRESH as usize] = Some(now_key);
-        let mut ks = KeyState { key_of_d, cur_di: FRESH, cur_key: now_key, mixed: false };
-        let mut c = Cursor { n: 0, fast_di: fast_di_of(now_key, FRESH) };
-        let mut want_ts = want_ts_of(c.fast_di, n16);
+        let mut ks =
+            KeyState { key_of_d, cur_di: FRESH, cur_key: now_key, mixed: false, run: done };
+        let mut c = Cursor { n: start, fast_di };
         // Pass 1: checks, MAC inputs, and the NextAS increment.
-        for i in batch.live() {
+        for i in Indices::of(rest) {
             // Fast path: the metadata locates a well-formed FAIR header with a
             // free slot, stamped in the epoch of the burst's key (Paper binding).
             let meta = batch.meta(i);
@@ -354,27 +651,30 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
                     m.blocks[n] = u128::from(hi).to_le_bytes();
                     m.pkt[n] = i as u8;
                     m.pos[n] = pos as u16;
-                    m.kidx[n] = c.fast_di as u8;
                     c.n += 1;
                     continue;
                 }
             }
             let mut cc = c;
-            slow_one(batch, i, cfg, keys, stats, m, &mut ks, &mut cc, &nib, n16, now_s);
+            slow_one(batch, i, cfg, keys, stats, m, &mut ks, &mut cc, &nib_hi, n16, now_s);
             if cc.fast_di != c.fast_di {
                 want_ts = want_ts_of(cc.fast_di, n16);
             }
             c = cc;
         }
         let n = c.n;
+        if ks.mixed {
+            m.set_keys(ks.run, n, ks.cur_di);
+        }
         let (blocks, kidx, key_of_d) = (&mut m.blocks, &m.kidx, &ks.key_of_d);
-        // Pass 2: MACs, one pipelined call per key (normally one for the burst).
+        // Pass 2: MACs, one pipelined call per key (normally one for the
+        // burst), for the marks after the leading run's.
         if !ks.mixed {
             if let Some(k) = ks.cur_key {
-                k.aes.encrypt_blocks(&mut blocks[..n]);
+                k.aes.encrypt_blocks(blocks.get_mut(done..n).unwrap_or_default());
             }
         } else {
-            let mut s = 0;
+            let mut s = done;
             while s < n {
                 let e = run_end(kidx, s, n, |k| u32::from(*k));
                 if let Some(Some(k)) = key_of_d[kidx[s] as usize] {
@@ -384,8 +684,8 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
             }
         }
         // Pass 3: the slot bytes (nonce ‖ top nibble of the MAC).
-        for k in 0..n.min(BURST) {
-            let v = (nib[k] << 4) | (blocks[k][0] >> 4);
+        for k in done..n.min(BURST) {
+            let v = nib_hi[k] | (blocks[k][0] >> 4);
             if let Some(b) = batch.buf_mut(m.pkt[k] as usize).data_mut().get_mut(m.pos[k] as usize)
             {
                 *b = v;
@@ -420,17 +720,27 @@ fn slow_one<'k, B: PacketBuf>(
     m: &mut Marks,
     ks: &mut KeyState<'k>,
     c: &mut Cursor,
-    nib: &[u8; BURST],
+    nib_hi: &[u8; BURST],
     n16: u16,
     now_s: u64,
 ) {
-    // Located on a copy: the metadata is written back (which makes the
-    // batch forget its TX port hints) only when the locator filled it in.
-    let mut meta = *batch.meta(i);
-    let found = locate_hot(batch.data(i), &mut meta, cfg.framing, cfg.codes);
-    if meta != *batch.meta(i) {
-        *batch.meta_mut(i) = meta;
-    }
+    // Metadata naming a FAIR header is used as it is (as `locate_hot` does,
+    // without its copy); else located on a copy: the metadata is written
+    // back (which makes the batch forget its TX port hints) only when the
+    // locator filled it in.
+    let found = match hot_meta(batch.data(i), batch.meta(i)) {
+        HotStatus::Ok(h) => Ok(Some(h)),
+        HotStatus::Truncated => Err(DropReason::Truncated),
+        HotStatus::Malformed => Err(DropReason::Malformed),
+        HotStatus::Fallback => {
+            let mut meta = *batch.meta(i);
+            let found = locate_hot(batch.data(i), &mut meta, cfg.framing, cfg.codes);
+            if meta != *batch.meta(i) {
+                *batch.meta_mut(i) = meta;
+            }
+            found
+        }
+    };
     let h = match found {
         Ok(Some(h)) => h,
         Ok(None) => {
@@ -464,8 +774,12 @@ fn slow_one<'k, B: PacketBuf>(
         return;
     }
     if di != ks.cur_di {
-        // Every mark so far used the current key (else `mixed` is set).
-        ks.mixed |= c.n > 0;
+        // The marks since the last change used the current key.
+        if c.n > ks.run {
+            ks.mixed = true;
+            m.set_keys(ks.run, c.n, ks.cur_di);
+            ks.run = c.n;
+        }
         ks.cur_di = di;
         ks.cur_key = *ks.key_of_d[di as usize]
             .get_or_insert_with(|| keys.get(keys.epoch_of(unwrap_near(h.ts(), now_s))));
@@ -477,7 +791,7 @@ fn slow_one<'k, B: PacketBuf>(
         return;
     };
     let frame = batch.buf_mut(i).data_mut();
-    let nonce = nib[c.n % BURST];
+    let nonce = nib_hi[c.n % BURST] >> 4;
     let block = if key.binding == MarkBinding::Bound {
         let (src, dst) = h.addr32(frame);
         mark_block(key.binding, h.len_field, h.ts(), h.seqno(), nonce, src, dst)
@@ -489,7 +803,7 @@ fn slow_one<'k, B: PacketBuf>(
     if let Some(b) = frame.get_mut(at) {
         *b = h.next_as + 1;
     }
-    m.set(c.n, i, at + 1 + s as usize, di, block);
+    m.set(c.n, i, at + 1 + s as usize, block);
     c.n += 1;
 }
 
@@ -748,6 +1062,272 @@ mod tests {
             proptest::prop_assert!(fs.marked > 0 || ss.marked == 0);
             proptest::prop_assert_eq!(fs, ss);
             proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
+    /// A FAIR packet with `n` slots stamped `ts`, NextAS `next_as`: IPv6 or
+    /// IPv4, bare or behind Ethernet. Returns it and its FAIR header offset.
+    fn layout_pkt(
+        v6: bool,
+        eth: bool,
+        n: usize,
+        ts: u16,
+        seqno: u32,
+        next_as: u8,
+    ) -> (Vec<u8>, usize) {
+        let (ip, o) = crate::test_packets::fair_udp(v6, false, 0, n, ts, seqno);
+        let mut p = Vec::new();
+        if eth {
+            p.resize(14, 0);
+            let et: u16 = if v6 { 0x86DD } else { 0x0800 };
+            p[12..14].copy_from_slice(&et.to_be_bytes());
+        }
+        let o = o + p.len();
+        p.extend_from_slice(&ip);
+        p[o + 8] = next_as;
+        (p, o)
+    }
+
+    /// The metadata a parse stage leaves for `p`.
+    fn parsed(p: &[u8], framing: Framing) -> Meta {
+        let mut m = Meta::new(0);
+        if let Ok(Some(f)) = crate::common::locate_meta(p, &m, framing, Codes::default()) {
+            crate::common::set_meta(&mut m, &f);
+        }
+        m
+    }
+
+    /// The leading run marks whole bursts of each common layout (IPv6 and
+    /// IPv4, bare and behind Ethernet), and a burst's first packets when the
+    /// others have the other IP version: every slot holds the nonce and
+    /// the MAC under this second's key, NextAS is bumped with the SB kept,
+    /// and the result is the general passes' (bytes, metadata, counters).
+    #[test]
+    fn leading_run_marks_every_common_layout() {
+        let mut ring = KeyRing::data(60, 3600).unwrap();
+        let mut ks = TestKeySource::new(4);
+        let now = 600 * 1_000_000u64 + 7;
+        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
+        let ring = Arc::new(ring);
+        let k = ring.for_time(now).unwrap();
+        // The other IP version from packet `split` on.
+        for (v6, eth, split) in [
+            (true, false, BURST),
+            (true, true, BURST),
+            (false, false, BURST),
+            (false, true, BURST),
+            (false, true, BURST / 2),
+            (true, false, BURST / 2),
+            (false, true, 5),
+            (true, true, 7),
+        ] {
+            let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+            let run = |slow_only: bool| {
+                let cfg = TransitConfig { framing, ..Default::default() };
+                let mut t = FairTransit::new(cfg, ring.clone(), 1);
+                t.set_nonce_gen(NonceGen::fixed(0x9));
+                t.slow_only = slow_only;
+                let mut b: Batch<Vec<u8>> = Batch::new();
+                for i in 0..BURST {
+                    let v6 = v6 != (i >= split);
+                    let n = if v6 { 7 } else { 2 };
+                    let nas = (i % 2) as u8 * 0x80;
+                    let (p, _) = layout_pkt(v6, eth, n, now as u16, i as u32, nas);
+                    let m = parsed(&p, framing);
+                    let k = b.push(p, 0).unwrap();
+                    *b.meta_mut(k) = m;
+                }
+                t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
+                let out: Vec<_> = (0..b.len()).map(|i| (b.data(i).to_vec(), *b.meta(i))).collect();
+                (out, t.stats, t.led)
+            };
+            let (fast, fs, led) = run(false);
+            let (slow, ss, _) = run(true);
+            assert_eq!((&fast, fs), (&slow, ss), "v6 {v6}, eth {eth}, split {split}");
+            // A short run hands its marks over.
+            let done = if split < HAND_OVER_BELOW { 0 } else { split };
+            assert_eq!((fs.marked, led), (BURST as u64, (split, done)));
+            for (i, (d, m)) in fast.iter().enumerate() {
+                let o = m.proto_off as usize;
+                let lf = m.l3_off as usize + if m.l3 == L3::Ipv6 { 4 } else { 2 };
+                let len = u16::from_be_bytes([d[lf], d[lf + 1]]);
+                let ts = now as u16;
+                let want = slot(&k.aes, MarkBinding::Paper, len, ts, i as u32, 9, [0; 4], [0; 4]);
+                assert_eq!(d[o + 9], want, "v6 {v6}, eth {eth}, split {split}, packet {i}");
+                assert_eq!(d[o + 8], (i % 2) as u8 * 0x80 + 1);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(192))]
+        /// The leading run is an optimization only: bursts of IPv4 and IPv6
+        /// packets (bare or behind Ethernet) whose first `lead` packets share
+        /// one layout, some of them edited, truncated, stale, full, already
+        /// dropped or without metadata, end exactly as with every packet
+        /// through the slow path (bytes, verdicts, metadata, counters), over
+        /// two bursts (the second meets the header the first taught it to
+        /// expect).
+        #[test]
+        fn leading_run_matches_slow_path(
+            eth in proptest::prelude::any::<bool>(),
+            lead_v6 in proptest::prelude::any::<bool>(),
+            lead in 0usize..=32,
+            bound in 0u8..8,
+            pkts in proptest::collection::vec(
+                (proptest::prelude::any::<bool>(), 0usize..4, 0u8..16, proptest::prelude::any::<u8>(),
+                 0u8..8, proptest::collection::vec((0usize..90, proptest::prelude::any::<u8>()), 0..3),
+                 0usize..32, 0u8..16),
+                1..=32),
+        ) {
+            let mut ring = KeyRing::data(60, 3600).unwrap();
+            let mut ks = TestKeySource::new(6);
+            let now = 60 * 1_000_000u64 + 1; // epoch boundary 1 s ago
+            let binding = if bound == 0 { MarkBinding::Bound } else { MarkBinding::Paper };
+            ring.rotate(now, 10, binding, || ks.next_key());
+            let ring = Arc::new(ring);
+            let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            let mut drop = Vec::new();
+            for (k, (v6, slots, dts, nas, meta_kind, mut edits, cut, gone)) in pkts.into_iter().enumerate() {
+                // The first `lead` packets: one layout, parsed, stamped now
+                // (a run the leading path takes), unless edited or cut.
+                // A few of them with other metadata: none, another IP
+                // version, the FAIR header one byte off.
+                let meta_kind = match (k < lead, gone) {
+                    (false, _) => meta_kind,
+                    (true, 1) => 0,
+                    (true, 2) => 6,
+                    (true, 3) => 7,
+                    (true, _) => 1,
+                };
+                let (v6, dts) = if k < lead { (lead_v6, 5) } else { (v6, dts) };
+                edits.truncate(edits.len().saturating_sub(1));
+                // The run mostly unedited and uncut.
+                let cut = if k < lead && cut < 28 { 0 } else { cut };
+                if k < lead && gone > 3 {
+                    edits.clear();
+                }
+                let n = match (v6, k < lead) {
+                    (true, _) => [7, 15, 23, 7][slots],
+                    (false, true) => [2, 3, 5, 9][slots],
+                    (false, false) => [2, 0, 5, 9][slots],
+                };
+                // Stamps now − 6 … now + 5; half of them now.
+                let dts = if dts >= 12 { 5 } else { dts };
+                let ts = (now + 5 - dts as u64) as u16;
+                let nas = if k < lead && nas < 240 && n > 0 {
+                    // Mostly a free slot in the run.
+                    (nas % n as u8) | (nas & 0x80)
+                } else if nas % 4 == 0 {
+                    nas
+                } else {
+                    nas % (n as u8 + 2)
+                };
+                let (mut p, _) = layout_pkt(v6, eth, n, ts, k as u32, nas);
+                let mut m = if meta_kind > 0 { parsed(&p, framing) } else { Meta::new(0) };
+                if meta_kind == 7 {
+                    m.proto_off = m.proto_off.wrapping_add(1);
+                }
+                if meta_kind == 6 {
+                    m.l3 = if m.l3 == L3::Ipv6 { L3::Ipv4 } else { L3::Ipv6 };
+                }
+                for (at, v) in edits {
+                    if let Some(x) = p.get_mut(at) {
+                        *x = v;
+                    }
+                }
+                // Half of them cut, by up to 15 bytes: into the FAIR header's slots.
+                p.truncate(p.len().saturating_sub(cut.saturating_sub(16)));
+                let i = b.push(p, 0).unwrap();
+                *b.meta_mut(i) = m;
+                // An earlier stage dropped a few.
+                if gone == 0 {
+                    drop.push(i);
+                }
+            }
+            for &i in &drop {
+                b.drop_packet(i, DropReason::Policy);
+            }
+            let copy = |b: &Batch<Vec<u8>>| {
+                let mut c: Batch<Vec<u8>> = Batch::new();
+                for i in 0..b.len() {
+                    let k = c.push(b.data(i).to_vec(), 0).unwrap();
+                    *c.meta_mut(k) = *b.meta(i);
+                }
+                for &i in &drop {
+                    c.drop_packet(i, DropReason::Policy);
+                }
+                c
+            };
+            let run = |slow_only: bool| {
+                let mut t = FairTransit::new(TransitConfig { framing, ..Default::default() }, ring.clone(), 11);
+                t.slow_only = slow_only;
+                let mut out = Vec::new();
+                for _ in 0..2 {
+                    let mut c = copy(&b);
+                    t.process(&mut c, Now::from_unix_ns(now * 1_000_000_000));
+                    out.extend((0..c.len()).map(|i| (c.data(i).to_vec(), *c.meta(i), c.is_live(i))));
+                }
+                (out, t.stats)
+            };
+            let (fast, fs) = run(false);
+            let (slow, ss) = run(true);
+            proptest::prop_assert_eq!(fs, ss);
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
+    /// Parsed packets with a malformed or truncated header are dropped for
+    /// that reason (or, when so configured, forwarded unmarked) and
+    /// counted, whichever path meets them.
+    #[test]
+    fn malformed_and_truncated_headers_are_classified() {
+        let mut ring = KeyRing::data(60, 3600).unwrap();
+        let mut ks = TestKeySource::new(2);
+        let now = 600 * 1_000_000u64 + 3;
+        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
+        let ring = Arc::new(ring);
+        for (slow_only, malformed) in [
+            (false, MalformedAction::Drop),
+            (true, MalformedAction::Drop),
+            (false, MalformedAction::ForwardUnmarked),
+        ] {
+            let cfg = TransitConfig { framing: Framing::Ethernet, malformed, ..Default::default() };
+            let mut t = FairTransit::new(cfg, ring.clone(), 1);
+            t.slow_only = slow_only;
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for i in 0..12 {
+                let (mut p, o) =
+                    layout_pkt(i % 2 == 0, true, if i % 2 == 0 { 7 } else { 2 }, now as u16, 1, 0);
+                let m = parsed(&p, Framing::Ethernet);
+                match i / 2 {
+                    // Header length out of range.
+                    1 => p[o + 1] = 0,
+                    // Pointer beyond the slots.
+                    2 => p[o + 8] = 0x7F,
+                    // Cut inside the slots / inside the fixed part.
+                    3 => p.truncate(o + 10),
+                    4 => p.truncate(o + 5),
+                    _ => {}
+                }
+                let k = b.push(p, 0).unwrap();
+                *b.meta_mut(k) = m;
+            }
+            t.process(&mut b, Now::from_unix_ns(now * 1_000_000_000));
+            for i in 0..12 {
+                let want = match (i / 2, malformed) {
+                    (1 | 2, MalformedAction::Drop) => Some(DropReason::Malformed),
+                    (3 | 4, MalformedAction::Drop) => Some(DropReason::Truncated),
+                    _ => None,
+                };
+                let got = match b.meta(i).verdict {
+                    Verdict::Drop(r) => Some(r),
+                    _ => None,
+                };
+                assert_eq!(got, want, "packet {i}, slow only {slow_only}, {malformed:?}");
+            }
+            assert_eq!((t.stats.marked, t.stats.malformed), (4, 8), "{malformed:?}");
         }
     }
 }

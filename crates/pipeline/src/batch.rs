@@ -506,6 +506,16 @@ impl<B: PacketBuf> Batch<B> {
         (&mut self.bufs[i], &self.meta[i])
     }
 
+    /// The buffers of all packets (live or not), mutable, with the metadata
+    /// read-only, both in index order: for a stage that holds on to bytes
+    /// of several packets at once (marks written after one MAC batch over
+    /// the burst). Like [`buf_mut_meta`](Self::buf_mut_meta) it keeps the
+    /// port hints.
+    pub fn bufs_mut_metas(&mut self) -> (&mut [B], &[Meta]) {
+        let n = self.bufs.len();
+        (&mut self.bufs, &self.meta[..n])
+    }
+
     /// Drops packet `i` for `reason`.
     pub fn drop_packet(&mut self, i: usize, reason: DropReason) {
         self.meta[i].verdict = Verdict::Drop(reason);
@@ -787,6 +797,15 @@ mod tests {
         buf[0] = 7;
         assert_eq!(meta.port, 2);
         assert_eq!((b.ingress_port(), b.egress_port(), b.data(0)), (Some(2), Some(2), &[7u8][..]));
+        // So does rewriting every packet's bytes at once, each beside its metadata.
+        b.push(vec![5], 2).unwrap();
+        let (bufs, metas) = b.bufs_mut_metas();
+        assert_eq!((bufs.len(), metas.len()), (2, 2));
+        for (buf, meta) in bufs.iter_mut().zip(metas) {
+            buf[0] += meta.port as u8;
+        }
+        assert_eq!((b.data(0), b.data(1)), (&[9u8][..], &[7u8][..]));
+        assert_eq!((b.ingress_port(), b.egress_port()), (Some(2), Some(2)));
         // Mutable metadata may change anything: both hints are forgotten.
         b.meta_mut(0).verdict = Verdict::ToControl;
         assert_eq!((b.ingress_port(), b.egress_port()), (None, None));
