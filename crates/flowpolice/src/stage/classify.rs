@@ -3,11 +3,32 @@
 //! tag prefetch, MAC input); pass 1b turns the tags into a slot hint.
 
 use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
-use pipeline::{Batch, DropReason, PacketBuf};
+use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
-use super::scratch::{Carried, NO_HINT};
+use super::scratch::{Carried, Reg, NO_HINT};
+use super::Burst;
 use super::FlowPolice;
 use crate::class;
+use crate::config::LinkLayer;
+use crate::table::FlowTable;
+
+/// Pass 1b for one regular packet's record `r`: its window's tags name
+/// the likely slot of its flow; load just that entry's line(s), nothing
+/// when no tag matches (the flow is absent). Without hints: the rest of
+/// the home chunk.
+#[inline(always)]
+fn hint(table: &FlowTable, r: &mut Reg, slot_hints: bool) {
+    let home = r.home as usize;
+    if !slot_hints {
+        table.prefetch_rest(home);
+        return;
+    }
+    // No matching tag: the flow is absent (pass 3 reads no entry).
+    if let Some(h) = table.slot_hint(r.hash, home) {
+        table.prefetch_slot(h);
+        r.hint = h as u32;
+    }
+}
 
 /// What [`FlowPolice::classify`] made of a packet.
 pub(super) enum Classified {
@@ -24,8 +45,8 @@ impl FlowPolice {
     /// line) prefetch, MAC input to `blocks[*n]`. `false`: the flow ID does
     /// not match the addresses (counted here; the caller drops the packet).
     #[inline(always)]
-    pub(super) fn regular(&mut self, i: usize, c: Carried, n: &mut usize) -> bool {
-        if self.check_binding && c.fid != c.addr_fid {
+    pub(super) fn regular(&mut self, i: usize, c: Carried, n: &mut usize, b: Burst) -> bool {
+        if b.check_binding && c.fid != c.addr_fid {
             // Counted as regular here; the others by their number.
             self.counters.regular += 1;
             self.counters.flow_mismatch += 1;
@@ -34,7 +55,7 @@ impl FlowPolice {
         let table = self.router.table();
         let hash = table.hash(c.fid);
         let home = table.home(hash);
-        if self.slot_hints {
+        if b.slot_hints {
             // The tags say which entry of the chunk to load (`hint`, a few
             // packets later; reading them here would stall on each packet's
             // tag line: measured slower at 1M flows).
@@ -42,21 +63,27 @@ impl FlowPolice {
         } else {
             table.prefetch_first(home);
         }
-        let s = &mut self.s;
-        s.fid[i] = c.fid;
-        s.hash[i] = hash;
-        s.home[i] = home as u32;
-        s.ts[i] = c.ts;
-        s.pid[i] = c.pid;
-        s.shim[i] = c.shim as u16;
-        self.blocks[*n] = c.block;
-        s.mac[*n] = c.mac;
-        self.idx[*n] = i as u8;
+        // `*n < BURST` (one per live packet): the modulo only spares the
+        // bounds checks.
+        let k = *n % BURST;
+        self.s.reg[k] = Reg {
+            fid: c.fid,
+            hash,
+            home: home as u32,
+            hint: NO_HINT,
+            ts: c.ts,
+            pid: c.pid,
+            shim: c.shim as u16,
+            i: i as u8,
+        };
+        self.s.ord[i % BURST] = k as u8;
+        self.blocks[k] = c.block;
+        self.s.mac[k] = c.mac;
         *n += 1;
         // Pass 1b, `lag` regular packets behind (one per new packet; the
         // last `lag` after the loop).
-        if *n > self.lag {
-            self.hint(*n - 1 - self.lag);
+        if *n > b.lag {
+            self.hint(*n - 1 - b.lag, b);
         }
         true
     }
@@ -66,23 +93,95 @@ impl FlowPolice {
     /// no tag matches (the flow is absent). Without hints: the rest of the
     /// home chunk.
     #[inline(always)]
-    pub(super) fn hint(&mut self, k: usize) {
-        let table = self.router.table();
-        let i = usize::from(self.idx[k]);
-        let home = self.s.home[i] as usize;
-        if !self.slot_hints {
-            table.prefetch_rest(home);
-            self.s.hint[i] = NO_HINT;
-            return;
+    pub(super) fn hint(&mut self, k: usize, b: Burst) {
+        hint(self.router.table(), &mut self.s.reg[k % BURST], b.slot_hints);
+    }
+
+    /// Pass 1 for a burst of common packets only: every packet live and
+    /// taken by [`Self::fast_regular`] (with a matching flow binding, if
+    /// checked). Records what [`Self::regular`] records (the ordinal of
+    /// each packet is its batch index) and runs pass 1b the same, in one
+    /// loop over the burst's slices: no batch mutation, no per-packet
+    /// index or bounds checks into the batch. `None` at the first other
+    /// packet: nothing but scratch and prefetches was touched, and the
+    /// caller runs the general pass 1 from the start. Returns the number
+    /// of packets.
+    #[inline(always)]
+    pub(super) fn pass1_common<B: PacketBuf>(
+        &mut self,
+        batch: &Batch<B>,
+        b: Burst,
+    ) -> Option<usize> {
+        // The burst's settings as constants of the loop (no per-packet tests,
+        // fewer live registers).
+        // Raw IP input no stage parsed (the usual case): the IP header at
+        // 0, checked for the burst once.
+        let ip = self.link == LinkLayer::Ip && batch.metas().iter().all(Self::unparsed);
+        match (ip, b.slot_hints, b.check_binding) {
+            (true, true, true) => self.pass1_common_with::<B, true, true, true>(batch, b.lag),
+            (true, true, false) => self.pass1_common_with::<B, true, true, false>(batch, b.lag),
+            (true, false, true) => self.pass1_common_with::<B, true, false, true>(batch, b.lag),
+            (true, false, false) => self.pass1_common_with::<B, true, false, false>(batch, b.lag),
+            (false, true, true) => self.pass1_common_with::<B, false, true, true>(batch, b.lag),
+            (false, true, false) => self.pass1_common_with::<B, false, true, false>(batch, b.lag),
+            (false, false, true) => self.pass1_common_with::<B, false, false, true>(batch, b.lag),
+            (false, false, false) => self.pass1_common_with::<B, false, false, false>(batch, b.lag),
         }
-        // No matching tag: the flow is absent (pass 3 reads no entry).
-        self.s.hint[i] = match table.slot_hint(self.s.hash[i], home) {
-            Some(h) => {
-                table.prefetch_slot(h);
-                h as u32
+    }
+
+    /// [`Self::pass1_common`] with slot hints (`HINTS`) and the flow
+    /// binding check (`BINDING`) on or off; `IP`: every packet is raw IP
+    /// (no metadata to consult).
+    #[inline(always)]
+    fn pass1_common_with<B: PacketBuf, const IP: bool, const HINTS: bool, const BINDING: bool>(
+        &mut self,
+        batch: &Batch<B>,
+        lag: usize,
+    ) -> Option<usize> {
+        let n = batch.len();
+        if n == 0 || n > BURST || !batch.all_live() {
+            return None;
+        }
+        let FlowPolice { router, keying, link, s, blocks, .. } = self;
+        let (link, table) = (*link, router.table());
+        for (k, (m, buf)) in batch.metas().iter().zip(batch.bufs()).enumerate() {
+            let c = if IP {
+                Self::fast_regular_at(0, keying, buf.data())?
+            } else {
+                Self::fast_regular_with(link, keying, m, buf.data())?
+            };
+            if BINDING && c.fid != c.addr_fid {
+                return None;
             }
-            None => NO_HINT,
-        };
+            let hash = table.hash(c.fid);
+            let home = table.home(hash);
+            if HINTS {
+                table.prefetch_tags(home);
+            } else {
+                table.prefetch_first(home);
+            }
+            // `k < n ≤ BURST`: the modulo only spares the bounds checks.
+            let k = k % BURST;
+            s.reg[k] = Reg {
+                fid: c.fid,
+                hash,
+                home: home as u32,
+                hint: NO_HINT,
+                ts: c.ts,
+                pid: c.pid,
+                shim: c.shim as u16,
+                i: k as u8,
+            };
+            blocks[k] = c.block;
+            s.mac[k] = c.mac;
+            if k >= lag {
+                hint(table, &mut s.reg[(k - lag) % BURST], HINTS);
+            }
+        }
+        for r in &mut s.reg[n.saturating_sub(lag)..n] {
+            hint(table, r, HINTS);
+        }
+        Some(n)
     }
 
     /// Pass 1 for a packet the fast path did not take: classify, cheap
@@ -156,5 +255,226 @@ impl FlowPolice {
             let Some(h) = h else { return Classified::Done };
             Classified::Regular(Self::carried(h, located.shim, flow_id))
         }
+    }
+}
+
+/// The common-burst pass 1 against the general one.
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use pipeline::{Batch, DropReason, Now, Stage, Verdict};
+
+    use crate::config::{Config, LinkLayer};
+    use crate::host::{ipv4_packet, ipv6_packet, Sender};
+    use crate::puzzle::{self, PuzzlePolicy, SeedChain};
+    use crate::FlowPolice;
+    use crate::{Capability, Puzzle};
+
+    const T0: u64 = 1_000_000_000_000; // ns
+
+    fn seeds() -> SeedChain {
+        SeedChain::generate([42; 32], 0, 64)
+    }
+
+    fn stage(common: bool, hints: bool, lag: usize, binding: bool, eth: bool) -> FlowPolice {
+        let mut c = Config::new(mac::Key::from([7; 16]), [1, 2], 256, seeds());
+        c.link = if eth { LinkLayer::Ethernet } else { LinkLayer::Ip };
+        c.puzzle = PuzzlePolicy { epoch_ms: 60_000, min_level: 1, accept_previous_epoch: true };
+        c.slot_hints = Some(hints);
+        c.hint_lag = Some(lag);
+        c.check_flow_binding = binding;
+        let mut s = FlowPolice::new(c).unwrap();
+        s.common_bursts = common;
+        s
+    }
+
+    fn dst(f: u32) -> Ipv4Addr {
+        Ipv4Addr::from(0xc000_0000 + f * 7919)
+    }
+
+    fn regular(src: Ipv4Addr, to: Ipv4Addr, cap: Capability) -> Vec<u8> {
+        let mut s = Sender::new();
+        s.on_returned(cap);
+        let mut shim = [0u8; 28];
+        s.write_regular(&mut shim, 17).unwrap();
+        ipv4_packet(src, to, &shim, b"payload")
+    }
+
+    fn request(src: Ipv4Addr, to: Ipv4Addr, at: Now) -> Vec<u8> {
+        let epoch = PuzzlePolicy::default().epoch_at(at.unix_ms());
+        let nonce =
+            puzzle::solve(seeds().seed(epoch).unwrap(), &src.octets(), &to.octets(), 1, 0).unwrap();
+        let mut shim = [0u8; 44];
+        Sender::write_request(&mut shim, 17, Puzzle { epoch, level: 1, nonce }).unwrap();
+        ipv4_packet(src, to, &shim, b"req")
+    }
+
+    /// The capability a packet carries in an IPv4 shim (at `20 + l2`).
+    fn cap_of(p: &[u8], l2: usize) -> Option<Capability> {
+        let s = packet::flowpolice::FlowPolice::new_checked(p.get(20 + l2..)?).ok()?;
+        Some(Capability { p_id: s.p_id(), flow_id: s.flow_id(), ts: s.ts(), mac: s.mac() })
+    }
+
+    /// Random bursts, half of them of common packets only (the common-burst
+    /// loop takes them), the others mixing in what it refuses (requests,
+    /// legacy, IPv6, truncated, hostile bytes, altered fixed fields, flow
+    /// IDs of other addresses, packets dropped before the stage), run through
+    /// two stages that differ only in whether pass 1 tries the common-burst
+    /// loop: same verdicts, bytes, counters and table, for slot hints on and
+    /// off, several lags, with and without the flow binding check, on raw
+    /// IP and on Ethernet, with and without metadata of a parse stage (right
+    /// or wrong).
+    #[test]
+    fn common_bursts_equal_the_general_pass() {
+        let mut common_runs = 0;
+        for (hints, lag, binding, eth) in [
+            (true, 8, true, false),
+            (true, 1, true, false),
+            (false, 8, true, false),
+            (true, 32, false, false),
+            (true, 3, false, false),
+            (true, 8, true, true),
+            (false, 2, false, true),
+        ] {
+            let l2 = if eth { 14 } else { 0 };
+            let mut a = stage(true, hints, lag, binding, eth);
+            let mut b = stage(false, hints, lag, binding, eth);
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ lag as u64;
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let src = Ipv4Addr::new(10, 0, 0, 1);
+            let mut caps: Vec<(u32, Capability)> = Vec::new();
+            let mut next = 0u32;
+            let mut ms = 10u64;
+            for round in 0..120 {
+                ms += rnd() % 700;
+                let at = Now::from_unix_ns(T0 + ms * 1_000_000);
+                let t_ms = at.mono_ns / 1_000_000;
+                // New flows through the router (both stages alike).
+                while caps.len() < 40 || rnd() % 8 == 0 {
+                    let f = u64::from(u32::from(dst(next)));
+                    let ia = a.router_mut().on_request(f, t_ms);
+                    assert_eq!(ia, b.router_mut().on_request(f, t_ms));
+                    if let Ok(i) = ia {
+                        caps.push((next, i.capability));
+                    }
+                    next += 1;
+                }
+                let common = round % 2 == 0;
+                let len = 1 + (rnd() % 32) as usize;
+                let mut pkts = Vec::new();
+                for _ in 0..len {
+                    let (f, mut cap) = caps[(rnd() % caps.len() as u64) as usize];
+                    let r = rnd() % 24;
+                    if r == 0 {
+                        cap.mac[(rnd() % 8) as usize] ^= 1; // forged
+                    }
+                    let mut p = regular(src, dst(f), cap);
+                    if r == 1 {
+                        p = regular(src, dst(f + 1), cap); // another flow's capability
+                    }
+                    if !common {
+                        match r {
+                            2 => p = request(src, dst(next + 1000 + (rnd() % 4) as u32), at),
+                            3 => p[9] = 17, // legacy
+                            4 => p.truncate((rnd() % 60) as usize),
+                            5 => p = (0..rnd() % 80).map(|_| rnd() as u8).collect(),
+                            6 => {
+                                p = (0..48 + rnd() % 40).map(|_| rnd() as u8).collect();
+                                p[0] = 0x45;
+                                p[9] = 254;
+                            }
+                            7 => p[21] = 0x40, // a request's type on a regular shim
+                            8 => p[23] ^= 4,   // shim length
+                            9 => p[7] = 1,     // a later fragment
+                            10 => p[3] = 47,   // IP total length below the shim's end
+                            11 => {
+                                let mut s = [0u8; 28];
+                                let mut snd = Sender::new();
+                                snd.on_returned(cap);
+                                snd.write_regular(&mut s, 17).unwrap();
+                                let d6 = Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(f));
+                                p = ipv6_packet(Ipv6Addr::LOCALHOST, d6, &s, b"v6");
+                            }
+                            _ => {}
+                        }
+                    }
+                    if eth {
+                        let v6 = p.first().is_some_and(|b| b >> 4 == 6);
+                        let mut e = vec![0u8; 14];
+                        e[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+                        if r == 12 && !common {
+                            e[12] = 0x88; // not IP
+                        }
+                        e.extend_from_slice(&p);
+                        p = e;
+                    }
+                    pkts.push(p);
+                }
+                // Metadata of a parse stage: none, right (IP header and
+                // shim where they are), or a shim offset that is wrong.
+                let metas = rnd() % 4;
+                let meta_of = |m: &mut pipeline::Meta, k: u64| {
+                    if metas >= 2 {
+                        m.l3 = pipeline::L3::Ipv4;
+                        m.l3_off = l2 as u16;
+                        m.proto = pipeline::Proto::FlowPolice;
+                        m.proto_off = (l2 + 20) as u16;
+                        if metas == 3 && k.is_multiple_of(5) {
+                            m.proto_off += 4;
+                        }
+                    }
+                };
+                let pre_drop = !common && rnd() % 4 == 0;
+                let mut outs = Vec::new();
+                for st in [&mut a, &mut b] {
+                    let mut batch: Batch<Vec<u8>> = Batch::new();
+                    for p in &pkts {
+                        let i = batch.push(p.clone(), 3).unwrap();
+                        meta_of(batch.meta_mut(i), i as u64);
+                    }
+                    if pre_drop {
+                        batch.drop_packet(0, DropReason::Malformed);
+                    }
+                    st.process(&mut batch, at);
+                    let v: Vec<Verdict> = (0..len).map(|i| batch.meta(i).verdict).collect();
+                    let mut bytes = Vec::new();
+                    batch.drain(|buf, _| bytes.push(buf));
+                    outs.push((v, bytes));
+                }
+                let ctx =
+                    format!("hints {hints} lag {lag} binding {binding} eth {eth} round {round}");
+                assert_eq!(outs[0], outs[1], "{ctx}");
+                assert_eq!(a.counters(), b.counters(), "{ctx}");
+                let all_regular = outs[0].0.iter().all(|v| !matches!(v, Verdict::Drop(_)));
+                common_runs += usize::from(common && !pre_drop && all_regular);
+                // Carry the newest capabilities from now on.
+                for (k, p) in outs[0].1.iter().enumerate() {
+                    if let (Verdict::Forward { .. }, Some(c)) = (outs[0].0[k], cap_of(p, l2)) {
+                        if let Some(e) =
+                            caps.iter_mut().find(|e| u64::from(u32::from(dst(e.0))) == c.flow_id)
+                        {
+                            e.1 = c;
+                        }
+                    }
+                }
+            }
+            let (ta, tb) = (a.router().table(), b.router().table());
+            for i in 0..ta.slots() {
+                assert_eq!(ta.entry(i), tb.entry(i), "slot {i}");
+            }
+            let c = a.counters();
+            assert!(c.privileged > 0 && c.best_effort > 0 && c.bad_mac > 0 && c.restamped > 0);
+            if binding {
+                assert!(c.flow_mismatch > 0 && c.malformed > 0 && c.legacy > 0 && c.requests > 0);
+            }
+        }
+        // Rounds the common-burst loop took whole (every packet forwarded).
+        assert!(common_runs > 50, "{common_runs}");
     }
 }

@@ -11,6 +11,19 @@ use pipeline::{Batch, PacketBuf, Proto, L3, NO_OFFSET};
 use super::scratch::{Carried, Located};
 use super::FlowPolice;
 use crate::config::LinkLayer;
+use crate::flowkey::FlowKeying;
+
+/// [`FlowPolice::fast_regular`]'s fixed bytes of the IPv4 header and shim,
+/// as masks and values of its first three little-endian words: byte 0
+/// (0x45), the fragment offset (bytes 6–7, low 13 bits: 0), byte 9 (the
+/// protocol), the type's top bit of shim byte 1 (IP byte 21: a regular
+/// packet) and the shim length (bytes 22–23, big-endian 28).
+const FIXED_MASK: [u64; 3] = [0xff | 0xff1f << 48, 0xff << 8, 0x80 << 40 | 0xffff << 48];
+const FIXED: [u64; 3] = [
+    0x45,
+    (protocol::FLOWPOLICE as u64) << 8,
+    0x80 << 40 | (packet::flowpolice::REGULAR_LEN as u64) << 56,
+];
 
 impl FlowPolice {
     /// Finds the shim of packet `i`; `Ok(None)` for packets that are not FlowPolice.
@@ -121,13 +134,25 @@ impl FlowPolice {
     /// this case too, with the same result).
     #[inline(always)]
     pub(super) fn fast_regular(&self, m: &pipeline::Meta, data: &[u8]) -> Option<Carried> {
+        Self::fast_regular_with(self.link, &self.keying, m, data)
+    }
+
+    /// [`Self::fast_regular`] with the stage's link layer and flow keying
+    /// passed in (a loop that borrows the stage's other fields at once).
+    #[inline(always)]
+    pub(super) fn fast_regular_with(
+        link: LinkLayer,
+        keying: &FlowKeying,
+        m: &pipeline::Meta,
+        data: &[u8],
+    ) -> Option<Carried> {
         let l3_off = if m.l3 != L3::None && m.l3_off != NO_OFFSET {
             if m.l3 != L3::Ipv4 {
                 return None;
             }
             usize::from(m.l3_off)
         } else {
-            match self.link {
+            match link {
                 LinkLayer::Ip => 0,
                 LinkLayer::Ethernet => {
                     let t: &[u8; 2] = data.get(12..14)?.try_into().ok()?;
@@ -145,17 +170,43 @@ impl FlowPolice {
         {
             return None;
         }
+        Self::fast_regular_at(l3_off, keying, data)
+    }
+
+    /// Whether [`Self::fast_regular_with`] ignores `m`: no parse stage
+    /// located the IP header or the shim.
+    #[inline(always)]
+    pub(super) fn unparsed(m: &pipeline::Meta) -> bool {
+        (m.l3 == L3::None || m.l3_off == NO_OFFSET)
+            && (m.proto != Proto::FlowPolice || m.proto_off == NO_OFFSET)
+    }
+
+    /// [`Self::fast_regular_with`] past the metadata, with the IP header at
+    /// `l3_off`.
+    #[inline(always)]
+    pub(super) fn fast_regular_at(
+        l3_off: usize,
+        keying: &FlowKeying,
+        data: &[u8],
+    ) -> Option<Carried> {
+        let shim = l3_off + 20;
         let p: &[u8; 48] = data.get(l3_off..)?.first_chunk()?;
         let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        let frag = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
+        // The fixed fields as three masked words (bytes little-endian):
+        // version/IHL 0x45 and a zero fragment offset; the protocol; the
+        // shim's type bit (regular: 10 or 11) and its length field, 28.
+        let (w0, rest) = p.split_first_chunk::<8>()?;
+        let (w1, rest) = rest.split_first_chunk::<8>()?;
+        let (w2, _) = rest.split_first_chunk::<8>()?;
+        let (w0, w1, w2) =
+            (u64::from_le_bytes(*w0), u64::from_le_bytes(*w1), u64::from_le_bytes(*w2));
+        let fixed = ((w0 & FIXED_MASK[0]) ^ FIXED[0])
+            | ((w1 & FIXED_MASK[1]) ^ FIXED[1])
+            | ((w2 & FIXED_MASK[2]) ^ FIXED[2]);
         // `total ≥ 48`: the 28-byte shim lies inside the datagram.
-        if p[0] != 0x45
-            || p[9] != protocol::FLOWPOLICE
-            || frag != 0
+        if fixed != 0
             || total < 20 + packet::flowpolice::REGULAR_LEN
             || l3_off + total > data.len()
-            || p[21] >> 7 == 0
-            || usize::from(u16::from_be_bytes([p[22], p[23]])) != packet::flowpolice::REGULAR_LEN
             || shim > usize::from(u16::MAX - 1)
         {
             return None;
@@ -164,27 +215,36 @@ impl FlowPolice {
         let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
         let (_, h) = p.split_first_chunk::<20>()?;
         let h: &[u8; 28] = h.first_chunk()?;
-        Some(Self::carried(h, shim, self.keying.v4(src, dst)))
+        Some(Self::carried(h, shim, keying.v4(src, dst)))
     }
 
     /// The capability a regular shim carries and its MAC input (bytes 4..18
-    /// as on the wire, then two zero bytes), from one 16-byte big-endian
-    /// load: `P_id ‖ flow_id ‖ ts` are its top 14 bytes.
+    /// as on the wire, then two zero bytes): each field one load at its
+    /// offset, the block two 8-byte loads (the second with its top two
+    /// bytes cleared).
     #[inline(always)]
     pub(super) fn carried(h: &[u8; 28], shim: usize, addr_fid: u64) -> Carried {
-        let mut w = [0u8; 16];
-        w.copy_from_slice(&h[4..20]);
-        let v = u128::from_be_bytes(w) & !0xffff;
-        let mut mac = [0u8; 8];
-        mac.copy_from_slice(&h[18..26]);
+        let (_, rest) = h.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+        let rest: &[u8; 24] = rest.first_chunk().unwrap_or(&[0; 24]);
+        let (pid, rest_pid) = rest.split_first_chunk::<2>().unwrap_or((&[0; 2], &[]));
+        let (fid, rest_fid) = rest_pid.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        let (ts, rest_ts) = rest_fid.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+        let (mac, _) = rest_ts.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        let (lo, rest_lo) = rest.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        let (hi, _) = rest_lo.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        let lo = u64::from_le_bytes(*lo);
+        let hi = u64::from_le_bytes(*hi) & 0x0000_ffff_ffff_ffff;
+        let mut block = [0u8; 16];
+        block[..8].copy_from_slice(&lo.to_le_bytes());
+        block[8..].copy_from_slice(&hi.to_le_bytes());
         Carried {
             shim,
             addr_fid,
-            pid: (v >> 112) as u16,
-            fid: (v >> 48) as u64,
-            ts: (v >> 16) as u32,
-            mac: u64::from_ne_bytes(mac),
-            block: v.to_be_bytes(),
+            pid: u16::from_be_bytes(*pid),
+            fid: u64::from_be_bytes(*fid),
+            ts: u32::from_be_bytes(*ts),
+            mac: u64::from_ne_bytes(*mac),
+            block,
         }
     }
 }

@@ -1,9 +1,16 @@
 //! The FlowPolice pipeline stage.
 //!
-//! Per burst (per-packet state lives in per-field arrays indexed by the
-//! packet's batch index; per-packet counters are tallied per burst):
-//! 1. **Locate and classify** every live packet: a fast path for the common
-//!    packet (option-less IPv4 directly followed by a regular shim) reads one
+//! Per burst (a regular packet's state is one record, indexed by its
+//! ordinal among the burst's regular packets; requests keep theirs in
+//! per-field arrays by batch index; per-packet counters are tallied per
+//! burst, and the classes of the packets Algorithm 1's fast path accepted
+//! are set for the burst at once):
+//! 1. **Locate and classify** every live packet. A burst of common packets
+//!    only (every packet live, option-less IPv4 directly followed by a
+//!    regular shim, flow binding matching) takes one loop over the burst's
+//!    slices, its settings constants of the loop; at the first other packet
+//!    that loop gives up (it changed nothing but scratch and prefetches) and
+//!    the general loop runs. There the common packet reads one
 //!    fixed 48-byte view; anything else uses `meta.proto/proto_off` if a
 //!    parse stage found the shim, otherwise walks Ethernet (optional) →
 //!    IPv4/IPv6 → shim with the `packet` views. Packets without the shim are
@@ -23,8 +30,8 @@
 //!    order, at the hinted slot (a tag-guided window lookup when the hint is
 //!    wrong or the flow was created by a request earlier in the burst).
 //! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
-//!    each one (`P_id ‖ flow_id ‖ ts ‖ MAC` and the type byte) in place with
-//!    one bounds check.
+//!    each one (`P_id ‖ flow_id ‖ ts ‖ MAC` and the type byte, from one
+//!    record per new capability) in place with one bounds check.
 //!
 //! A live change ([`Element::reconfigure`], [`FlowPolice::apply_config`])
 //! runs between two bursts and keeps the flow table, the flows' state, the
@@ -44,6 +51,7 @@ use pipeline::{
     TokenBucket, BURST,
 };
 
+use crate::class;
 use crate::config::{ChannelCap, Clock, Config, LinkLayer};
 use crate::flowkey::FlowKeying;
 use crate::puzzle::{PuzzlePolicy, SeedChain};
@@ -90,12 +98,14 @@ pub struct FlowPolice {
     counters: Counters,
     /// [`Config::hint_lag`], resolved.
     lag: usize,
+    /// Pass 1 tries the common-burst loop first (off only in tests, to
+    /// compare it with the general pass 1).
+    common_bursts: bool,
     s: Scratch,
-    /// AES batch (MAC inputs, then tags) and its packet indices.
+    /// AES batch (MAC inputs, then tags; then the new capabilities).
     blocks: [Block; BURST],
     /// Pass 3/4: the plaintext of each new capability in `blocks`.
     plain: [Block; BURST],
-    idx: [u8; BURST],
     /// The configuration the stage runs with (what a live change is
     /// compared against).
     config: Config,
@@ -136,10 +146,10 @@ impl FlowPolice {
             legacy_cap: cfg.legacy_cap.map(|c| bucket(c, 0)),
             counters: Counters::default(),
             lag: resolved_lag(&cfg),
+            common_bursts: true,
             s: EMPTY_SCRATCH,
             blocks: [[0; 16]; BURST],
             plain: [[0; 16]; BURST],
-            idx: [0; BURST],
             config: cfg,
         })
     }
@@ -176,6 +186,36 @@ fn resolved_lag(cfg: &Config) -> usize {
     cfg.hint_lag
         .unwrap_or(if cfg.slots <= AUTO_HINT_MAX_SLOTS { HINT_LAG } else { BURST })
         .clamp(1, BURST)
+}
+
+/// Settings pass 1 reads per packet, copied out of the stage once per
+/// burst (kept in registers: the stage's own fields would be reloaded
+/// after every store into its scratch).
+#[derive(Clone, Copy)]
+pub(super) struct Burst {
+    pub(super) check_binding: bool,
+    pub(super) slot_hints: bool,
+    pub(super) lag: usize,
+}
+
+/// The classes of the packets Algorithm 1's fast path accepted (`fast`),
+/// set for the burst at once: with one walk of the metadata when they are
+/// all the burst's live packets and of one class (the common burst),
+/// otherwise packet by packet.
+#[inline(always)]
+fn set_classes<B: PacketBuf>(batch: &mut Batch<B>, fast: Fast) {
+    let (all, privileged) = (fast.accepted, fast.privileged);
+    if all == 0 {
+        return;
+    }
+    if all == batch.live_mask() && (privileged == 0 || privileged == all) {
+        batch.class_all(if privileged == 0 { class::BEST_EFFORT } else { class::PRIVILEGED });
+        return;
+    }
+    for i in Indices::of(all) {
+        let c = if privileged & (1 << i) != 0 { class::PRIVILEGED } else { class::BEST_EFFORT };
+        batch.set_class(i, c);
+    }
 }
 
 /// A full ingress policer of `cap` at `now_ns`.
@@ -221,6 +261,13 @@ impl FlowPolice {
     fn pass1<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) -> (usize, u32) {
         let mut request = 0u32;
         let mut n = 0;
+        let b =
+            Burst { check_binding: self.check_binding, slot_hints: self.slot_hints, lag: self.lag };
+        if self.common_bursts {
+            if let Some(n) = self.pass1_common(batch, b) {
+                return (n, 0);
+            }
+        }
         for i in batch.live() {
             let c = match self.fast_regular(batch.meta(i), batch.data(i)) {
                 Some(c) => c,
@@ -233,12 +280,12 @@ impl FlowPolice {
                     Classified::Done => continue,
                 },
             };
-            if !self.regular(i, c, &mut n) {
+            if !self.regular(i, c, &mut n, b) {
                 batch.drop_packet(i, DropReason::BadMac);
             }
         }
-        for k in n.saturating_sub(self.lag)..n {
-            self.hint(k);
+        for k in n.saturating_sub(b.lag)..n {
+            self.hint(k, b);
         }
         (n.min(BURST), request)
     }
@@ -270,12 +317,9 @@ impl FlowPolice {
         // New capabilities go to `blocks[m]`, `m ≤ k`: tag `k` was read.
         let (mut m, mut f) = (0, Fast::default());
         for k in Indices::of(((1u64 << n) - 1) as u32 & !bad) {
-            // `k, i < BURST`: the modulo only spares the bounds checks.
-            let i = usize::from(self.idx[k % BURST]) % BURST;
-            self.regular_pass3(batch, i, now_ms, &mut m, &mut f, t);
+            self.regular_pass3(batch, k, now_ms, &mut m, &mut f, t);
         }
-        fast.current += f.current;
-        fast.privileged += f.privileged;
+        *fast = f;
         m
     }
 
@@ -286,7 +330,7 @@ impl FlowPolice {
     fn drop_bad_macs<B: PacketBuf>(&mut self, batch: &mut Batch<B>, bad: u32) {
         self.counters.bad_mac += u64::from(bad.count_ones());
         for k in Indices::of(bad) {
-            batch.drop_packet(usize::from(self.idx[k % BURST]), DropReason::BadMac);
+            batch.drop_packet(usize::from(self.s.reg[k % BURST].i), DropReason::BadMac);
         }
     }
 }
@@ -314,10 +358,10 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         } else {
             // Compare the tags as words, branch-free.
             let mut bad = 0u32;
-            let macs = self.idx[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]);
-            for ((&i, tag), &mac) in macs {
+            let macs = self.s.reg[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]);
+            for ((r, tag), &mac) in macs {
                 let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-                bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << i;
+                bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << (usize::from(r.i) % BURST);
             }
             if bad != 0 {
                 self.counters.bad_mac += u64::from(bad.count_ones());
@@ -327,44 +371,49 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
             }
             // The regular packets' batch indices as a mask.
             let regular =
-                self.idx[..n].iter().fold(0u32, |r, &i| r | 1 << (usize::from(i) % BURST));
+                self.s.reg[..n].iter().fold(0u32, |r, g| r | 1 << (usize::from(g.i) % BURST));
             for i in Indices::of((regular | request) & batch.live_mask()) {
                 if request & (1 << i) != 0 {
                     self.request_pass3(batch, i, now_ms, &mut m, &mut t);
                 } else {
-                    self.regular_pass3(batch, i, now_ms, &mut m, &mut fast, &mut t);
+                    let k = usize::from(self.s.ord[i % BURST]);
+                    self.regular_pass3(batch, k, now_ms, &mut m, &mut fast, &mut t);
                 }
             }
         }
+        let classes = Fast {
+            accepted: fast.accepted | t.accepted.accepted,
+            privileged: fast.privileged | t.accepted.privileged,
+        };
+        set_classes(batch, classes);
         // Pass 4: MAC the new capabilities together and write each one
-        // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and a
-        // regular packet's type byte) with one bounds check.
+        // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and the
+        // type byte: a request's own) with one bounds check.
         let m = m.min(BURST);
         self.router.key().mac_blocks(&mut self.blocks[..m]);
-        for k in 0..m {
-            let i = usize::from(self.idx[k]);
-            let at = usize::from(self.s.shim[i]);
-            let ty = self.s.level[i];
+        let stamps = self.s.stamp[..m].iter().zip(&self.plain[..m]).zip(&self.blocks[..m]);
+        for ((st, plain), mac) in stamps {
+            let (i, at) = (usize::from(st.i), usize::from(st.at));
             let Some(d) =
                 batch.buf_mut(i).data_mut().get_mut(at..).and_then(|d| d.first_chunk_mut::<26>())
             else {
                 continue;
             };
-            // Requests keep their type byte (`request` is 0 in most bursts).
-            if request == 0 || request & (1 << i) == 0 {
-                d[1] = ty;
-            }
-            d[4..18].copy_from_slice(&self.plain[k][..14]);
-            d[18..26].copy_from_slice(&self.blocks[k][..8]);
+            d[1] = st.ty;
+            d[4..18].copy_from_slice(&plain[..14]);
+            d[18..26].copy_from_slice(&mac[..8]);
         }
         // Per-burst tallies into the counters.
         let c = &mut self.counters;
-        let accepted: u64 = t.feedback.iter().sum::<u64>() + fast.current;
-        let privileged = t.privileged + fast.privileged;
+        // Every accepted regular packet is in `classes`; those the fast
+        // path did not take are also in `t.feedback`.
+        let accepted = u64::from(classes.accepted.count_ones());
+        let privileged = u64::from(classes.privileged.count_ones());
+        let fast_current = accepted - t.feedback.iter().sum::<u64>();
         c.regular += n as u64;
         c.privileged += privileged;
         c.best_effort += accepted - privileged;
-        c.feedback_current += t.feedback[0] + fast.current;
+        c.feedback_current += t.feedback[0] + fast_current;
         c.feedback_previous += t.feedback[1];
         c.feedback_unissued += t.feedback[2];
         c.restamped += m as u64 - t.requests_stamped;

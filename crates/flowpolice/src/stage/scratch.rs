@@ -7,33 +7,64 @@ use pipeline::BURST;
 
 use crate::flow::Feedback;
 
-/// Per-packet state of the burst in flight, indexed by the packet's batch
-/// index (a struct of arrays: each pass reads only the fields it needs, and
-/// no per-packet record is copied around).
+/// Per-packet state of the burst in flight. Requests keep theirs by batch
+/// index (struct of arrays); regular packets have one record each, by
+/// ordinal `k` (arrival order among the burst's regular packets), written
+/// once in pass 1 and read by passes 1b and 3 without an index
+/// indirection or a bounds check per field.
 #[derive(Clone)]
 pub(super) struct Scratch {
-    /// Flow ID: the carried capability's (regular) or the addresses' (request).
+    /// Requests: the flow ID of the addresses.
     pub(super) fid: [u64; BURST],
-    /// Table hash of `fid`.
+    /// Requests: table hash of `fid`.
     pub(super) hash: [u64; BURST],
-    /// Regular packets: the home slot ([`crate::FlowTable::home`]).
-    pub(super) home: [u32; BURST],
-    /// Regular packets: the slot hint ([`crate::FlowTable::slot_hint`]),
-    /// [`NO_HINT`] for none.
-    pub(super) hint: [u32; BURST],
-    /// Regular packets: the carried capability's `ts`.
-    pub(super) ts: [u32; BURST],
-    /// The carried capability's MAC, as a native-endian word, of the `k`-th
-    /// regular packet (indexed like `blocks`, so that pass 2 compares
-    /// without going through `idx`).
-    pub(super) mac: [u64; BURST],
-    /// Regular packets: the carried capability's `P_id`.
-    pub(super) pid: [u16; BURST],
-    /// Offset of the shim.
+    /// Requests: offset of the shim.
     pub(super) shim: [u16; BURST],
-    /// Requests: the puzzle level. Accepted regular packets: the new
-    /// type byte (flags sent as zero).
+    /// Requests: the puzzle level.
     pub(super) level: [u8; BURST],
+    /// The `k`-th regular packet.
+    pub(super) reg: [Reg; BURST],
+    /// Regular packets: the ordinal `k` of batch index `i` (read only by
+    /// bursts that mix requests in).
+    pub(super) ord: [u8; BURST],
+    /// The carried capability's MAC, as a native-endian word, of the `k`-th
+    /// regular packet (next to `blocks`, for pass 2's compare).
+    pub(super) mac: [u64; BURST],
+    /// Pass 4: the `m`-th new capability's packet.
+    pub(super) stamp: [Stamp; BURST],
+}
+
+/// What pass 1 records of a regular packet (40 bytes).
+#[derive(Clone, Copy)]
+pub(super) struct Reg {
+    /// Flow ID of the carried capability.
+    pub(super) fid: u64,
+    /// Table hash of `fid`.
+    pub(super) hash: u64,
+    /// The home slot ([`crate::FlowTable::home`]).
+    pub(super) home: u32,
+    /// The slot hint ([`crate::FlowTable::slot_hint`]), [`NO_HINT`] for none.
+    pub(super) hint: u32,
+    /// The carried capability's `ts`.
+    pub(super) ts: u32,
+    /// The carried capability's `P_id`.
+    pub(super) pid: u16,
+    /// Offset of the shim.
+    pub(super) shim: u16,
+    /// Batch index.
+    pub(super) i: u8,
+}
+
+const EMPTY_REG: Reg =
+    Reg { fid: 0, hash: 0, home: 0, hint: NO_HINT, ts: 0, pid: 0, shim: 0, i: 0 };
+
+/// A new capability's packet for pass 4: batch index, shim offset and the
+/// type byte to write (a request's own, unchanged).
+#[derive(Clone, Copy)]
+pub(super) struct Stamp {
+    pub(super) i: u8,
+    pub(super) ty: u8,
+    pub(super) at: u16,
 }
 
 /// No slot hint: no tag of the window matches (the flow is absent), or
@@ -43,13 +74,12 @@ pub(super) const NO_HINT: u32 = u32::MAX;
 pub(super) const EMPTY_SCRATCH: Scratch = Scratch {
     fid: [0; BURST],
     hash: [0; BURST],
-    home: [0; BURST],
-    hint: [NO_HINT; BURST],
-    ts: [0; BURST],
-    mac: [0; BURST],
-    pid: [0; BURST],
     shim: [0; BURST],
     level: [0; BURST],
+    reg: [EMPTY_REG; BURST],
+    ord: [0; BURST],
+    mac: [0; BURST],
+    stamp: [Stamp { i: 0, ty: 0, at: 0 }; BURST],
 };
 
 /// The type byte of a forwarded regular packet (type in the top two bits,
@@ -82,7 +112,9 @@ pub(super) struct Located {
 /// paths only bump locals).
 #[derive(Default)]
 pub(super) struct Tally {
-    pub(super) privileged: u64,
+    /// Accepted regular packets the fast path did not take, as a mask of
+    /// batch indices (classes set with [`Fast`]'s).
+    pub(super) accepted: Fast,
     /// Indexed by [`feedback_index`].
     pub(super) feedback: [u64; 3],
     /// Requests that got a capability (the other new capabilities are
@@ -90,14 +122,16 @@ pub(super) struct Tally {
     pub(super) requests_stamped: u64,
 }
 
-/// Tallies of the regular packets Algorithm 1's fast path took (kept apart
-/// from [`Tally`] so that the update loop holds them in registers).
-#[derive(Default)]
+/// Accepted regular packets as masks of batch indices: their classes are
+/// set, and they are counted, once per burst. Those of Algorithm 1's fast
+/// path are kept apart from [`Tally`] so that the update loop holds them
+/// in registers.
+#[derive(Default, Clone, Copy)]
 pub(super) struct Fast {
-    /// Accepted with `Feedback::Current`.
-    pub(super) current: u64,
+    /// Accepted (forwarded).
+    pub(super) accepted: u32,
     /// Of those, privileged.
-    pub(super) privileged: u64,
+    pub(super) privileged: u32,
 }
 
 #[inline(always)]

@@ -4,7 +4,9 @@
 
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
-use super::scratch::{feedback_index, Fast, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE};
+use super::scratch::{
+    feedback_index, Fast, Stamp, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE,
+};
 use super::FlowPolice;
 use crate::capability::mac_block;
 use crate::class;
@@ -37,9 +39,14 @@ impl FlowPolice {
                 self.counters.requests_stamped += 1;
                 t.requests_stamped += 1;
                 let b = mac_block(p_id, fid, ts);
-                self.blocks[*n] = b;
-                self.plain[*n] = b;
-                self.idx[*n] = i as u8;
+                // `*n < BURST`: the modulo only spares the bounds checks.
+                let m = *n % BURST;
+                self.blocks[m] = b;
+                self.plain[m] = b;
+                // A request keeps its type byte: pass 4 writes it back.
+                let at = self.s.shim[i % BURST];
+                let ty = batch.data(i).get(usize::from(at) + 1).copied().unwrap_or(0);
+                self.s.stamp[m] = Stamp { i: i as u8, ty, at };
                 *n += 1;
             }
             Err(_) => {
@@ -60,14 +67,15 @@ impl FlowPolice {
     pub(super) fn regular_pass3<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
-        i: usize,
+        k: usize,
         now_ms: u64,
         n: &mut usize,
         fast: &mut Fast,
         t: &mut Tally,
     ) {
-        let s = &self.s;
-        let (fid, hint, pid, ts) = (s.fid[i], s.hint[i], s.pid[i], s.ts[i]);
+        let r = self.s.reg[k % BURST];
+        let (fid, hint, pid, ts) = (r.fid, r.hint, r.pid, r.ts);
+        let i = usize::from(r.i) % BURST;
         let mut common = None;
         if hint != NO_HINT {
             if let (Some(e), p) = self.router.hinted_entry(fid, hint as usize) {
@@ -76,12 +84,14 @@ impl FlowPolice {
         }
         match common {
             Some((mark, issue)) => {
-                fast.current += 1;
-                // `ts` is the current period's.
-                let privileged = self.accepted(batch, i, fid, mark, issue.map(|id| (id, ts)), n);
-                fast.privileged += u64::from(privileged);
+                // `ts` is the current period's. The class is set with the
+                // burst's others (`fast`).
+                let privileged =
+                    self.accepted(batch, i, r.shim, fid, mark, issue.map(|id| (id, ts)), n);
+                fast.accepted |= 1 << i;
+                fast.privileged |= u32::from(privileged) << i;
             }
-            None => *n = self.regular_pass3_rest(batch, i, now_ms, *n, t),
+            None => *n = self.regular_pass3_rest(batch, k, now_ms, *n, t),
         }
     }
 
@@ -93,18 +103,18 @@ impl FlowPolice {
     fn regular_pass3_rest<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
-        i: usize,
+        k: usize,
         now_ms: u64,
         mut n: usize,
         t: &mut Tally,
     ) -> usize {
-        let s = &self.s;
-        let (fid, home, hint, pid, ts) =
-            (s.fid[i], s.home[i] as usize, s.hint[i], s.pid[i], s.ts[i]);
+        let g = self.s.reg[k % BURST];
+        let (fid, home, hint, pid, ts) = (g.fid, g.home as usize, g.hint, g.pid, g.ts);
+        let i = usize::from(g.i) % BURST;
         let hint = (hint != NO_HINT).then_some(hint as usize);
         // Without hints the tag line was not loaded: scan the (prefetched)
         // home chunk instead.
-        let hash = self.slot_hints.then_some(s.hash[i]);
+        let hash = self.slot_hints.then_some(g.hash);
         let r = match self.router.regular_entry(fid, hash, home, hint) {
             (Some(e), p) => match e.regular_fast(ts, pid, now_ms, p) {
                 Some((mark, issue)) => Ok(Pending {
@@ -119,8 +129,9 @@ impl FlowPolice {
         match r {
             Ok(p) => {
                 t.feedback[feedback_index(p.feedback)] += 1;
-                let privileged = self.accepted(batch, i, fid, p.mark, p.issue, &mut n);
-                t.privileged += u64::from(privileged);
+                let privileged = self.accepted(batch, i, g.shim, fid, p.mark, p.issue, &mut n);
+                t.accepted.accepted |= 1 << i;
+                t.accepted.privileged |= u32::from(privileged) << i;
             }
             Err(Reject::OverWindow) => {
                 self.counters.over_window += 1;
@@ -138,14 +149,17 @@ impl FlowPolice {
         n
     }
 
-    /// An accepted regular packet: its class, and its new capability
+    /// An accepted regular packet (shim at `at`): its new capability
     /// (`issue`: packet ID and `ts`) queued for pass 4 or, without one,
-    /// its type byte written now. Returns whether it is privileged.
+    /// its type byte written now. Returns whether it is privileged (the
+    /// caller sets the class).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn accepted<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         i: usize,
+        at: u16,
         fid: u64,
         mark: Mark,
         issue: Option<(u16, u32)>,
@@ -154,26 +168,19 @@ impl FlowPolice {
         // `regular_update` reports drops as `Err(OverWindow)`, so a mark
         // that is not privileged is best effort.
         let privileged = mark == Mark::Privileged;
-        let (ty, cl) = if privileged {
-            (PRIVILEGED_BYTE, class::PRIVILEGED)
-        } else {
-            (BEST_EFFORT_BYTE, class::BEST_EFFORT)
-        };
-        batch.set_class(i, cl);
+        let ty = if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE };
         match issue {
             Some((p_id, ts)) => {
-                self.s.level[i] = ty;
                 let b = mac_block(p_id, fid, ts);
                 // `*n < BURST`: the modulo only spares the bounds checks.
                 let k = *n % BURST;
                 self.blocks[k] = b;
                 self.plain[k] = b;
-                self.idx[k] = i as u8;
+                self.s.stamp[k] = Stamp { i: i as u8, ty, at };
                 *n += 1;
             }
             None => {
-                let shim = usize::from(self.s.shim[i]);
-                if let Some(b) = batch.buf_mut(i).data_mut().get_mut(shim + 1) {
+                if let Some(b) = batch.buf_mut(i).data_mut().get_mut(usize::from(at) + 1) {
                     *b = ty;
                 }
             }

@@ -2,7 +2,9 @@
 //! will read, started ahead of it, and the tag-guided slot hint that lets a
 //! lookup load only its flow's entry.
 
-use super::tags::{block_candidates, block_mask, first_match, tag, tag_block, BLOCK, LO};
+use super::tags::{
+    block_candidates, block_mask, first_match, tag, tag_block, window_top_bits, BLOCK, LO,
+};
 use super::{FlowTable, CHUNK_SLOTS};
 
 impl FlowTable {
@@ -82,17 +84,31 @@ impl FlowTable {
         let w: &[u8; 8] = self.tags.get(home..home + 8)?.try_into().ok()?;
         match first_match(u64::from_le_bytes(*w), pattern, self.first_valid) {
             Ok(k) => Some(home + k),
-            Err(true) if self.window > 8 => self.slot_hint_rest(pattern, home),
+            Err(true) if self.window > 8 => self.slot_hint_second(pattern, home),
             Err(_) => None,
         }
     }
 
-    /// [`slot_hint`](Self::slot_hint) past the first eight tags.
+    /// [`slot_hint`](Self::slot_hint) for the next eight tags inline (one
+    /// more word), then the rest of the window out of line. In the `profile`
+    /// example (100k flows, 80 % load) 6.5 % of the lookups reach past the
+    /// first eight tags, 1.9 % past the first sixteen.
+    #[inline(always)]
+    fn slot_hint_second(&self, pattern: u64, home: usize) -> Option<usize> {
+        let w: &[u8; 8] = self.tags.get(home + 8..home + 16)?.try_into().ok()?;
+        match first_match(u64::from_le_bytes(*w), pattern, window_top_bits(self.window - 8)) {
+            Ok(k) => Some(home + 8 + k),
+            Err(true) if self.window > 16 => self.slot_hint_rest(pattern, home),
+            Err(_) => None,
+        }
+    }
+
+    /// [`slot_hint`](Self::slot_hint) past the first sixteen tags.
     #[cold]
     #[inline(never)]
     fn slot_hint_rest(&self, pattern: u64, home: usize) -> Option<usize> {
         let t = pattern as u8;
-        let mut k = 8;
+        let mut k = 16;
         while k < self.window {
             let m = memhint::byte_masks(tag_block(&self.tags, home + k)?, t);
             let (candidates, zero) = block_candidates(m, block_mask(self.window - k));

@@ -168,8 +168,25 @@ impl FlowTable {
         now_ms: u64,
         p: &Params,
     ) -> Result<(Slot, &mut FlowEntry, u16), Full> {
+        self.find_or_insert_with::<REQUEST, true>(flow_id, hash, now_ms, p)
+    }
+
+    /// [`find_or_insert_entry`](Self::find_or_insert_entry); `ONE_BLOCK`:
+    /// the default window (one tag block) takes its fixed-size path (off
+    /// only in tests, which compare the two).
+    #[inline(always)]
+    pub(super) fn find_or_insert_with<const REQUEST: bool, const ONE_BLOCK: bool>(
+        &mut self,
+        flow_id: u64,
+        hash: u64,
+        now_ms: u64,
+        p: &Params,
+    ) -> Result<(Slot, &mut FlowEntry, u16), Full> {
         let h = self.home(hash);
         let window = self.window;
+        if ONE_BLOCK && window == BLOCK {
+            return self.find_or_insert_block::<REQUEST>(flow_id, hash, h, now_ms, p);
+        }
         // Presence: only slots with a matching tag can hold the flow, and none
         // past the first empty slot (slots never become empty again). 32 tags
         // per vector compare: bytes equal to the tag / to zero. One bounds
@@ -252,6 +269,83 @@ impl FlowTable {
         if let Some(t) = tags.get_mut(k) {
             *t = tag(hash);
         }
+        let e = &mut chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS];
+        let id = if REQUEST {
+            let (fresh, id) = FlowEntry::requested(flow_id, now_ms, p);
+            *e = fresh;
+            id
+        } else {
+            *e = FlowEntry::new(flow_id, now_ms);
+            0
+        };
+        Ok((slot, e, id))
+    }
+
+    /// [`find_or_insert_entry`](Self::find_or_insert_entry) for a window of
+    /// exactly one tag block ([`BLOCK`] slots, the default): the window's
+    /// tags and chunks as fixed-size arrays, borrowed with one check each,
+    /// so that no slot index needs a bounds check, and no block loop. Same
+    /// result, state change and probe count as the general path.
+    #[inline(always)]
+    fn find_or_insert_block<const REQUEST: bool>(
+        &mut self,
+        flow_id: u64,
+        hash: u64,
+        h: usize,
+        now_ms: u64,
+        p: &Params,
+    ) -> Result<(Slot, &mut FlowEntry, u16), Full> {
+        const CHUNKS: usize = BLOCK / CHUNK_SLOTS;
+        let t = tag(hash);
+        let FlowTable { tags, chunks, probed, len, .. } = self;
+        let tags: &mut [u8; BLOCK] =
+            tags.get_mut(h..).and_then(|x| x.first_chunk_mut()).ok_or(Full)?;
+        let chunks: &mut [super::Chunk; CHUNKS] =
+            chunks.get_mut(h / CHUNK_SLOTS..).and_then(|c| c.first_chunk_mut()).ok_or(Full)?;
+        let (mut m, zero) = block_candidates(memhint::byte_masks(tags, t), !0);
+        let mut read = 0u64;
+        while m != 0 {
+            // `j < 32`: the fixed arrays need no bounds check.
+            let j = m.trailing_zeros() as usize;
+            read += 1;
+            if chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS].flow_id == flow_id {
+                *probed += read;
+                let e = &mut chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS];
+                let id = if REQUEST { e.on_request(now_ms, p) } else { 0 };
+                return Ok((Slot::Found(h + j), e, id));
+            }
+            m &= m - 1;
+        }
+        // Absent: the first idle slot before the first empty one, else the
+        // empty one (`end` = 32 when none is empty).
+        let end = zero.trailing_zeros() as usize;
+        let mut idle = None;
+        if end > 0 {
+            read += 1;
+            if chunks[0].0[0].is_idle(now_ms, p) {
+                idle = Some(0);
+            } else {
+                for k in 1..end.min(BLOCK) {
+                    read += 1;
+                    if chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS].is_idle(now_ms, p) {
+                        idle = Some(k);
+                        break;
+                    }
+                }
+            }
+        }
+        *probed += read;
+        let k = match idle {
+            Some(k) => k,
+            None if zero != 0 => {
+                *len += 1;
+                end
+            }
+            None => return Err(Full),
+        };
+        let k = k % BLOCK;
+        let slot = if idle.is_some() { Slot::Reclaimed(h + k) } else { Slot::Created(h + k) };
+        tags[k] = t;
         let e = &mut chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS];
         let id = if REQUEST {
             let (fresh, id) = FlowEntry::requested(flow_id, now_ms, p);

@@ -258,3 +258,56 @@ fn live_flows_are_never_evicted() {
         assert_eq!(t.get(g).map(|e| e.t_a), Some(idle_ms as u32), "live flow {g} evicted");
     }
 }
+
+#[test]
+fn one_block_insertion_equals_the_block_loop() {
+    // Window 32 takes the fixed-size one-block path; the block loop is the
+    // general one. Random requests and plain insertions (new, repeated and
+    // idle flows, tables filling up until windows refuse) give the same
+    // results, entries, tags, lengths and probe counts.
+    let p = Params::default();
+    let idle = u64::from(p.idle_periods + 1) * u64::from(p.period_ms);
+    for slots in [64, 200, 1024] {
+        let mut a = FlowTable::new(slots, 32, [5, 8]).unwrap();
+        let mut b = FlowTable::new(slots, 32, [5, 8]).unwrap();
+        assert_eq!(a.probe_window(), BLOCK);
+        let mut x = 0x2545_f491_4f6c_dd1du64 ^ slots as u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut now, mut full, mut found, mut reclaimed) = (1_000_000u64, 0, 0, 0);
+        for round in 0..4000 {
+            if round % 500 == 499 {
+                now += idle; // everything so far goes idle
+            }
+            now += next() % 50;
+            let f = next() % (slots as u64 * 2);
+            let h = a.hash(f);
+            let (ra, rb) = if round % 3 == 0 {
+                let ra = a.find_or_insert_with::<false, true>(f, h, now, &p);
+                let rb = b.find_or_insert_with::<false, false>(f, h, now, &p);
+                (ra.map(|(s, e, id)| (s, *e, id)), rb.map(|(s, e, id)| (s, *e, id)))
+            } else {
+                let ra = a.find_or_insert_with::<true, true>(f, h, now, &p);
+                let rb = b.find_or_insert_with::<true, false>(f, h, now, &p);
+                (ra.map(|(s, e, id)| (s, *e, id)), rb.map(|(s, e, id)| (s, *e, id)))
+            };
+            assert_eq!(ra, rb, "slots {slots} round {round} flow {f}");
+            full += usize::from(ra.is_err());
+            found += usize::from(matches!(ra, Ok((Slot::Found(_), _, _))));
+            reclaimed += usize::from(matches!(ra, Ok((Slot::Reclaimed(_), _, _))));
+            assert_eq!((a.len(), a.insert_probes()), (b.len(), b.insert_probes()));
+        }
+        assert!(a.tags == b.tags);
+        for i in 0..a.slots() {
+            assert_eq!(a.entry(i), b.entry(i), "slot {i}");
+        }
+        assert!(found > 0 && reclaimed > 0, "{found} {reclaimed}");
+        if slots == 64 {
+            assert!(full > 0, "{full}");
+        }
+    }
+}
