@@ -201,6 +201,66 @@ impl DupFilter {
         false
     }
 
+    /// The ring accounting of [`Monitor::account_seqno_same_now`] for a run
+    /// of packets `(abs_ts, seqno, bytes)` with the horizon `next`: the
+    /// same filter decisions and counters as [`seen`](Self::seen) per
+    /// packet, with the filter's fields and counters in locals.
+    #[inline(never)]
+    fn account_run<F: FnOnce() -> u64>(
+        &mut self,
+        ring: &mut [u64; 8],
+        pkts: impl Iterator<Item = (u64, u32, F)>,
+        next: u64,
+    ) {
+        let DupFilter { bits, words, meta, duplicates, unchecked } = self;
+        let (bits, words) = (*bits, &mut words[..]);
+        let wps = bits / 64;
+        let (mut dups, mut unch) = (0u64, 0u64);
+        // The previous packet's `(abs_ts, seqno)` if its bit is now set: a
+        // packet equal to it (a replay) is a duplicate without a lookup.
+        let mut prev = (u64::MAX, u32::MAX);
+        for (abs_ts, seqno, bytes) in pkts {
+            let seqno = seqno & 0x00FF_FFFF;
+            if (abs_ts, seqno) == prev {
+                dups += 1;
+                continue;
+            }
+            prev = (u64::MAX, u32::MAX);
+            let t = abs_ts.max(next);
+            let slot = (t % 8) as usize;
+            // Filtered on the packet's own second only (as `account_seqno`).
+            if t == abs_ts {
+                let m = &mut meta[slot];
+                if m.0 == u32::MAX {
+                    m.0 = seqno.wrapping_sub(bits / 8) & 0x00FF_FFFF;
+                }
+                let off = seqno.wrapping_sub(m.0) & 0x00FF_FFFF;
+                if off >= bits {
+                    unch += 1;
+                } else {
+                    let w = off / 64;
+                    // Always within the words (slot < 8, w < wps).
+                    if let Some(word) = words.get_mut((slot as u32 * wps + w) as usize) {
+                        let (old, bit) = (*word, 1u64 << (off % 64));
+                        prev = (abs_ts, seqno);
+                        if old & bit != 0 {
+                            dups += 1;
+                            continue;
+                        }
+                        if old == 0 {
+                            m.1 = m.1.min(w);
+                            m.2 = m.2.max(w + 1);
+                        }
+                        *word = old | bit;
+                    }
+                }
+            }
+            ring[slot] = ring[slot].saturating_add(bytes());
+        }
+        *duplicates += dups;
+        *unchecked += unch;
+    }
+
     fn clear(&mut self, slot: usize) {
         let wps = (self.bits / 64) as usize;
         let (_, lo, hi) = self.meta[slot];
@@ -376,6 +436,47 @@ impl Monitor {
         }
     }
 
+    /// [`account_seqno_same_now`](Self::account_seqno_same_now) for each
+    /// of a run of packets `(abs_ts, seqno, bytes)`, in order, with the
+    /// monitor's per-run state (finalized horizon, filter fields and
+    /// counters) read once. The result is exactly that of those calls (a
+    /// test holds them equal).
+    #[inline]
+    pub fn account_seqno_same_now_run(
+        &mut self,
+        pkts: impl IntoIterator<Item = (u64, u32, u64)>,
+        now: u64,
+    ) {
+        self.same_now_run_lazy(pkts.into_iter().map(|(a, s, b)| (a, s, move || b)), now);
+    }
+
+    /// [`account_seqno_same_now_run`](Self::account_seqno_same_now_run)
+    /// with each packet's byte count computed only when it is counted
+    /// (not for a duplicate).
+    #[inline]
+    pub(crate) fn same_now_run_lazy<F: FnOnce() -> u64>(
+        &mut self,
+        pkts: impl Iterator<Item = (u64, u32, F)>,
+        now: u64,
+    ) {
+        let Some(next) = self.next else {
+            for (abs_ts, seqno, bytes) in pkts {
+                self.account_seqno_same_now(abs_ts, seqno, bytes(), now);
+            }
+            return;
+        };
+        let Monitor { ring, dups, .. } = self;
+        match dups.as_deref_mut() {
+            Some(d) => d.account_run(ring, pkts, next),
+            None => {
+                for (abs_ts, _, bytes) in pkts {
+                    let idx = (abs_ts.max(next) % 8) as usize;
+                    ring[idx] = ring[idx].saturating_add(bytes());
+                }
+            }
+        }
+    }
+
     /// Finalizes what is due and returns the open second that `abs_ts` counts in.
     #[inline]
     fn open(&mut self, abs_ts: u64, now: u64) -> (Option<Violation>, u64) {
@@ -508,6 +609,55 @@ mod tests {
                 a.dup_filter().map(|d| (d.duplicates, d.unchecked)),
                 b.dup_filter().map(|d| (d.duplicates, d.unchecked))
             );
+        }
+
+        /// `account_seqno_same_now_run` leaves the monitor exactly as
+        /// `account_seqno_same_now` per packet: replays (the same pair back
+        /// to back), numbers outside the window, stamps older than the
+        /// horizon, with and without a filter, before and after a first
+        /// packet.
+        #[test]
+        fn same_now_run_matches_same_now(
+            bursts in proptest::collection::vec(
+                (0u64..3, proptest::bool::ANY,
+                 proptest::collection::vec((0u64..9, 0u32..300, 40u64..1500, 0u8..3), 1..24)),
+                1..10),
+            dup in proptest::bool::ANY,
+        ) {
+            let mk = || if dup { Monitor::with_dup_filter(5000, 3000, 128) } else { Monitor::new(5000, 3000) };
+            let (mut a, mut b) = (mk(), mk());
+            let mut now = 1000u64;
+            for (step, first, pkts) in bursts {
+                now += step;
+                let mut items = Vec::new();
+                let mut prev = (now, 0u32);
+                for &(back, seq, len, rep) in &pkts {
+                    // Replays of the previous packet now and then.
+                    let p = if rep == 0 { prev } else { (now.saturating_sub(back).max(990), seq) };
+                    prev = p;
+                    items.push((p.0, p.1, len));
+                }
+                let mut it = items.iter().copied();
+                if first {
+                    if let Some((t, s, l)) = it.next() {
+                        prop_assert_eq!(a.account_seqno(t, s, l, now), b.account_seqno(t, s, l, now));
+                    }
+                }
+                let rest: Vec<_> = it.collect();
+                for &(t, s, l) in &rest {
+                    a.account_seqno_same_now(t, s, l, now);
+                }
+                b.account_seqno_same_now_run(rest, now);
+                prop_assert_eq!((a.violations, a.last, a.ring, a.next), (b.violations, b.last, b.ring, b.next));
+            }
+            prop_assert_eq!(a.tick(now + 20), b.tick(now + 20));
+            prop_assert_eq!((a.violations, a.last, a.ring, a.next), (b.violations, b.last, b.ring, b.next));
+            let (fa, fb) = (a.dup_filter(), b.dup_filter());
+            prop_assert_eq!(fa.map(|d| (d.duplicates, d.unchecked)), fb.map(|d| (d.duplicates, d.unchecked)));
+            if let (Some(fa), Some(fb)) = (fa, fb) {
+                prop_assert_eq!(&fa.words, &fb.words);
+                prop_assert_eq!(fa.meta, fb.meta);
+            }
         }
 
         /// The duplicate filter answers as a per-slot set of window offsets

@@ -33,6 +33,17 @@ const KEEP: [u128; RECORD_SLOTS + 1] = {
     k
 };
 
+/// `KEEP_AT4[n]`: bytes 4..4 + n of a little-endian 16-byte word.
+const KEEP_AT4: [u128; RECORD_SLOTS + 1] = {
+    let mut k = [0u128; RECORD_SLOTS + 1];
+    let mut n = 0;
+    while n <= RECORD_SLOTS {
+        k[n] = KEEP[n] << 32;
+        n += 1;
+    }
+    k
+};
+
 const FLAG_V6: u8 = 1;
 const FLAG_TRUNC: u8 = 2;
 
@@ -231,6 +242,40 @@ impl Record {
                 out[36..40].copy_from_slice(&a[4..]);
             }
         }
+    }
+
+    /// [`write_hot`](Self::write_hot) for the common IPv6 layout (the FAIR
+    /// header right after the fixed header, `h.fair_off == h.l3_off + 40`),
+    /// given the 65 bytes from the IP header on (fixed header, FAIR fixed
+    /// part, 16 bytes from the first slot): bytes 10..20 of the record are
+    /// the packet's own (length field; ts ‖ seqno ‖ ICV ‖ NextAS), copied as
+    /// words. `h` must have been read from these bytes (as the
+    /// destination's pass 1 reads it); a test holds the two equal.
+    #[inline(always)]
+    pub(crate) fn write_front(
+        out: &mut [u8; RECORD_LEN],
+        v: &[u8; 65],
+        h: &crate::common::Hot,
+        channel: u32,
+        arrival: u32,
+    ) {
+        let n = h.n_slots as usize;
+        let a = ((channel as u64) << 32) | arrival as u64;
+        let flags = FLAG_V6 | if n > RECORD_SLOTS { FLAG_TRUNC } else { 0 };
+        let f = u32::from_le_bytes([flags, h.n_slots, v[4], v[5]]);
+        // Header bytes 2..9 (ts ‖ seqno ‖ ICV ‖ NextAS), then the zero byte 19.
+        let (t, _) = v[42..].split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        let t = u64::from_le_bytes(*t) & 0x00FF_FFFF_FFFF_FFFF;
+        out[0..8].copy_from_slice(&a.to_be_bytes());
+        out[8..12].copy_from_slice(&f.to_le_bytes());
+        out[12..20].copy_from_slice(&t.to_le_bytes());
+        // Slots into 48..64 first (as `write_hot`), from 4 bytes before the
+        // first slot, masked to the N slots where they land (no shift); the
+        // addresses then overwrite 48..52.
+        let (s, _) = v[45..].split_first_chunk::<16>().unwrap_or((&[0; 16], &[]));
+        let m = u128::from_le_bytes(*s) & KEEP_AT4[n.min(RECORD_SLOTS)];
+        out[48..64].copy_from_slice(&m.to_le_bytes());
+        out[20..52].copy_from_slice(&v[8..40]);
     }
 
     /// Parses a raw `HeaderRecord` body (IP header through FAIR header, §2.11)
@@ -528,6 +573,27 @@ mod tests {
             let mut want = [0u8; RECORD_LEN];
             Record::capture_hot(&frame, &h, channel, arrival).encode(&mut want);
             prop_assert_eq!(Record::encode_hot(&frame, &h, channel, arrival), want);
+        }
+
+        /// The fixed-layout capture writes what `write_hot` writes for a
+        /// header read from the same bytes (any IP offset, slot count,
+        /// pointer and bytes).
+        #[test]
+        fn write_front_matches_write_hot(frame in proptest::collection::vec(any::<u8>(), 65..200),
+                                         l3 in 0usize..20, hl in 1u8..=16, ptr: u8,
+                                         channel: u32, arrival: u32) {
+            let mut frame = frame;
+            frame.resize(frame.len().max(l3 + 40 + (hl as usize + 1) * 8).max(l3 + 65), 0x33);
+            frame[l3 + 41] = hl;
+            frame[l3 + 48] = (ptr & 0x80) | ((ptr & 0x7F) % ((hl as usize + 1) * 8 - 8) as u8);
+            let Some(h) = crate::common::hot_lean(&frame, L3::Ipv6, l3 as u16, l3 as u16 + 40) else {
+                return Err(TestCaseError::fail("header refused"));
+            };
+            let v: &[u8; 65] = frame[l3..l3 + 65].try_into().unwrap();
+            let (mut a, mut b) = ([0u8; RECORD_LEN], [1u8; RECORD_LEN]);
+            Record::write_front(&mut a, v, &h, channel, arrival);
+            Record::write_hot(&mut b, &frame, &h, channel, arrival);
+            prop_assert_eq!(a, b);
         }
 
         #[test]

@@ -35,6 +35,7 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
     blocks: &mut [Block; BURST],
     n: usize,
     stats: &mut DestStats,
+    fast: bool,
 ) {
     let mut tot = Totals::default();
     let n = n.min(BURST);
@@ -46,7 +47,7 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
         let Some(ch) = channels.get_mut(c as usize) else { continue };
         ch.k_sd.encrypt_blocks(&mut blocks[run.clone()]);
         let (todo, blocks) = (&todo[run.clone()], &blocks[run]);
-        check_run(batch, now, cfg, ch, sink, events, todo, blocks, stats, &mut tot);
+        check_run(batch, now, cfg, ch, sink, events, todo, blocks, stats, &mut tot, fast);
     }
     stats.icv_fail += tot.icv_fail;
     stats.accepted += tot.accepted;
@@ -54,7 +55,9 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
 }
 
 /// Pass 3 for one run of channel `ch`'s packets (their ICVs computed in
-/// `blocks`): verify, capture, monitor, police, strip.
+/// `blocks`): verify, capture, monitor, police, strip. `fast`: the
+/// fixed-layout capture and strip and the monitor's run call (tests turn
+/// them off for the reference: per packet, general paths).
 #[allow(clippy::too_many_arguments)] // the stage's split borrows
 #[inline(always)]
 fn check_run<B: PacketBuf, S: RecordSink>(
@@ -68,6 +71,7 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     blocks: &[Block],
     stats: &mut DestStats,
     tot: &mut Totals,
+    fast: bool,
 ) {
     let now_s = now.unix_secs();
     let arrival = now_s as u32;
@@ -75,7 +79,8 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     let mut st = ChannelStats::default();
     // The run's first packet with a valid ICV finalizes what is due
     // in the monitor (and may report a violation; later ones of the
-    // run cannot, and skip that check) and refills the policer.
+    // run cannot, and are accounted after the loop) and refills the
+    // policer.
     let mut ticked = false;
     let mut fill = 0;
     // Packets with a valid ICV: the run's less those that fail (counted
@@ -93,18 +98,21 @@ fn check_run<B: PacketBuf, S: RecordSink>(
         let (buf, meta) = batch.get_mut(i);
         // One view of the bytes for the record and the strip.
         let d = buf.data_mut();
-        sink.append_with(|out| Record::write_hot(out, d, h, id, arrival));
+        sink.append_with(|out| match front_ref(d, h).filter(|_| fast) {
+            Some(v) => Record::write_front(out, v, h, id, arrival),
+            None => Record::write_hot(out, d, h, id, arrival),
+        });
         let net = h.net_len();
         let abs = now_s.wrapping_sub(t.age as u64);
-        if ticked {
-            ch.monitor.account_seqno_same_now(abs, h.seqno(), net, now_s);
-        } else {
+        if !ticked {
             ticked = true;
             fill = ch.policer.fill_at(now.mono_ns);
             if let Some(v) = ch.monitor.account_seqno(abs, h.seqno(), net, now_s) {
                 stats.violations += 1;
                 events.push((id, v));
             }
+        } else if !fast {
+            ch.monitor.account_seqno_same_now(abs, h.seqno(), net, now_s);
         }
         st.mark_count_mismatch += u64::from(h.ptr() != expected);
         st.bytes += net;
@@ -115,12 +123,26 @@ fn check_run<B: PacketBuf, S: RecordSink>(
                 continue;
             }
         }
-        if (!h.v6 || cfg.strip_ipv6) && wire::strip_hot_bytes(d, h).is_ok() {
+        if (!h.v6 || cfg.strip_ipv6)
+            && if fast { strip_bytes(d, h) } else { wire::strip_hot_bytes(d, h).is_ok() }
+        {
             stripped(buf, meta, h);
         }
     }
     if ticked {
         ch.policer.set_fill(fill);
+    }
+    // Nothing is due in the monitor after the run's first packet with a
+    // valid ICV: the later ones go in one call, in burst order.
+    if fast {
+        if tot.icv_fail == fails_before {
+            // Every ICV valid (the usual run): no filter.
+            ch.monitor.same_now_run_lazy(todo.iter().skip(1).map(|t| mon_item(now_s, t)), now_s);
+        } else {
+            let mut valid = todo.iter().zip(blocks).filter(|(t, b)| t.h.icv() == b[0]);
+            valid.next();
+            ch.monitor.same_now_run_lazy(valid.map(|(t, _)| mon_item(now_s, t)), now_s);
+        }
     }
     st.packets = todo.len().min(blocks.len()) as u64 - (tot.icv_fail - fails_before);
     // Accepted: every packet with a valid ICV but those dropped over rate.
@@ -130,11 +152,67 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     ch.stats += st;
 }
 
+/// A packet as the monitor takes it: its stamp's absolute second, its
+/// sequence number and (only when counted) its network-layer bytes.
+#[inline(always)]
+fn mon_item(now_s: u64, t: &Todo) -> (u64, u32, impl FnOnce() -> u64 + '_) {
+    (now_s.wrapping_sub(t.age as u64), t.h.seqno(), || t.h.net_len())
+}
+
 #[inline(always)]
 pub(super) fn strip<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
     if wire::strip_hot_bytes(buf.data_mut(), h).is_ok() {
         stripped(buf, meta, h);
     }
+}
+
+/// The common IPv6 layout (the FAIR header right after the fixed header):
+/// the 65 bytes from the IP header on (fixed header, FAIR fixed part, 16
+/// bytes from the first slot), one bounds check for the whole record;
+/// `None` for another layout or a shorter packet.
+#[inline(always)]
+fn front_ref<'a>(d: &'a [u8], h: &Hot) -> Option<&'a [u8; 65]> {
+    let l3 = h.l3_off as usize;
+    if !h.v6 || h.fair_off as usize != l3 + 40 {
+        return None;
+    }
+    d.get(l3..l3 + 65)?.try_into().ok()
+}
+
+/// [`wire::strip_hot_bytes`] (`true`: stripped), a 16-byte header right
+/// after the IPv6 fixed header of a bare IP packet or an Ethernet frame
+/// with constant offsets (a test holds the two equal).
+#[inline(always)]
+pub(super) fn strip_bytes(d: &mut [u8], h: &Hot) -> bool {
+    if h.v6 && h.len == 16 {
+        let done = match (h.l3_off, h.fair_off) {
+            (0, 40) => strip16::<0, 56>(d),
+            (14, 54) => strip16::<14, 70>(d),
+            _ => false,
+        };
+        if done {
+            return true;
+        }
+    }
+    wire::strip_hot_bytes(d, h).is_ok()
+}
+
+/// The strip of a 16-byte FAIR header right after the IPv6 fixed header
+/// at `L3O` (`E = L3O + 56`: the bytes it touches): the payload length
+/// less 16, the next header restored, the hop limit kept (IP bytes 4..8
+/// as one word), the `L3O + 40` bytes before the header moved on by 16.
+/// `false`, nothing written, for a shorter packet.
+#[inline(always)]
+fn strip16<const L3O: usize, const E: usize>(d: &mut [u8]) -> bool {
+    const { assert!(E == L3O + 56) };
+    let Some(v) = d.first_chunk_mut::<E>() else { return false };
+    let (w, _) = v[L3O + 4..].split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+    let w = u32::from_be_bytes(*w);
+    let pl = ((w >> 16) as u16).saturating_sub(16);
+    let w = (u32::from(pl) << 16) | (u32::from(v[L3O + 40]) << 8) | (w & 0xFF);
+    v.copy_within(..L3O + 40, 16);
+    v[L3O + 20..L3O + 24].copy_from_slice(&w.to_be_bytes());
+    true
 }
 
 /// Drops the stripped header's bytes from the front and updates the metadata.

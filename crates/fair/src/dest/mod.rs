@@ -14,14 +14,22 @@
 //!
 //! Pass 1 reads headers a parse stage located through the lean reader
 //! ([`crate::common::hot_lean`]) and locates fresh packets inline; rare
-//! outcomes (stale, unknown channel, a new source) are out of line. A
-//! property test holds this fast path to the general one. The source
-//! classification is cached across bursts (reset by every table change).
+//! outcomes (stale, unknown channel, a new source) are out of line. Its
+//! leading packets that take the lean path all through (the usual burst)
+//! are read through the batch's slices without writing it, the common IPv6
+//! layout from one fixed-size view; the general loop takes over at the
+//! first packet that does not. Property tests hold these fast paths to the
+//! general ones. The source classification is cached across bursts (reset
+//! by every table change).
 //! Passes 2 and 3 go run by run of one channel's packets: one pipelined AES
 //! call for the run's ICVs, then per packet the checks and capture, with the
 //! channel's counters and policer fill kept in locals and stored once per
 //! run (a property test holds the verdicts and channel state to a
-//! per-packet `TokenBucket::try_consume` reference).
+//! per-packet `TokenBucket::try_consume` reference). The common IPv6
+//! layout is captured and stripped from fixed-size views; the monitor
+//! takes the run's packets after its first in one call (a replay of the
+//! previous packet costs no filter lookup). A property test holds pass 3's
+//! fast paths to the general ones.
 //!
 //! ## Where things are
 //! This module holds the channel, the stage, its tables and its burst;
@@ -224,7 +232,8 @@ pub struct FairDestination<S: RecordSink> {
     /// The `fair-destination` configuration it was built from (live
     /// changes compare against it); `None` for a stage built in code.
     pub(crate) configured: Option<Box<FairDestinationConfig>>,
-    /// Tests: every packet through the general path of pass 1 (the reference).
+    /// Tests: every packet through the general paths of passes 1 and 3
+    /// (the reference).
     #[cfg(test)]
     slow_only: bool,
 }
@@ -364,7 +373,7 @@ impl<B: PacketBuf, S: RecordSink> Stage<B> for FairDestination<S> {
         let cfg = *cfg;
         let t = Tables { src_fib, port_neighbor, index, channels };
         let n = pass1::run(batch, now, &cfg, &t, last, todo, blocks, stats, fast_on);
-        check::runs(batch, now, &cfg, channels, sink, events, todo, blocks, n, stats);
+        check::runs(batch, now, &cfg, channels, sink, events, todo, blocks, n, stats, fast_on);
         sink.end_burst();
     }
 }

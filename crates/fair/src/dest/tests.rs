@@ -234,3 +234,181 @@ proptest::proptest! {
         proptest::prop_assert_eq!(d.stats.accepted, accepted);
     }
 }
+
+/// A FAIR packet as [`any_pkt`] with `pad` more payload bytes (so that the
+/// fixed-layout capture has its 65 bytes), optionally in an Ethernet frame.
+#[allow(clippy::too_many_arguments)]
+fn long_pkt(
+    v6: bool,
+    hbh: bool,
+    n: usize,
+    src: u8,
+    ts: u16,
+    seqno: u32,
+    k: &Aes,
+    good: bool,
+    pad: usize,
+    eth: bool,
+) -> Vec<u8> {
+    let (mut p, o) = crate::test_packets::fair_udp(v6, hbh, src, n, ts, seqno);
+    p.extend((0..pad).map(|x| (x as u8) ^ 0x5a));
+    let at = if v6 { 4 } else { 2 };
+    let lf = u16::from_be_bytes([p[at], p[at + 1]]) + pad as u16;
+    p[at..at + 2].copy_from_slice(&lf.to_be_bytes());
+    p[o + 7] = icv(k, lf, ts, seqno) ^ u8::from(!good);
+    if eth {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        f.extend_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+        f.extend_from_slice(&p);
+        p = f;
+    }
+    p
+}
+
+/// A stage like [`stage`] over a record ring, with the given frame layout
+/// and policy handling.
+fn ring_stage(
+    slow_only: bool,
+    eth: bool,
+    drop_nc: bool,
+    strip6: bool,
+) -> FairDestination<crate::record::RecordRing> {
+    let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+    let cfg = DestConfig {
+        framing,
+        drop_nonconforming: drop_nc,
+        strip_ipv6: strip6,
+        ..Default::default()
+    };
+    let mut d = FairDestination::new(cfg, crate::record::RecordRing::new(1 << 12));
+    d.slow_only = slow_only;
+    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
+    d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
+    d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+    for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
+        d.add_channel(
+            DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0)
+                .with_dup_window(if n == 15 { 0 } else { 64 }),
+            0,
+            n as u8,
+        );
+    }
+    d
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// The fast paths of both passes (pass 1's lean prefix; pass 3's
+    /// fixed-layout capture and strip and the monitor's run call with its
+    /// replay shortcut) end bursts exactly as the general paths: bare IP
+    /// and Ethernet, IPv6 and IPv4, short and long payloads, replays and
+    /// duplicate sequence numbers, bad ICVs, stale stamps, unknown
+    /// sources, tight policies, detecting or dropping, stripping IPv6 or
+    /// not (bytes, metadata, verdicts, record bytes, counters, policer and
+    /// monitor state, violations).
+    #[test]
+    fn fast_paths_match_general_paths(
+        eth: bool, drop_nc: bool, strip6: bool,
+        bursts in proptest::collection::vec(proptest::collection::vec(
+            (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0usize..3,
+             0u8..4, 0u8..12, 0u32..6, 0u8..8, 0usize..48, 0u8..4, 0u8..8),
+            1..=32), 1..5),
+        gaps in proptest::collection::vec(0u64..6, 5),
+    ) {
+        let k = Aes::new(&Key::from([7; 16]));
+        let (mut fast, mut slow) =
+            (ring_stage(false, eth, drop_nc, strip6), ring_stage(true, eth, drop_nc, strip6));
+        let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+        let mut now = 1_000_000u64;
+        for (pkts, gap) in bursts.into_iter().zip(gaps) {
+            now += gap;
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            let mut gone = Vec::new();
+            for (v6, hbh, slots, src, dts, seq, icv_sel, pad, meta_kind, pre) in pkts {
+                let n = if v6 { [7, 15, 23][slots] } else { [3, 6, 0][slots] };
+                let srcb = if v6 { [0xb8, 0xb8, 0x05, 0xb8][src as usize] } else { [1, 1, 2, 1][src as usize] };
+                let ts = (now + 5 - (if dts >= 8 { 5 } else { dts as u64 })) as u16;
+                let p = long_pkt(v6, hbh && v6, n, srcb, ts, seq, &k, icv_sel != 0, pad, eth);
+                let mut m = Meta::new(0);
+                if meta_kind > 0 {
+                    if let Ok(Some(f)) = locate_meta(&p, &m, framing, Codes::default()) {
+                        set_meta(&mut m, &f);
+                    }
+                }
+                if meta_kind == 3 {
+                    m.proto_off = m.proto_off.wrapping_add(8);
+                }
+                let i = b.push(p, 0).unwrap();
+                *b.meta_mut(i) = m;
+                // Now and then a packet an earlier stage dropped.
+                if pre == 0 {
+                    gone.push(i);
+                }
+            }
+            let mut c: Batch<Vec<u8>> = Batch::new();
+            for i in 0..b.len() {
+                let j = c.push(b.data(i).to_vec(), 0).unwrap();
+                *c.meta_mut(j) = *b.meta(i);
+            }
+            for &i in &gone {
+                b.drop_packet(i, DropReason::Policy);
+                c.drop_packet(i, DropReason::Policy);
+            }
+            let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+            fast.process(&mut b, t);
+            slow.process(&mut c, t);
+            for i in 0..b.len() {
+                proptest::prop_assert_eq!(b.data(i), c.data(i));
+                proptest::prop_assert_eq!(b.meta(i), c.meta(i));
+            }
+            proptest::prop_assert_eq!(b.ingress_port(), c.ingress_port());
+        }
+        fast.tick(now + 20);
+        slow.tick(now + 20);
+        proptest::prop_assert_eq!(fast.stats, slow.stats);
+        proptest::prop_assert_eq!(fast.duplicates(), slow.duplicates());
+        proptest::prop_assert_eq!(fast.take_violations(), slow.take_violations());
+        for (a, b) in fast.channels().iter().zip(slow.channels()) {
+            proptest::prop_assert_eq!(a.stats, b.stats);
+            proptest::prop_assert_eq!(&a.policer, &b.policer);
+            proptest::prop_assert_eq!(a.monitor.violations, b.monitor.violations);
+            proptest::prop_assert_eq!(a.monitor.last, b.monitor.last);
+            proptest::prop_assert_eq!(
+                a.monitor.dup_filter().map(|d| (d.duplicates, d.unchecked)),
+                b.monitor.dup_filter().map(|d| (d.duplicates, d.unchecked))
+            );
+        }
+        let (mut ra, mut rb) = (Vec::new(), Vec::new());
+        fast.sink_mut().drain(|r| ra.push(*r));
+        slow.sink_mut().drain(|r| rb.push(*r));
+        proptest::prop_assert_eq!(ra, rb);
+    }
+}
+
+/// The bytes pass 3's fixed-offset strip of a 16-byte header (bare IP and
+/// Ethernet) leaves, and whether it strips, are those of the general strip,
+/// for any bytes and lengths around the bound.
+#[test]
+fn strip16_matches_general_strip() {
+    let mut rng = crate::rng::Xoshiro::new(7);
+    for l3 in [0usize, 14] {
+        for len in l3 + 49..l3 + 72 {
+            for _ in 0..20 {
+                let mut d: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                d[l3] = 0x60;
+                d[l3 + 41] = 1; // hdr_len 1: 16 bytes
+                d[l3 + 48] &= 0x07;
+                let mut m = Meta::new(0);
+                (m.l3, m.l3_off, m.proto, m.proto_off) =
+                    (pipeline::L3::Ipv6, l3 as u16, pipeline::Proto::Fair, l3 as u16 + 40);
+                let Some(h) = crate::common::hot_lean(&d, m.l3, m.l3_off, m.proto_off) else {
+                    continue;
+                };
+                let mut want = d.clone();
+                let ok = crate::wire::strip_hot_bytes(&mut want, &h).is_ok();
+                assert_eq!(check::strip_bytes(&mut d, &h), ok, "l3 {l3} len {len}");
+                assert_eq!(d, want, "l3 {l3} len {len}");
+            }
+        }
+    }
+}
