@@ -67,10 +67,26 @@ impl TokenBucket {
     /// nanosecond and holds at most `burst`.
     #[inline]
     pub(crate) fn take_in_burst(&mut self, len: usize, burst: u16, now_ns: u64) -> bool {
-        let same_ns = now_ns as u32 == self.ts && self.rate != 0 && self.tokens <= burst;
-        if !same_ns && !self.refill(burst, now_ns) {
+        if !self.settled(burst, now_ns) && !self.refill(burst, now_ns) {
             return false;
         }
+        self.take_now(len)
+    }
+
+    /// Whether [`take_in_burst`](Self::take_in_burst) at `now_ns` skips the
+    /// refill: updated at this very nanosecond, rate non-zero, at most
+    /// `burst` held. Once true it stays true through `take_in_burst` calls
+    /// at the same `now_ns` (they only lower the tokens), which then are
+    /// [`take_settled`](Self::take_settled).
+    #[inline(always)]
+    pub(crate) fn settled(&self, burst: u16, now_ns: u64) -> bool {
+        now_ns as u32 == self.ts && self.rate != 0 && self.tokens <= burst
+    }
+
+    /// [`take_in_burst`](Self::take_in_burst) for a bucket
+    /// [`settled`](Self::settled) at that instant.
+    #[inline(always)]
+    pub(crate) fn take_settled(&mut self, len: usize) -> bool {
         self.take_now(len)
     }
 
@@ -319,6 +335,43 @@ mod tests {
                 let got = a.take_in_burst(len, burst, now);
                 let want = b.take(len, burst, now);
                 assert_eq!((got, a), (want, b), "rate {rate} at {now}");
+            }
+        }
+    }
+
+    #[test]
+    fn settled_takes_match_take_in_burst() {
+        // The classifier's loop over one burst (one clock value, one burst
+        // size): `take_in_burst` until the bucket is settled, then
+        // `take_settled`; the same decisions and bucket as `take_in_burst`
+        // throughout.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for rate in [0u16, 1, 7, 100, 60_000, u16::MAX] {
+            let mut a = TokenBucket::new(rate, 3000, 0);
+            let mut b = a;
+            let mut now = 0u64;
+            for _ in 0..2_000 {
+                now += next() % 200_000;
+                let burst = [3000, 1000, u16::MAX][(next() % 3) as usize];
+                let mut settled = false;
+                for _ in 0..(next() % 33) {
+                    let len = (next() % 1600) as usize;
+                    let got = if settled {
+                        a.take_settled(len)
+                    } else {
+                        let c = a.take_in_burst(len, burst, now);
+                        settled = a.settled(burst, now);
+                        c
+                    };
+                    let want = b.take_in_burst(len, burst, now);
+                    assert_eq!((got, a), (want, b), "rate {rate} at {now}");
+                }
             }
         }
     }

@@ -10,7 +10,7 @@ use drkey::Selection;
 use mac::{Aes, Block};
 use packet::scion::epic::FLAG_Q;
 use packet::scion::header::common_header_ok;
-use packet::scion::{epic_fields_memo, next_hdr, EpicFields, EpicShape, PathType, ScionHeader};
+use packet::scion::{epic_fields_memo, next_hdr, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
     Batch, Class, DropReason, Invalid, Now, PacketBuf, Reconfigured, Refused, ScionHint, Validate,
@@ -20,9 +20,10 @@ use pipeline::{
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
 use crate::class::{A, G, N, R, U};
 use crate::config::{Origin, RouterConfig};
-use crate::hvf::{packet_time_ns, FreshWindow, Freshness, Hvf, INPUT_LEN};
-use crate::keys::{HostKeyCache, HostKeys, RouterKeys};
+use crate::hvf::{FreshWindow, Freshness, Hvf, INPUT_LEN};
+use crate::keys::{EpochWord, HostKeyCache, HostKeys, RouterKeys};
 use crate::replay::ReplayFilter;
+use layout::{Layout, Pending};
 
 // Lane indices are masked with `BURST - 1` (see `verify_burst`).
 const _: () = assert!(BURST.is_power_of_two());
@@ -46,21 +47,6 @@ pub struct ClassifyCounters {
 /// What the classifier decided for one packet.
 pub type Decision = Result<Class, DropReason>;
 
-/// An EPIC-Z packet parsed and checked for freshness, awaiting its HVF check.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    src: Ia,
-    /// Type/length code of the source host address.
-    type_len: u8,
-    q: bool,
-    hvf: Hvf,
-    /// The 40-byte V_i input (PktID ‖ A_0 ‖ H_S ‖ σ_i ‖ PayloadLen) as
-    /// three blocks, the last one already carrying CMAC's `10*` padding.
-    blocks: [Block; 3],
-    /// SCION packet length (header + payload) for the bucket.
-    len: usize,
-}
-
 /// First classification step: a class without MAC work, or a pending check.
 enum Prep {
     Done(Class),
@@ -80,8 +66,6 @@ pub struct Classifier {
     strict_flags: bool,
     replay: Option<ReplayFilter>,
     counters: ClassifyCounters,
-    /// EPIC-Z packets of the current burst awaiting their HVF check.
-    scratch: Vec<(u8, Pending)>,
     /// Fills unused lanes of the burst's key table (never MACs anything).
     placeholder: HostKeys,
     /// The last source AS policed (`Ia::to_u64`) and its bucket's slot:
@@ -91,14 +75,23 @@ pub struct Classifier {
     /// Layout of the last EPIC-Z packet read (its path checks are skipped
     /// for packets of the same layout; see `packet::scion::epic_fields_memo`).
     shape: EpicShape,
+    /// Layout of the last EPIC-Z packet the burst reader learned (packets
+    /// of that layout are read at known offsets; see [`Layout`]).
+    layout: Layout,
     /// The MAC passes' lane tables, kept between bursts (initialising them
     /// on the stack cost a `memset` per burst); taken out during a burst.
     lanes: Option<Box<LaneBufs>>,
 }
 
-/// Per-lane MAC inputs and tags of [`Classifier::verify_burst`]; only the
-/// lanes of the current burst are written and read.
+/// The burst passes' tables: the parsed EPIC-Z packets and their key slots,
+/// the per-lane MAC inputs and tags of [`Classifier::verify_burst`]; only
+/// the entries of the current burst are written and read.
 struct LaneBufs {
+    /// The burst's EPIC-Z packets awaiting their HVF check, in packet order.
+    pend: [Pending; BURST],
+    /// Their host-key slots under the first acceptable epoch (`usize::MAX`:
+    /// none; written by pass 2 for the burst's packets before any read).
+    slot: [usize; BURST],
     /// Each lane's V_i input, its padded last block XORed with K2.
     msgs: [[Block; 3]; BURST],
     /// Each lane's full V_i tag, then (from `BURST` on) the Q lanes' full
@@ -108,7 +101,12 @@ struct LaneBufs {
 
 impl LaneBufs {
     fn new() -> Box<Self> {
-        Box::new(LaneBufs { msgs: [[[0; 16]; 3]; BURST], tags: [[0; 16]; 2 * BURST] })
+        Box::new(LaneBufs {
+            pend: [Pending::default(); BURST],
+            slot: [usize::MAX; BURST],
+            msgs: [[[0; 16]; 3]; BURST],
+            tags: [[0; 16]; 2 * BURST],
+        })
     }
 }
 
@@ -141,9 +139,9 @@ impl Classifier {
             strict_flags: cfg.strict_flags,
             replay: cfg.replay_filter(),
             counters: ClassifyCounters::default(),
-            scratch: Vec::with_capacity(BURST),
             placeholder: HostKeys::placeholder(),
             shape: EpicShape::default(),
+            layout: Layout::default(),
             lanes: Some(LaneBufs::new()),
             cfg: cfg.clone(),
         })
@@ -290,23 +288,43 @@ impl Classifier {
     #[inline]
     fn prepare_epic(&mut self, pkt: &[u8], fresh: FreshWindow) -> Result<Pending, DropReason> {
         let f = epic_fields_memo(pkt, &mut self.shape)?;
-        if self.strict_flags && f.flags & !FLAG_Q != 0 {
-            return Err(DropReason::Malformed);
+        let (p, time_ns) = Pending::from_fields(&f);
+        self.check_read(&p, time_ns, fresh)?;
+        Ok(p)
+    }
+
+    /// [`prepare_epic`](Self::prepare_epic) for a packet the burst reader's
+    /// layout does not fit: the general reader, then its layout is learned.
+    #[cold]
+    #[inline(never)]
+    fn prepare_epic_learn(
+        &mut self,
+        pkt: &[u8],
+        fresh: FreshWindow,
+        out: &mut Pending,
+    ) -> Result<(), DropReason> {
+        let f = epic_fields_memo(pkt, &mut self.shape)?;
+        // Only layouts of host kinds with keys are remembered: their
+        // packets need no host-kind check (`check_fresh`).
+        if let Some(l) = Layout::learn(pkt, &f).filter(|l| host_kind_ok(l.type_len())) {
+            self.layout = l;
         }
-        fresh.check(packet_time_ns(f.info0_timestamp, f.ts_rel()))?;
+        let time_ns;
+        (*out, time_ns) = Pending::from_fields(&f);
+        self.check_read(out, time_ns, fresh)
+    }
+
+    /// The checks after reading, in the order of the header and path
+    /// checks: flags, freshness, host kind.
+    #[inline(always)]
+    fn check_read(&self, r: &Pending, time_ns: u64, fresh: FreshWindow) -> Result<(), DropReason> {
+        check_fresh(self.strict_flags, fresh, r.flags, time_ns)?;
         // DRKey derives keys for IPv4, IPv6 and service addresses only
         // (the key itself is derived, from the decoded address, on a miss).
-        if !matches!(f.src_type_len, TL_IPV4 | TL_IPV6 | TL_SVC) {
+        if !host_kind_ok(r.type_len) {
             return Err(packet::Error::unsupported("host address type/length").into());
         }
-        Ok(Pending {
-            src: f.src_ia,
-            type_len: f.src_type_len,
-            q: f.q(),
-            hvf: f.hvf,
-            blocks: input_blocks(&f),
-            len: f.header_len + usize::from(f.payload_len),
-        })
+        Ok(())
     }
 
     /// Classifies a whole burst in passes: parse and freshness for every
@@ -326,29 +344,29 @@ impl Classifier {
             }
         }
         let sel = self.epochs(now);
-        let mut scratch = core::mem::take(&mut self.scratch);
-        scratch.clear();
-        self.parse_burst(batch, now, sel, &mut scratch);
         // (Absent only after a burst that unwound.)
         let mut lanes = self.lanes.take().unwrap_or_else(LaneBufs::new);
-        self.verify_burst(batch, now, sel, &mut scratch, &mut lanes);
+        let n = self.parse_burst(batch, now, &mut lanes);
+        self.verify_burst(batch, now, sel, &mut lanes, n);
         self.lanes = Some(lanes);
-        self.scratch = scratch;
     }
 
     /// Pass 1 of [`classify_burst`](Self::classify_burst): parse, classify
-    /// non-EPIC traffic, freshness; EPIC-Z packets go to `scratch`. (Its
-    /// own function: inlined into the MAC passes, the loop ran out of
-    /// registers.)
+    /// non-EPIC traffic, freshness; EPIC-Z packets go to `bufs.pend`, whose
+    /// count it returns. (Its own function: inlined into the MAC passes,
+    /// the loop ran out of registers.)
     #[inline(never)]
     fn parse_burst<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         now: Now,
-        sel: Selection,
-        scratch: &mut Vec<(u8, Pending)>,
-    ) {
+        bufs: &mut LaneBufs,
+    ) -> usize {
         let fresh = self.freshness.window(now.unix_ns);
+        let strict = self.strict_flags;
+        // (A local copy: read from `self`, every field took a reload.)
+        let mut layout = self.layout;
+        let mut n = 0;
         for i in batch.live() {
             // Another path type whose header the parse stage checked: its
             // class from the hint, without reading the packet.
@@ -378,45 +396,60 @@ impl Classifier {
                 }
                 continue;
             }
-            match self.prepare_epic(pkt, fresh) {
-                Ok(p) if scratch.len() < BURST => scratch.push((i as u8, p)),
-                Ok(p) => {
-                    let d = self.verify(sel, &p).and_then(|()| self.police(&p, now));
-                    self.apply(batch, i, d);
+            // (At most `BURST` live packets, so `n < BURST` here: the mask
+            // only spares a bounds check.)
+            let out = &mut bufs.pend[n & (BURST - 1)];
+            let r = if let Some(time_ns) = layout.read(pkt, out) {
+                // (The layout's host kind has keys: see `prepare_epic_learn`.)
+                check_fresh(strict, fresh, out.flags, time_ns)
+            } else {
+                let r = self.prepare_epic_learn(pkt, fresh, out);
+                layout = self.layout;
+                r
+            };
+            match r {
+                Ok(()) => {
+                    out.idx = i as u8;
+                    n += 1;
                 }
                 Err(r) => batch.drop_packet(i, r),
             }
         }
+        n
     }
 
     /// Passes 2 to 4 of [`classify_burst`](Self::classify_burst) over the
-    /// EPIC-Z packets in `scratch`.
+    /// first `n` EPIC-Z packets in `bufs.pend`.
     #[inline(never)]
     fn verify_burst<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         now: Now,
         sel: Selection,
-        scratch: &mut [(u8, Pending)],
         bufs: &mut LaneBufs,
+        n: usize,
     ) {
+        let LaneBufs { pend, slot, msgs, tags } = bufs;
+        let scratch = &pend[..n.min(BURST)];
         // (A burst without EPIC-Z packets skips the lane tables' setup.)
         if scratch.is_empty() {
             return;
         }
-        // Pass 2: key slots under the first acceptable epoch.
+        // Pass 2: key slots under the first acceptable epoch, and whether
+        // every packet's key was found (a uniform burst, the usual one, also
+        // has only Q packets of one source AS: `verify_uniform` checks).
         let first = sel.iter().next();
-        let mut slot = [usize::MAX; BURST];
         let misses_before = self.host_keys.stats().misses;
+        let mut uniform = false;
         if let Some(epoch) = first {
-            for (k, (_, p)) in scratch.iter().enumerate() {
-                let padded = padded_host(p);
-                if let Some(s) =
-                    self.host_keys.get_slot_raw(&mut self.keys, epoch, p.src, p.type_len, padded)
-                {
-                    slot[k] = s;
-                }
-            }
+            let hosts = scratch.iter().map(|p| (p.src(), p.type_len, padded_host(p)));
+            uniform = self.host_keys.get_slots(&mut self.keys, EpochWord::new(epoch), hosts, slot);
+        }
+        // Without a miss in pass 2 nothing was replaced: every slot still
+        // holds its packet's keys.
+        let replaced = self.host_keys.stats().misses != misses_before;
+        if uniform && !replaced && self.verify_uniform(batch, now, sel, scratch, slot, msgs, tags) {
+            return;
         }
         // Pass 3: MACs. A slot evicted by a later packet of the same burst
         // (cache collision) is not trusted: that packet takes the slow path.
@@ -427,29 +460,28 @@ impl Classifier {
         // `BURST` on), `NO_TAG` if pass 3 did not MAC it.
         const NO_TAG: u8 = u8::MAX;
         let mut tag_at = [NO_TAG; BURST];
-        // Without a miss in pass 2 nothing was replaced: every slot still
-        // holds its packet's keys.
-        let replaced = self.host_keys.stats().misses != misses_before;
         if let Some(epoch) = first {
+            let ew = EpochWord::new(epoch);
             let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
             // Each trusted packet's V_i input, gathered contiguously with the
             // CMAC subkey K2 already XORed into its padded last block.
-            let LaneBufs { msgs, tags } = bufs;
             // The Q lanes (in lane order), and whether they come from more
             // than one source AS (compared with the burst's first EPIC-Z
             // packet: if that one is a non-Q packet of another AS, the burst
             // only takes the general path below).
             let mut q = [0u8; BURST];
             let mut nq = 0;
-            let src0 = scratch.first().map_or(0, |(_, p)| p.src.to_u64());
+            let src0 = scratch.first().map_or(0, |p| p.src());
             let mut mixed = false;
             // (Lane and packet indices are below BURST, a power of two: the
             // masks only spare the loops and closures their bounds checks.)
             let lane_of = |j: usize| j & (BURST - 1);
             let mut m = 0;
-            for (k, (_, p)) in scratch.iter().enumerate() {
+            for (k, p) in scratch.iter().enumerate() {
                 let s = slot[lane_of(k)];
-                if replaced && !self.host_keys.holds(s, epoch, p.src, p.type_len, padded_host(p)) {
+                if replaced
+                    && !self.host_keys.holds_word(s, ew, p.src(), p.type_len, padded_host(p))
+                {
                     continue;
                 }
                 let Some(h) = self.host_keys.at(s) else { continue };
@@ -462,9 +494,9 @@ impl Classifier {
                 msg[1] = p.blocks[1];
                 msg[2] = last;
                 q[lane_of(nq)] = j as u8;
-                tag_at[lane_of(k)] = if p.q { (BURST + nq) as u8 } else { j as u8 };
-                nq += usize::from(p.q);
-                mixed |= p.q & (p.src.to_u64() != src0);
+                tag_at[lane_of(k)] = if p.q() { (BURST + nq) as u8 } else { j as u8 };
+                nq += usize::from(p.q());
+                mixed |= p.q() & (p.src() != src0);
                 m += 1;
             }
             Aes::cbc_mac_multi(
@@ -499,19 +531,128 @@ impl Classifier {
         // Pass 4: compare each MACed packet's HVF (a Q packet's is Ṽ_i, any
         // other's V_i); failures retry the other epochs, packets pass 3 did
         // not MAC take the general path; then police in order.
-        for (k, (i, p)) in scratch.iter().enumerate() {
+        for (k, p) in scratch.iter().enumerate() {
             let t = usize::from(tag_at[k & (BURST - 1)]);
             let v = if t == usize::from(NO_TAG) {
                 self.verify(sel, p)
-            } else if hvf_eq(&mac::truncate::<4>(&bufs.tags[t & (2 * BURST - 1)]), &p.hvf) {
+            } else if hvf_eq(&mac::truncate::<4>(&tags[t & (2 * BURST - 1)]), &p.hvf) {
                 Ok(())
             } else {
                 self.verify_after_first(sel, p)
             };
             let d = v.and_then(|()| self.police(p, now));
             // (Batch indices are below BURST: the mask spares a bounds check.)
-            self.apply(batch, usize::from(*i) & (BURST - 1), d);
+            self.apply(batch, usize::from(p.idx) & (BURST - 1), d);
         }
+    }
+
+    /// Passes 3 and 4 of [`verify_burst`](Self::verify_burst) for a uniform
+    /// burst (every packet a Q packet of one source AS whose keys are in
+    /// `slot`, none replaced since): lane k is packet k, and every Ṽ_i runs
+    /// under the one level-1 key. Decides exactly as the general passes.
+    /// `false` (nothing done) if the burst is not uniform after all.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn verify_uniform<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        now: Now,
+        sel: Selection,
+        scratch: &[Pending],
+        slot: &[usize; BURST],
+        msgs: &mut [[Block; 3]; BURST],
+        tags: &mut [Block; 2 * BURST],
+    ) -> bool {
+        let m = scratch.len();
+        let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
+        // (Indices are below BURST, a power of two: the masks only spare
+        // the loops and closures their bounds checks.)
+        let lane_of = |j: usize| j & (BURST - 1);
+        let src0 = scratch.first().map_or(0, |p| p.src());
+        // (Zipped: one pointer step per table, no index arithmetic.)
+        let lanes = slot.iter().zip(hk.iter_mut()).zip(msgs.iter_mut());
+        for (p, ((&s, hk_j), msg)) in scratch.iter().zip(lanes) {
+            if !p.q() || p.src() != src0 {
+                return false;
+            }
+            let Some(h) = self.host_keys.at(s) else { return false };
+            *hk_j = h;
+            // The V_i input with CMAC's subkey K2 XORed into its padded last block.
+            msg[0] = p.blocks[0];
+            msg[1] = p.blocks[1];
+            msg[2] = xor_block(&p.blocks[2], h.host.subkeys().1);
+        }
+        Aes::cbc_mac_multi(
+            3,
+            |j| hk[lane_of(j)].host.aes(),
+            |j, b| msgs[lane_of(j)][b],
+            &mut tags[..m],
+        );
+        // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1 key.
+        let (v_tags, as_tags) = tags.split_at_mut(BURST);
+        // (One complete block from a zero IV: the block encrypted, in
+        // place, its input written first in a loop of its own.)
+        let h = hk[0];
+        for (t, v) in as_tags[..m].iter_mut().zip(v_tags.iter()) {
+            *t = xor_block(&vi_block(v), &h.as_k1);
+        }
+        h.as_aes.encrypt_blocks(&mut as_tags[..m]);
+        // Pass 4: compare each HVF (Ṽ_i), then police in packet order.
+        // Without a replay filter, every packet (all Q, one source AS)
+        // draws from the one bucket `police` would find for it: a tight
+        // loop over the packets whose HVF matched under the first epoch,
+        // up to the first that needs the other epochs (its own `&mut self`
+        // call); the rest takes `police`. (HVF checks and policing touch
+        // disjoint state: checking a packet after policing the ones before
+        // it decides the same.)
+        let mut done = 0;
+        if self.replay.is_none() {
+            let src = scratch[0].src();
+            let slot = if src == self.last_bucket.0 {
+                self.last_bucket.1
+            } else {
+                let o = Origin::As(Ia::from_u64(src)).policed_at(self.local_isd);
+                let s = self.buckets.find(o.key());
+                self.last_bucket = (src, s);
+                s
+            };
+            let burst = self.burst;
+            if let Some(b) = slot.and_then(|s| self.buckets.at_mut(s)) {
+                let mut g = 0;
+                // (Once settled at this instant, a bucket stays settled for
+                // the burst: only its tokens are read from then on.)
+                let mut settled = false;
+                for (p, t) in scratch.iter().zip(as_tags.iter()) {
+                    if !hvf_eq(&mac::truncate::<4>(t), &p.hvf) {
+                        break;
+                    }
+                    let conform = if settled {
+                        b.take_settled(p.len())
+                    } else {
+                        let c = b.take_in_burst(p.len(), burst, now.mono_ns);
+                        settled = b.settled(burst, now.mono_ns);
+                        c
+                    };
+                    g += u64::from(conform);
+                    batch.set_class(usize::from(p.idx) & (BURST - 1), if conform { G } else { A });
+                    done += 1;
+                }
+                let a = done as u64 - g;
+                self.counters.classes[G_QUEUE] += g;
+                self.counters.classes[A_QUEUE] += a;
+                self.counters.over_bucket += a;
+            }
+        }
+        for (k, p) in scratch.iter().enumerate().skip(done) {
+            let v = if hvf_eq(&mac::truncate::<4>(&as_tags[lane_of(k)]), &p.hvf) {
+                Ok(())
+            } else {
+                self.verify_after_first(sel, p)
+            };
+            let d = v.and_then(|()| self.police(p, now));
+            self.apply(batch, usize::from(p.idx) & (BURST - 1), d);
+        }
+        true
     }
 
     /// Classes packet `i`, not EPIC-Z, of a checked header with
@@ -578,11 +719,11 @@ impl Classifier {
         let padded = padded_host(p);
         let i = self
             .host_keys
-            .get_slot_raw(&mut self.keys, epoch, p.src, p.type_len, padded)
+            .get_slot_word(&mut self.keys, EpochWord::new(epoch), p.src(), p.type_len, padded)
             .ok_or(DropReason::UnknownKey)?;
         let hk = self.host_keys.at(i).ok_or(DropReason::UnknownKey)?;
         let v = mac::truncate::<4>(&hk.host.mac(&p.blocks.as_flattened()[..INPUT_LEN]));
-        let expect = if p.q { hk.as_hvf(&v) } else { v };
+        let expect = if p.q() { hk.as_hvf(&v) } else { v };
         Ok(hvf_eq(&expect, &p.hvf))
     }
 
@@ -592,24 +733,25 @@ impl Classifier {
         if let Some(f) = self.replay.as_mut() {
             let host = &p.blocks[1];
             let pkt_id: &[u8; 8] = p.blocks[0][..8].try_into().unwrap_or(&[0; 8]);
-            if !f.check_and_insert(p.src, host, pkt_id, now.mono_ns) {
+            if !f.check_and_insert(Ia::from_u64(p.src()), host, pkt_id, now.mono_ns) {
                 return Err(DropReason::Replay);
             }
         }
-        if !p.q {
+        if !p.q() {
             return Ok(A);
         }
         let burst = self.burst;
-        let src = p.src.to_u64();
+        let src = p.src();
         let slot = if src == self.last_bucket.0 {
             self.last_bucket.1
         } else {
-            let s = self.buckets.find(Origin::As(p.src).policed_at(self.local_isd).key());
+            let s =
+                self.buckets.find(Origin::As(Ia::from_u64(src)).policed_at(self.local_isd).key());
             self.last_bucket = (src, s);
             s
         };
         let bucket = slot.and_then(|s| self.buckets.at_mut(s));
-        let conform = bucket.is_some_and(|b| b.take_in_burst(p.len, burst, now.mono_ns));
+        let conform = bucket.is_some_and(|b| b.take_in_burst(p.len(), burst, now.mono_ns));
         match conform {
             true => Ok(G),
             false => {
@@ -620,6 +762,34 @@ impl Classifier {
     }
 }
 
+/// Whether DRKey derives keys for source hosts of type/length code
+/// `type_len`: IPv4, IPv6 and service addresses only.
+#[inline(always)]
+fn host_kind_ok(type_len: u8) -> bool {
+    matches!(type_len, TL_IPV4 | TL_IPV6 | TL_SVC)
+}
+
+/// The first checks after reading an EPIC-Z packet: reserved flag bits
+/// (under `strict` flags), then freshness of the packet time `time_ns`.
+#[inline(always)]
+fn check_fresh(
+    strict: bool,
+    fresh: FreshWindow,
+    flags: u8,
+    time_ns: u64,
+) -> Result<(), DropReason> {
+    if strict && flags & !FLAG_Q != 0 {
+        return Err(DropReason::Malformed);
+    }
+    // Inside the window in one compare (`oldest_ns ≤ newest_ns`: a time
+    // below `oldest_ns` wraps past the span); the error names the side.
+    let span = fresh.newest_ns.wrapping_sub(fresh.oldest_ns);
+    if time_ns.wrapping_sub(fresh.oldest_ns) <= span {
+        return Ok(());
+    }
+    fresh.check(time_ns)
+}
+
 /// Whether a packet with `path_type` and `NextHdr` `next` is best effort
 /// (U) for [`path_class`], decided first.
 #[inline(always)]
@@ -628,8 +798,10 @@ fn best_effort(path_type: u8, next: u8) -> bool {
     path_type <= 3 && path_type != PathType::ONE_HOP.0 && next != next_hdr::BFD
 }
 
-/// The class queue of U.
+/// The class queues of U, G and A.
 const U_QUEUE: usize = crate::class::queue_of(U);
+const G_QUEUE: usize = crate::class::queue_of(G);
+const A_QUEUE: usize = crate::class::queue_of(A);
 
 /// The class of a packet that is not EPIC-Z, by path type and `NextHdr`.
 #[inline(always)]
@@ -667,29 +839,6 @@ fn other_class(pkt: &[u8]) -> Result<Class, DropReason> {
 #[inline]
 fn padded_host(p: &Pending) -> &[u8; 16] {
     &p.blocks[1]
-}
-
-/// The V_i input (`hvf::host_input`) as three blocks, built straight from
-/// the packet's fields, with CMAC's `10*` padding after the 40 bytes.
-#[inline(always)]
-fn input_blocks(f: &EpicFields) -> [Block; 3] {
-    // Built as 128-bit values: narrow byte stores right before the MAC's
-    // 16-byte loads would stall on store forwarding (and cost more
-    // instructions, measured).
-    let b0 = (u128::from(u64::from_be_bytes(f.pkt_id)) << 64 | u128::from(f.src_ia.to_u64()))
-        .to_be_bytes();
-    let sigma = u64::from_be_bytes([
-        f.hop_mac[0],
-        f.hop_mac[1],
-        f.hop_mac[2],
-        f.hop_mac[3],
-        f.hop_mac[4],
-        f.hop_mac[5],
-        0,
-        0,
-    ]);
-    let b2 = (u128::from(sigma | u64::from(f.payload_len)) << 64 | 0x80 << 56).to_be_bytes();
-    [b0, f.src_host, b2]
 }
 
 /// `V ‖ 0¹²` for the V_i whose full tag is `tag` (its first four bytes):
@@ -748,4 +897,363 @@ fn bucket_table(
 fn first_memo(buckets: &FixedMap<TokenBucket>, local_isd: u16) -> (u64, Option<usize>) {
     let origin0 = Origin::As(Ia::from_u64(0)).policed_at(local_isd);
     (0, buckets.find(origin0.key()))
+}
+
+/// The burst classifier's reader of EPIC-Z packets of one remembered layout.
+///
+/// [`packet::scion::epic_fields`] checks and reads every packet on its own.
+/// A burst mostly holds packets of one layout (same header length, host
+/// address types, `NumHVF` and meta-header word: the packets of one path
+/// through the same hop), whose offsets are then known: [`Layout::read`]
+/// compares those bytes and reads the fields the classifier needs straight
+/// into the V_i input blocks, without the intermediate
+/// [`EpicFields`](packet::scion::EpicFields).
+///
+/// A layout is only remembered after [`Layout::learn`] read a packet that
+/// `epic_fields` accepted and got exactly `epic_fields`' answer for it. A
+/// later packet with the same header length, address types, `NumHVF` and
+/// meta-header word that passes the per-packet checks (version, path type,
+/// header and payload inside the buffer) has the same structure, so
+/// `epic_fields` accepts it too and reads it at the same offsets (the rule
+/// `packet::scion::EpicShape` relies on as well). For anything else the
+/// reader answers `false`, and the caller takes the general reader.
+mod layout {
+    use mac::Block;
+    use packet::scion::epic::FLAG_Q;
+    use packet::scion::header::host_len;
+    use packet::scion::path::{HOP_LEN, INFO_LEN, META_LEN};
+    use packet::scion::{EpicFields, PathType};
+
+    use crate::hvf::{packet_time_ns, Hvf};
+
+    /// Offset of the source ISD-AS in the SCION header.
+    const SRC_IA: usize = 20;
+    /// Offset of the destination host address in the SCION header.
+    const ADDR_HOSTS: usize = 28;
+    /// Length of the EPIC block before the HVFs (PktID, flags, `NumHVF`, reserved).
+    const EPIC_LEN: usize = 12;
+    /// Offset of `NumHVF` in the EPIC block.
+    const NUM_HVF: usize = 9;
+    /// Offset of the flags byte in the EPIC block.
+    const FLAGS: usize = 8;
+    /// Length of one HVF.
+    const HVF_LEN: usize = 4;
+
+    /// What the classifier takes from an EPIC-Z packet for its checks, kept
+    /// per packet of a burst until its HVF is checked: one cache line (the
+    /// source AS is read from the input blocks, the packet time is checked
+    /// at once and not kept).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[repr(align(64))]
+    pub(crate) struct Pending {
+        /// The 40-byte V_i input (PktID ‖ A_0 ‖ H_S ‖ σ_i ‖ PayloadLen) as three
+        /// blocks, the last one already carrying CMAC's `10*` padding.
+        pub blocks: [Block; 3],
+        /// HVF of the current hop field.
+        pub hvf: Hvf,
+        /// SCION packet length (header + payload, below 2¹⁷).
+        pub len: u32,
+        /// Type/length code of the source host address.
+        pub type_len: u8,
+        /// The EPIC flags byte.
+        pub flags: u8,
+        /// Index of the packet in its burst (set by the burst classifier).
+        pub idx: u8,
+    }
+
+    const _: () = assert!(core::mem::size_of::<Pending>() == 64);
+
+    impl Pending {
+        /// The same values, from the general reader's fields, and the packet
+        /// time (Unix ns).
+        #[inline(always)]
+        pub fn from_fields(f: &EpicFields) -> (Pending, u64) {
+            // Built as 128-bit values: narrow byte stores right before the MAC's
+            // 16-byte loads would stall on store forwarding.
+            let b0 = (u128::from(u64::from_be_bytes(f.pkt_id)) << 64
+                | u128::from(f.src_ia.to_u64()))
+            .to_be_bytes();
+            let m = f.hop_mac;
+            let sigma = u64::from_be_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+            let b2 =
+                (u128::from(sigma | u64::from(f.payload_len)) << 64 | 0x80 << 56).to_be_bytes();
+            let p = Pending {
+                blocks: [b0, f.src_host, b2],
+                hvf: f.hvf,
+                // (HdrLen ≤ 1020 plus a 16-bit PayloadLen.)
+                len: (f.header_len + usize::from(f.payload_len)) as u32,
+                type_len: f.src_type_len,
+                flags: f.flags,
+                idx: 0,
+            };
+            (p, packet_time_ns(f.info0_timestamp, f.ts_rel()))
+        }
+
+        /// Source ISD-AS (`Ia::to_u64`): the input's bytes 8-15.
+        #[inline(always)]
+        pub fn src(&self) -> u64 {
+            let b = &self.blocks[0];
+            u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+        }
+
+        /// SCION packet length (header + payload).
+        #[inline(always)]
+        pub fn len(&self) -> usize {
+            self.len as usize
+        }
+
+        /// The Q flag.
+        #[inline(always)]
+        pub fn q(&self) -> bool {
+            self.flags & FLAG_Q != 0
+        }
+    }
+
+    /// The offsets of one EPIC-Z packet layout (see the module docs); the
+    /// default remembers nothing.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct Layout {
+        /// Byte 5 (HdrLen) of the common header.
+        hdr_len: u8,
+        /// Byte 9 (DT/DL/ST/SL) of the common header.
+        addr_types: u8,
+        /// `NumHVF` (never 0).
+        n: u8,
+        /// The meta-header word.
+        meta: u32,
+        /// Keeps the source host address's bytes of a 16-byte load (native order).
+        host_mask: u128,
+        /// Offsets from the packet start: source host, path, meta header
+        /// (followed by the first info field), current HVF, current hop field's
+        /// ConsEgress (followed by its MAC).
+        src_host: u16,
+        path: u16,
+        meta_at: u16,
+        hvf: u16,
+        hop_egress: u16,
+        /// Whether every field read starts in the first [`WINDOW`] bytes.
+        in_window: bool,
+        /// The offsets again as bytes (for a layout `in_window`): one load
+        /// each, where the compiler packed the `u16` ones into a vector
+        /// register (two instructions each).
+        win: Window,
+    }
+
+    /// The offsets of a layout `in_window` (see [`Layout`]).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct Window {
+        src_host: u8,
+        path: u8,
+        meta_at: u8,
+        hvf: u8,
+        hop_egress: u8,
+    }
+
+    /// Where the fields of a compact layout start: in the first `WINDOW`
+    /// bytes of the packet, which [`Layout::read`] takes with a single bounds
+    /// check (with room for a 16-byte field at the last offset).
+    const WINDOW: usize = 128;
+    /// Bytes [`Layout::read`] takes for a compact layout.
+    const SPAN: usize = WINDOW + 16;
+
+    /// `N` (≤ 16) bytes at `at` of the packet's first [`SPAN`] bytes: `at` is
+    /// masked below [`WINDOW`] (a no-op for the offsets of a layout
+    /// `in_window`), so no bounds check is left to fail.
+    #[inline(always)]
+    fn at<const N: usize>(w: &[u8; SPAN], at: u8) -> [u8; N] {
+        let at = usize::from(at) & (WINDOW - 1);
+        let mut x = [0; N];
+        x.copy_from_slice(&w[at..at + N]);
+        x
+    }
+
+    impl Default for Layout {
+        /// A layout no packet has (`n` 0; not `in_window`).
+        fn default() -> Self {
+            Layout {
+                hdr_len: 0,
+                addr_types: 0,
+                n: 0,
+                meta: 0,
+                host_mask: 0,
+                src_host: 0,
+                path: u16::MAX,
+                meta_at: 0,
+                hvf: 0,
+                hop_egress: 0,
+                in_window: false,
+                win: Window::default(),
+            }
+        }
+    }
+
+    /// `N` bytes at `at`, if in bounds (never panics).
+    #[inline(always)]
+    fn take<const N: usize>(b: &[u8], at: u16) -> Option<[u8; N]> {
+        let at = usize::from(at);
+        b.get(at..at + N)?.first_chunk().copied()
+    }
+
+    impl Layout {
+        /// The layout of `pkt`, if [`read`](Self::read) gives exactly what
+        /// `epic_fields` gives for it (`f`, which it accepted).
+        pub fn learn(pkt: &[u8], f: &EpicFields) -> Option<Layout> {
+            let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
+            let hl = usize::from(c[5]) * 4;
+            let (dl, sl) = (host_len(c[9] >> 4), host_len(c[9] & 0x0f));
+            let po = ADDR_HOSTS + dl + sl;
+            let path = pkt.get(po..hl)?;
+            let n = usize::from(*path.get(NUM_HVF)?);
+            let meta_rel = EPIC_LEN + n * HVF_LEN;
+            let w = u32::from_be_bytes(*path.get(meta_rel..)?.first_chunk()?);
+            let curr_hf = ((w >> 24) & 0x3f) as usize;
+            let n_inf = usize::from(w & 0x3_f000 != 0)
+                + usize::from(w & 0xfc0 != 0)
+                + usize::from(w & 0x3f != 0);
+            let hops = meta_rel + META_LEN + n_inf * INFO_LEN;
+            let off = |x: usize| u16::try_from(x).ok();
+            let mask: [u8; 16] = core::array::from_fn(|i| if i < sl { 0xff } else { 0 });
+            let mut layout = Layout {
+                hdr_len: c[5],
+                addr_types: c[9],
+                n: u8::try_from(n).ok()?,
+                meta: w,
+                host_mask: u128::from_ne_bytes(mask),
+                src_host: off(ADDR_HOSTS + dl)?,
+                path: off(po)?,
+                meta_at: off(po + meta_rel)?,
+                hvf: off(po + EPIC_LEN + curr_hf * HVF_LEN)?,
+                hop_egress: off(po + hops + curr_hf * HOP_LEN + 4)?,
+                in_window: false,
+                win: Window::default(),
+            };
+            let ends = [
+                layout.src_host + 16,
+                layout.path + EPIC_LEN as u16,
+                layout.meta_at + (META_LEN + INFO_LEN) as u16,
+                layout.hvf + HVF_LEN as u16,
+                layout.hop_egress + 8,
+            ];
+            layout.in_window = ends.iter().all(|&e| usize::from(e) <= WINDOW);
+            if layout.in_window {
+                let b = |o: u16| u8::try_from(o).ok();
+                layout.win = Window {
+                    src_host: b(layout.src_host)?,
+                    path: b(layout.path)?,
+                    meta_at: b(layout.meta_at)?,
+                    hvf: b(layout.hvf)?,
+                    hop_egress: b(layout.hop_egress)?,
+                };
+            }
+            // (Every field is at most 16 bytes long.)
+            const _: () = assert!(META_LEN + INFO_LEN <= 16 && SPAN == WINDOW + 16);
+            let mut got = Pending::default();
+            (n != 0
+                && layout.read(pkt, &mut got) == Some(Pending::from_fields(f).1)
+                && got == Pending::from_fields(f).0)
+                .then_some(layout)
+        }
+
+        /// The source host's type/length code of packets of this layout.
+        pub fn type_len(&self) -> u8 {
+            self.addr_types & 0x0f
+        }
+
+        /// If `pkt` has this layout and passes the per-packet checks
+        /// (version, path type, header and payload inside the buffer): its
+        /// packet time, and its fields in `out` (all but `idx`), exactly as
+        /// `epic_fields` would read them. (`out` is written in place: a
+        /// returned record went through the stack first.)
+        #[inline(always)]
+        pub fn read(&self, pkt: &[u8], out: &mut Pending) -> Option<u64> {
+            match pkt.first_chunk::<SPAN>() {
+                Some(w) if self.in_window => self.read_window(w, pkt.len(), out),
+                _ => self.read_opt(pkt, out),
+            }
+        }
+
+        /// [`read`](Self::read) for a layout `in_window` and a packet of at
+        /// least [`SPAN`] bytes (`len`), whose first bytes are `w`: every
+        /// field from the one window (the same checks and values).
+        #[inline(always)]
+        fn read_window(&self, w: &[u8; SPAN], len: usize, out: &mut Pending) -> Option<u64> {
+            let c: &[u8; ADDR_HOSTS] = w.first_chunk().unwrap_or(&[0; ADDR_HOSTS]);
+            let hl = usize::from(c[5]) * 4;
+            // PayloadLen as on the wire (for the V_i input) and as a number.
+            let payload_wire = u16::from_le_bytes([c[6], c[7]]);
+            let payload = usize::from(payload_wire.swap_bytes());
+            let o = self.win;
+            let head: [u8; EPIC_LEN] = at(w, o.path);
+            let meta: [u8; META_LEN + INFO_LEN] = at(w, o.meta_at);
+            let same = c[0] >> 4 == 0
+                && c[8] == PathType::EPIC_Z.0
+                && c[5] == self.hdr_len
+                && c[9] == self.addr_types
+                && hl + payload <= len
+                && head[NUM_HVF] == self.n
+                && u32::from_be_bytes([meta[0], meta[1], meta[2], meta[3]]) == self.meta;
+            if !same {
+                return None;
+            }
+            let host = u128::from_ne_bytes(at(w, o.src_host)) & self.host_mask;
+            let hop = u64::from_le_bytes(at(w, o.hop_egress));
+            let pkt_id = [head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]];
+            let src = [c[20], c[21], c[22], c[23], c[24], c[25], c[26], c[27]];
+            let b0 =
+                u128::from(u64::from_le_bytes(pkt_id)) | u128::from(u64::from_le_bytes(src)) << 64;
+            let b2 = u128::from(hop >> 16 | u64::from(payload_wire) << 48) | 0x80 << 64;
+            let ts_rel = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            let info0_ts = u32::from_be_bytes([meta[8], meta[9], meta[10], meta[11]]);
+            out.blocks = [b0.to_le_bytes(), host.to_ne_bytes(), b2.to_le_bytes()];
+            out.type_len = self.addr_types & 0x0f;
+            out.flags = head[FLAGS];
+            out.hvf = at(w, o.hvf);
+            out.len = (hl + payload) as u32;
+            Some(packet_time_ns(info0_ts, ts_rel))
+        }
+
+        #[inline(always)]
+        fn read_opt(&self, pkt: &[u8], out: &mut Pending) -> Option<u64> {
+            let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
+            let hl = usize::from(c[5]) * 4;
+            let payload = [c[6], c[7]];
+            // (`n` is 0 only in the default layout, which fits nothing.)
+            let same = self.n != 0
+                && c[0] >> 4 == 0
+                && c[8] == PathType::EPIC_Z.0
+                && c[5] == self.hdr_len
+                && c[9] == self.addr_types
+                && hl + usize::from(u16::from_be_bytes(payload)) <= pkt.len();
+            if !same {
+                return None;
+            }
+            // PktID, flags, NumHVF, reserved.
+            let head: [u8; EPIC_LEN] = take(pkt, self.path)?;
+            // The meta-header word and the first info field (its timestamp last).
+            let meta: [u8; META_LEN + INFO_LEN] = take(pkt, self.meta_at)?;
+            let (w, info0) = meta.split_first_chunk::<META_LEN>()?;
+            if head[NUM_HVF] != self.n || u32::from_be_bytes(*w) != self.meta {
+                return None;
+            }
+            let host = u128::from_ne_bytes(take(pkt, self.src_host)?) & self.host_mask;
+            // ConsEgress and the hop field's MAC σ in one 8-byte load.
+            let hop = u64::from_le_bytes(take(pkt, self.hop_egress)?);
+            let hvf: Hvf = take(pkt, self.hvf)?;
+            let (pkt_id, _) = head.split_first_chunk::<8>()?;
+            let src: &[u8; 8] = c[SRC_IA..].first_chunk()?;
+            // The blocks are byte strings: little-endian words keep each byte
+            // where it is on the wire (no byte swaps).
+            let b0 = u128::from(u64::from_le_bytes(*pkt_id))
+                | u128::from(u64::from_le_bytes(*src)) << 64;
+            let b2 =
+                u128::from(hop >> 16 | u64::from(u16::from_le_bytes(payload)) << 48) | 0x80 << 64;
+            let ts_rel = u32::from_be_bytes(*pkt_id.first_chunk()?);
+            out.blocks = [b0.to_le_bytes(), host.to_ne_bytes(), b2.to_le_bytes()];
+            out.type_len = self.addr_types & 0x0f;
+            out.flags = head[FLAGS];
+            out.hvf = hvf;
+            out.len = (hl + usize::from(u16::from_be_bytes(payload))) as u32;
+            Some(packet_time_ns(u32::from_be_bytes(*info0.last_chunk()?), ts_rel))
+        }
+    }
 }

@@ -103,13 +103,70 @@ impl From<drkey::Level1> for Level1 {
 /// Default number of entries of a router's [`HostKeyCache`] (~430 bytes each).
 pub const DEFAULT_HOST_KEY_CACHE: usize = 2048;
 
-/// Identity of a cached host key: epoch, source AS and source host.
+/// Identity of a cached host key: epoch, source AS and source host, packed
+/// into four words that compare without a branch per field (see
+/// [`HostTag::new`]). An empty slot is all zero: no epoch ends at second 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct HostTag {
-    epoch: Option<Epoch>,
     src: u64,
-    host: [u8; 16],
-    type_len: u8,
+    /// The zero-padded host address (native byte order), in two halves.
+    host: [u64; 2],
+    /// [`EpochWord`] of the epoch, with the host's type/length code on top.
+    meta: u64,
+}
+
+/// One set of the cache: its two tags and the way to replace next (the
+/// least recently used one), together (one bounds check for both).
+#[derive(Clone, Copy, Debug, Default)]
+struct Set {
+    ways: [HostTag; 2],
+    victim: u8,
+}
+
+// An epoch's length (at most `MAX_EPOCH_SECS`) fits below the type/length
+// code in `HostTag::meta`.
+const _: () = assert!((drkey::MAX_EPOCH_SECS as u64) < 1 << 24);
+
+/// An epoch as one word for the [`HostKeyCache`]'s tags: its end and
+/// length (which together determine it), never 0. Computed once per burst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochWord(u64);
+
+impl EpochWord {
+    /// The word of `epoch`.
+    #[inline]
+    pub fn new(epoch: Epoch) -> Self {
+        EpochWord(u64::from(epoch.len_secs()) << 32 | u64::from(epoch.end()))
+    }
+}
+
+impl HostTag {
+    #[inline(always)]
+    fn new(epoch: EpochWord, src: u64, type_len: u8, padded: &[u8; 16]) -> Self {
+        let (a, b) = padded.split_at(8);
+        HostTag {
+            src,
+            host: [
+                u64::from_ne_bytes(a.try_into().unwrap_or_default()),
+                u64::from_ne_bytes(b.try_into().unwrap_or_default()),
+            ],
+            meta: epoch.0 | u64::from(type_len) << 56,
+        }
+    }
+
+    /// `self == other`, without an early exit per field.
+    #[inline(always)]
+    fn same(&self, other: &HostTag) -> bool {
+        let h = (self.host[0] ^ other.host[0]) | (self.host[1] ^ other.host[1]);
+        ((self.src ^ other.src) | (self.meta ^ other.meta) | h) == 0
+    }
+
+    /// The epoch of a filled slot's tag.
+    fn epoch(&self) -> Option<Epoch> {
+        let end = self.meta as u32;
+        let len = (self.meta >> 32) as u32 & 0xff_ffff;
+        Epoch::new(end.checked_sub(len)?, end).ok()
+    }
 }
 
 /// The keys a router needs for one (epoch, source AS, source host).
@@ -165,10 +222,9 @@ pub struct HostKeyStats {
 /// active hosts that hash to the same set do not evict each other on every
 /// packet (which a direct-mapped cache did, even inside one burst).
 pub struct HostKeyCache {
-    tags: Vec<HostTag>,
+    /// The tags by set (slot `i` is way `i & 1` of set `i >> 1`).
+    sets: Vec<Set>,
     keys: Vec<Option<HostKeys>>,
-    /// Per set: the way to replace next (the least recently used one).
-    victim: Vec<u8>,
     mask: usize,
     seed: u64,
     protocol: u16,
@@ -188,10 +244,9 @@ impl HostKeyCache {
     pub fn new(capacity: usize, seed: u64, protocol: u16) -> Self {
         let cap = capacity.max(2).next_power_of_two();
         HostKeyCache {
-            tags: vec![HostTag::default(); cap],
+            sets: vec![Set::default(); cap / 2],
             keys: (0..cap).map(|_| None).collect(),
-            victim: vec![0; cap / 2],
-            mask: cap - 2,
+            mask: cap / 2 - 1,
             seed: seed | 1,
             protocol,
             stats: HostKeyStats::default(),
@@ -205,7 +260,7 @@ impl HostKeyCache {
 
     /// Number of slots.
     pub fn capacity(&self) -> usize {
-        self.tags.len()
+        self.sets.len() * 2
     }
 
     /// Derives keys for DRKey protocol id `protocol` from now on (flushes
@@ -217,51 +272,54 @@ impl HostKeyCache {
 
     /// Forgets every key (between bursts, e.g. at an epoch change).
     pub fn flush(&mut self) {
-        self.tags.fill(HostTag::default());
+        self.sets.fill(Set::default());
         self.keys.iter_mut().for_each(|k| *k = None);
-        self.victim.fill(0);
         self.stats.flushes += 1;
     }
 
-    /// The first slot of `t`'s set (even; the set is it and the next slot).
+    /// The set of `t` (its slots are `2 * set` and `2 * set + 1`).
     #[inline(always)]
-    fn slot(&self, t: &HostTag) -> usize {
-        let a = u64::from_le_bytes(t.host[..8].try_into().unwrap_or_default());
-        let b = u64::from_le_bytes(t.host[8..].try_into().unwrap_or_default());
-        let e = t.epoch.map_or(0, |e| u64::from(e.begin()));
-        let mut h = (t.src ^ self.seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        h = (h ^ a ^ e.rotate_left(17) ^ u64::from(t.type_len)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-        h = (h ^ b).wrapping_mul(0x1656_67b1_9e37_79f9);
+    fn set(&self, t: &HostTag) -> usize {
+        let [a, b] = t.host;
+        let h = (a ^ t.src.rotate_left(29) ^ self.seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let h = (h ^ b ^ t.meta.rotate_left(17)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
         (h >> 40) as usize & self.mask
+    }
+
+    /// The first slot of `t`'s set (even; the set is it and the next slot).
+    #[cfg(test)]
+    fn slot(&self, t: &HostTag) -> usize {
+        self.set(t) * 2
     }
 
     /// The slot holding `tag` (`Ok`, marked most recently used), or the
     /// slot to replace for it (`Err`).
     #[inline(always)]
     fn find(&mut self, tag: &HostTag) -> Result<usize, usize> {
-        let b = self.slot(tag);
-        let set = b >> 1;
-        for way in 0..2 {
-            if self.tags.get(b + way) == Some(tag) {
-                if let Some(v) = self.victim.get_mut(set) {
-                    *v = 1 - way as u8;
-                }
-                return Ok(b + way);
-            }
-        }
-        let way = self.victim.get(set).map_or(0, |&v| usize::from(v & 1));
-        Err(b + way)
+        let set = self.set(tag);
+        let b = set * 2;
+        // (`set` is below the number of sets: it always exists.)
+        let Some(s) = self.sets.get_mut(set) else {
+            return Err(b);
+        };
+        let way = if s.ways[0].same(tag) {
+            0
+        } else if s.ways[1].same(tag) {
+            1
+        } else {
+            return Err(b + usize::from(s.victim & 1));
+        };
+        s.victim = 1 - way as u8;
+        Ok(b + way)
     }
 
     /// Installs `tag`'s freshly derived keys in slot `i` (from `find`).
     #[inline]
     fn install(&mut self, i: usize, tag: HostTag, fresh: HostKeys) {
-        if let (Some(t), Some(k)) = (self.tags.get_mut(i), self.keys.get_mut(i)) {
-            *t = tag;
+        if let (Some(s), Some(k)) = (self.sets.get_mut(i >> 1), self.keys.get_mut(i)) {
+            s.ways[i & 1] = tag;
+            s.victim = 1 - (i & 1) as u8;
             *k = Some(fresh);
-        }
-        if let Some(v) = self.victim.get_mut(i >> 1) {
-            *v = 1 - (i & 1) as u8;
         }
     }
 
@@ -295,7 +353,7 @@ impl HostKeyCache {
         type_len: u8,
         padded: &[u8; 16],
     ) -> Result<usize, drkey::Error> {
-        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
+        let tag = HostTag::new(EpochWord::new(epoch), src.to_u64(), type_len, padded);
         match self.find(&tag) {
             Ok(i) => {
                 self.stats.hits += 1;
@@ -323,22 +381,75 @@ impl HostKeyCache {
         type_len: u8,
         padded: &[u8; 16],
     ) -> Option<usize> {
-        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
+        self.get_slot_word(keys, EpochWord::new(epoch), src.to_u64(), type_len, padded)
+    }
+
+    /// [`get_slot_raw`](Self::get_slot_raw) with the epoch as its
+    /// [`EpochWord`] and the source AS as `Ia::to_u64` (computed once per
+    /// burst and packet).
+    #[inline]
+    pub fn get_slot_word(
+        &mut self,
+        keys: &mut RouterKeys,
+        epoch: EpochWord,
+        src: u64,
+        type_len: u8,
+        padded: &[u8; 16],
+    ) -> Option<usize> {
+        let tag = HostTag::new(epoch, src, type_len, padded);
         match self.find(&tag) {
             Ok(i) => {
                 self.stats.hits += 1;
                 Some(i)
             }
-            Err(i) => self.fill(keys, i, tag),
+            Err(i) => self.fill(keys, i, tag, padded),
         }
+    }
+
+    /// [`get_slot_word`](Self::get_slot_word) for each `(source AS, type/length
+    /// code, padded host)` of `hosts` in turn under `epoch`, the `k`-th
+    /// slot into `slots[k]` (`usize::MAX` where no key can be derived; at
+    /// most `slots.len()` lookups). Whether every key was found. Counts
+    /// exactly as the lookups one by one.
+    #[inline(never)]
+    pub fn get_slots<'a, const N: usize>(
+        &mut self,
+        keys: &mut RouterKeys,
+        epoch: EpochWord,
+        hosts: impl Iterator<Item = (u64, u8, &'a [u8; 16])>,
+        slots: &mut [usize; N],
+    ) -> bool {
+        let mut hits = 0;
+        let mut all = true;
+        for (out, (src, type_len, padded)) in slots.iter_mut().zip(hosts) {
+            let tag = HostTag::new(epoch, src, type_len, padded);
+            *out = match self.find(&tag) {
+                Ok(i) => {
+                    hits += 1;
+                    i
+                }
+                Err(i) => self.fill(keys, i, tag, padded).unwrap_or_else(|| {
+                    all = false;
+                    usize::MAX
+                }),
+            };
+        }
+        self.stats.hits += hits;
+        all
     }
 
     /// Derives the keys for `tag` into slot `i` (a miss).
     #[cold]
     #[inline(never)]
-    fn fill(&mut self, keys: &mut RouterKeys, i: usize, tag: HostTag) -> Option<usize> {
-        let epoch = tag.epoch?;
-        let addr = HostAddr::from_type_len(tag.type_len, &tag.host).ok()?;
+    fn fill(
+        &mut self,
+        keys: &mut RouterKeys,
+        i: usize,
+        tag: HostTag,
+        padded: &[u8; 16],
+    ) -> Option<usize> {
+        let epoch = tag.epoch()?;
+        let addr = HostAddr::from_type_len((tag.meta >> 56) as u8, padded).ok()?;
         self.stats.misses += 1;
         let l1 = keys.level1(epoch, Ia::from_u64(tag.src)).ok()?;
         let fresh = derive_host_keys(l1, self.protocol, &addr);
@@ -355,15 +466,29 @@ impl HostKeyCache {
     /// Whether slot `i` still holds the keys of (`epoch`, `src`, host).
     #[inline]
     pub fn holds(&self, i: usize, epoch: Epoch, src: Ia, type_len: u8, padded: &[u8; 16]) -> bool {
-        let tag = HostTag { epoch: Some(epoch), src: src.to_u64(), host: *padded, type_len };
-        self.tags.get(i) == Some(&tag)
+        self.holds_word(i, EpochWord::new(epoch), src.to_u64(), type_len, padded)
+    }
+
+    /// [`holds`](Self::holds) with the epoch as its [`EpochWord`] and the
+    /// source AS as `Ia::to_u64`.
+    #[inline]
+    pub fn holds_word(
+        &self,
+        i: usize,
+        epoch: EpochWord,
+        src: u64,
+        type_len: u8,
+        padded: &[u8; 16],
+    ) -> bool {
+        let tag = HostTag::new(epoch, src, type_len, padded);
+        self.sets.get(i >> 1).is_some_and(|s| s.ways[i & 1].same(&tag))
     }
 }
 
 impl core::fmt::Debug for HostKeyCache {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("HostKeyCache")
-            .field("capacity", &self.tags.len())
+            .field("capacity", &self.capacity())
             .field("stats", &self.stats)
             .finish()
     }
@@ -594,12 +719,7 @@ mod tests {
         let src = Ia::new(1, 10);
         let mut c = HostKeyCache::new(64, 7, EPIC_Z_PROTOCOL);
         let raw = |n: u32| RawHostAddr::from(HostAddr::V4(n.to_be_bytes()));
-        let tag = |n: u32| HostTag {
-            epoch: Some(e),
-            src: src.to_u64(),
-            host: raw(n).padded(),
-            type_len: 0,
-        };
+        let tag = |n: u32| HostTag::new(EpochWord::new(e), src.to_u64(), 0, &raw(n).padded());
         // Three hosts of the same set.
         let set = c.slot(&tag(1));
         let same: Vec<u32> = (2..100_000).filter(|&n| c.slot(&tag(n)) == set).take(2).collect();
