@@ -280,10 +280,18 @@ impl HostKeyCache {
     /// The set of `t` (its slots are `2 * set` and `2 * set + 1`).
     #[inline(always)]
     fn set(&self, t: &HostTag) -> usize {
-        let [a, b] = t.host;
-        let h = (a ^ t.src.rotate_left(29) ^ self.seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let h = (h ^ b ^ t.meta.rotate_left(17)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-        (h >> 40) as usize & self.mask
+        // The host's words as little-endian numbers and the epoch's start:
+        // the same set for the same host on every platform and layout of
+        // the tag. Between the multiplies only the host's first word and
+        // the epoch are mixed in, so that hosts numbered in sequence (one
+        // address word varies) spread evenly over the sets.
+        let [a, b] = t.host.map(u64::from_le);
+        let (end, len) = (t.meta as u32, (t.meta >> 32) as u32 & 0xff_ffff);
+        let begin = u64::from(end.wrapping_sub(len));
+        let mut h = (t.src ^ self.seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h = (h ^ a ^ begin.rotate_left(17) ^ (t.meta >> 56)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+        h = (h ^ b).wrapping_mul(0x1656_67b1_9e37_79f9);
+        (h >> 41) as usize & self.mask
     }
 
     /// The first slot of `t`'s set (even; the set is it and the next slot).
