@@ -52,10 +52,10 @@ impl Lane {
 
 /// A memoised FIB answer: channel and header layout.
 #[derive(Clone, Copy, Debug)]
-struct Chan {
-    ci: u32,
-    fair_len: u8,
-    hdr_len: u8,
+pub(super) struct Chan {
+    pub(super) ci: u32,
+    pub(super) fair_len: u8,
+    pub(super) hdr_len: u8,
 }
 
 /// What the burst path did with a packet.
@@ -70,25 +70,25 @@ enum Fast {
 
 /// The burst path's state across the packets of one burst.
 pub(super) struct Pass1<'a> {
-    cfg: SourceConfig,
-    fib: &'a PrefixTable<u32>,
-    index: Option<&'a RangeIndex>,
+    pub(super) cfg: SourceConfig,
+    pub(super) fib: &'a PrefixTable<u32>,
+    pub(super) index: Option<&'a RangeIndex>,
     pub(super) channels: &'a mut [SourceChannel],
-    stats: &'a mut SourceStats,
-    now: Now,
-    ts: u16,
+    pub(super) stats: &'a mut SourceStats,
+    pub(super) now: Now,
+    pub(super) ts: u16,
     /// FIB memo: destination key and carrier tag (1: IPv4, 2: IPv6, 0:
     /// none) → channel (`NO_CH`: not routed) and header layout.
-    memo_key: u128,
-    memo_tag: u8,
-    memo: Chan,
+    pub(super) memo_key: u128,
+    pub(super) memo_tag: u8,
+    pub(super) memo: Chan,
     /// The channel whose shaper fill is held in `fill` (`NO_CH`: none).
-    run_ci: u32,
-    fill: u64,
+    pub(super) run_ci: u32,
+    pub(super) fill: u64,
     /// FIB lookups so far (memo misses).
     pub(super) lookups: u32,
     /// Packets stamped by the burst path.
-    stamped: u64,
+    pub(super) stamped: u64,
     /// Whether the per-packet path stamped a packet (its channel may differ).
     pub(super) slow_stamped: bool,
 }
@@ -124,8 +124,9 @@ impl<'a> Pass1<'a> {
         }
     }
 
-    /// Pass 1 over the burst; returns the number of stamped packets queued
-    /// in `todo`. Packet by packet (classify, then shape and write) while
+    /// Pass 1 over the packets `live` of the burst (`n` stamped packets
+    /// already queued in `todo`); returns the number of stamped packets
+    /// queued. Packet by packet (classify, then shape and write) while
     /// the burst has one destination; from the second FIB lookup on, the
     /// rest of the burst is classified first (prefetching each new
     /// channel's lines) and then shaped and written, so that many
@@ -134,11 +135,11 @@ impl<'a> Pass1<'a> {
     pub(super) fn burst<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
+        mut live: Indices,
+        mut n: usize,
         todo: &mut [Todo; BURST],
         lanes: &mut [Lane; BURST],
     ) -> usize {
-        let mut n = 0usize;
-        let mut live = batch.live();
         while let Some(i) = live.next() {
             let lane = self.classify(batch, i, false);
             self.handle(batch, i, lane, todo, &mut n);

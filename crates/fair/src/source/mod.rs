@@ -6,7 +6,16 @@
 //! token-bucket share.
 //!
 //! ## The burst path
-//! A burst runs in three passes:
+//! A burst whose live packets all go to one destination as plain IPv6 at
+//! one offset with one Next Header (one flow's burst, the common case) is
+//! stamped as one *lead run* (`lead`): each packet is checked, shaped and
+//! given its header in one touch, the run sealed with one reservation and
+//! one same-key AES batch, and each packet's sequence number and ICV
+//! stored in a second touch; no queue, every offset constant. A burst
+//! whose lead run ends early has the run queued for the passes below and
+//! pass 1 goes on from the packet that ended it.
+//!
+//! Any other burst runs in three passes:
 //! 1. **Per packet**: the common packet (IPv6 whose Next Header names
 //!    TCP/UDP/ICMPv6/no-next, or IPv4 without options, not already FAIR,
 //!    within the MTU, with headroom) has its IP header read once; the channel
@@ -41,10 +50,10 @@
 //!
 //! ## Where things are
 //! This module holds the channel, the stage and its burst (the three passes
-//! as named steps); `burst` is pass 1 of the burst path (classify, shape,
-//! insert), `frame` the header writes it is made of, `reference` the
-//! per-packet path. Building the stage from a `fair-source` configuration
-//! and changing it live is [`crate::stage`]'s.
+//! as named steps); `lead` is the lead run, `burst` pass 1 of the burst
+//! path (classify, shape, insert), `frame` the header writes it is made
+//! of, `reference` the per-packet path. Building the stage from a
+//! `fair-source` configuration and changing it live is [`crate::stage`]'s.
 
 use crate::sync::{Arc, AtomicU32, Ordering};
 use std::net::IpAddr;
@@ -63,11 +72,13 @@ use crate::wire;
 
 mod burst;
 mod frame;
+mod lead;
 mod reference;
 #[cfg(test)]
 mod tests;
 
 use burst::{Lane, Pass1};
+use lead::{Lead, Route};
 
 /// One communication channel as the source sees it.
 ///
@@ -221,6 +232,10 @@ pub struct FairSource {
     todo: [Todo; BURST],
     blocks: [Block; BURST],
     lanes: [Lane; BURST],
+    /// The lead run's ICV input words (see `lead`).
+    his: [u64; BURST],
+    /// The last lead run's route (forgotten when the routes change).
+    route: Route,
     /// The `fair-source` configuration it was built from (live changes
     /// compare against it); `None` for a stage built in code.
     pub(crate) configured: Option<Box<FairSourceConfig>>,
@@ -242,6 +257,8 @@ impl FairSource {
             todo: [Todo::default(); BURST],
             blocks: [[0; 16]; BURST],
             lanes: [Lane::default(); BURST],
+            his: [0; BURST],
+            route: Route::NONE,
             configured: None,
             #[cfg(test)]
             slow_only: false,
@@ -270,6 +287,7 @@ impl FairSource {
             // `None` only for a channel index of u32::MAX: the table answers then.
             self.fib_index = RangeIndex::build(&self.fib);
             self.fib_stale = false;
+            self.route = Route::NONE;
         }
     }
 
@@ -318,10 +336,28 @@ impl<B: PacketBuf> Stage<B> for FairSource {
             return self.process_reference(batch, now);
         }
         let ts = now16(now.unix_secs());
-        let FairSource { cfg, channels, fib, fib_index, stats, todo, blocks, lanes, .. } = self;
-        // Pass 1: classify, shape, insert, timestamp.
+        let FairSource {
+            cfg,
+            channels,
+            fib,
+            fib_index,
+            stats,
+            todo,
+            blocks,
+            lanes,
+            his,
+            route,
+            ..
+        } = self;
         let mut p1 = Pass1::new(*cfg, fib, fib_index.as_ref(), channels, stats, now, ts);
-        let n = p1.burst(batch, todo, lanes);
+        // One flow's burst is stamped and sealed whole; otherwise its lead
+        // run is queued and pass 1 goes on after it.
+        let (live, n) = match p1.lead(batch, route, todo, his, blocks) {
+            Lead::Sealed => return,
+            Lead::Rest(live, n) => (live, n),
+        };
+        // Pass 1: classify, shape, insert, timestamp.
+        let n = p1.burst(batch, live, n, todo, lanes);
         // One destination and nothing stamped packet by packet: one run,
         // known without scanning.
         let one_run = p1.lookups <= 1 && !p1.slow_stamped;

@@ -169,18 +169,16 @@ fn batch(pkts: &[PktSpec], eth: bool) -> Batch<TestBuf> {
     b
 }
 
-/// Runs one burst at time `t` through the fast and the reference stage
-/// and requires identical packets, metadata, counters and channel state.
-fn same_burst(
+/// Runs the burst `make` builds through the fast and the reference stage
+/// at `now` and requires identical packets, metadata, counters and
+/// channel state.
+fn same_result(
     fast: &mut FairSource,
     slow: &mut FairSource,
-    pkts: &[PktSpec],
-    eth: bool,
-    t: u64,
+    make: impl Fn() -> Batch<TestBuf>,
+    now: Now,
 ) -> Result<(), TestCaseError> {
-    let now = Now { mono_ns: t, unix_ns: 1_700_000_000_000_000_000 + t * 300 };
-    let mut a = batch(pkts, eth);
-    let mut b = batch(pkts, eth);
+    let (mut a, mut b) = (make(), make());
     fast.process(&mut a, now);
     slow.process(&mut b, now);
     prop_assert_eq!(a.live_mask(), b.live_mask());
@@ -194,6 +192,22 @@ fn same_burst(
         prop_assert_eq!(x.reserve_seqnos(0), y.reserve_seqnos(0));
     }
     Ok(())
+}
+
+/// The clock of a burst `t` nanoseconds into a test.
+fn clock(t: u64) -> Now {
+    Now { mono_ns: t, unix_ns: 1_700_000_000_000_000_000 + t * 300 }
+}
+
+/// [`same_result`] for the burst of `pkts` at time `t`.
+fn same_burst(
+    fast: &mut FairSource,
+    slow: &mut FairSource,
+    pkts: &[PktSpec],
+    eth: bool,
+    t: u64,
+) -> Result<(), TestCaseError> {
+    same_result(fast, slow, || batch(pkts, eth), clock(t))
 }
 
 proptest! {
@@ -350,4 +364,252 @@ fn stamps_both_carriers() {
     assert!(packet::checksum::verify(&v4[..20]));
     let icv1 = crate::crypto::icv(&k, 38, 0x1234, 0xFF_FFF1);
     assert_eq!(v4[20..30], [17, 10, 0x12, 0x34, 0xFF, 0xFF, 0xF1, icv1, 0, 0]);
+}
+
+/// A generated packet of a lead-run burst: whether it leaves the flow
+/// (and then its spec), length step, headroom, metadata preset, and a
+/// change to the frame (selector, value).
+type LeadSpec = (u8, PktSpec, u16, u8, u8, (u8, u8));
+
+/// One flow's packets (a lead run: one destination, one Next Header,
+/// plain IPv6) from `flow` (pick, payload length, Next Header), with
+/// packets of other kinds, destinations and Next Headers, without
+/// headroom, with (right or wrong) parse metadata, truncated or with a
+/// byte of a checked field changed, mixed in at random; some flows have
+/// payload lengths around the largest the MTU `mtu` allows.
+fn lead_batch(flow: (u8, u16, u8), pkts: &[LeadSpec], eth: bool, mtu: u16) -> Batch<TestBuf> {
+    let (pick, pl, nh) = flow;
+    let l3 = if eth { 14 } else { 0 };
+    let mut b = Batch::new();
+    for &(odd, spec, step, room, preset, (sel, val)) in pkts {
+        let mut f = if odd < 12 {
+            frame(spec.0, spec.1, spec.2 % 700, eth)
+        } else {
+            let pl = if pl % 5 == 0 {
+                (mtu.saturating_sub(58) + step % 4).max(1)
+            } else {
+                pl % 600 + 4 * (step % 64)
+            };
+            let mut f = frame(0, pick, pl, eth);
+            if let Some(x) = f.get_mut(l3 + 6).filter(|x| **x != 0) {
+                *x = [17, 6, 58, 59][nh as usize % 4];
+            }
+            f
+        };
+        let room = if odd < 12 { spec.3 } else { room };
+        // A field the run checks changed: version, Payload Length, Next
+        // Header, EtherType, destination (the last byte: another route).
+        let one_of = |v: &[u8]| v[val as usize / 8 % v.len()];
+        let change = match (sel % 8, val % 8) {
+            (0, 0) => {
+                Some((l3, one_of(&[0x40, 0x50, 0x70, 0xF0]) | (f.get(l3).unwrap_or(&0) & 15)))
+            }
+            (0, 1) => Some((l3 + 4, val)),
+            (0, 2) => Some((l3 + 5, val)),
+            (0, 3) => Some((l3 + 6, one_of(&[0, 6, 16, 17, 44, 58, 59, 253]))),
+            (0, 4) => Some((12, one_of(&[0x86, 0x81, 0x08, 0x00]))),
+            (0, 5) => Some((13, one_of(&[0xdd, 0x00, 0xdc, 0x06]))),
+            (0, 6) => Some((l3 + 39, 0xFF)),
+            (0, _) => Some((l3 + 24 + val as usize / 8 % 16, val)),
+            (1, _) if sel % 32 == 1 => {
+                f.truncate(f.len().saturating_sub(1 + val as usize % 8));
+                None
+            }
+            _ => None,
+        };
+        if let Some(x) = change.and_then(|(at, v)| Some((f.get_mut(at)?, v))) {
+            *x.0 = x.1;
+        }
+        let room = if room < 16 { room as usize } else { 64 };
+        let i = b.push(TestBuf::new(&f, room), 3).unwrap();
+        let m = b.meta_mut(i);
+        let v6 = f.get(l3).is_some_and(|x| x >> 4 == 6);
+        let l3 = l3 as u16;
+        // Parse metadata: right, or naming another carrier, offset or nothing.
+        match preset % 16 {
+            0..=4 => {
+                (m.l3_off, m.l3, m.l4_off) = (l3, if v6 { L3::Ipv6 } else { L3::Ipv4 }, l3 + 40)
+            }
+            5 => (m.l3_off, m.l3) = (l3, L3::Ipv4),
+            6 => (m.l3_off, m.l3) = (14 - l3, L3::Ipv6),
+            7 => (m.l3_off, m.l3) = (l3, L3::None),
+            8 => m.l3 = L3::Ipv6,
+            _ => {}
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+    /// Bursts led by one flow's run (the lead-run path: stamped and
+    /// sealed whole, or its run handed to the per-packet dispatch at the
+    /// first packet that differs) give the reference's packets, verdicts,
+    /// metadata, counters, fills and sequence counters: bare IP and
+    /// Ethernet, drop and forward, shapers running dry, packets over the
+    /// MTU, truncated or changed, without headroom, with and without
+    /// (right or wrong) parse metadata, and packets of other kinds
+    /// anywhere in the burst.
+    #[test]
+    fn lead_runs_equal_reference(
+        ms in proptest::collection::vec(prop_oneof![6 => 0u8..8, 1 => 8u8..20], 4..6),
+        rate in prop_oneof![1 => Just(u64::MAX / 4_000_000_000), 1 => 200u64..20_000],
+        eth in any::<bool>(),
+        fwd in any::<bool>(),
+        mtu in prop_oneof![3 => Just(1500u16), 1 => 60u16..400],
+        code in prop_oneof![8 => Just(253u8), 1 => Just(17u8), 1 => any::<u8>()],
+        bursts in proptest::collection::vec(
+            (0u64..3_000_000, (prop_oneof![6 => 0u8..4, 1 => 4u8..8], any::<u16>(), any::<u8>()),
+             proptest::collection::vec(
+                (any::<u8>(), (any::<u8>(), 0u8..8, 0u16..1000, any::<u8>(), any::<u8>()),
+                 any::<u16>(), any::<u8>(), any::<u8>(), (any::<u8>(), any::<u8>())), 1..=BURST)),
+            1..6),
+    ) {
+        let cfg = SourceConfig {
+            framing: if eth { Framing::Ethernet } else { Framing::Ip },
+            mtu,
+            codes: crate::common::Codes { v6: code, v4: 253 },
+            nonconforming: if fwd { NonConforming::Forward } else { NonConforming::Drop },
+            ..Default::default()
+        };
+        let mut fast = stage(cfg, &ms, rate, false);
+        let mut slow = stage(cfg, &ms, rate, true);
+        // A host route inside each /32: a changed last byte goes elsewhere.
+        for c in 0..4u8 {
+            let (mut d6, _) = dst(c);
+            d6[15] = 0xFF;
+            let to = (c as usize + 1) % ms.len();
+            fast.route(IpAddr::from(d6), 128, to);
+            slow.route(IpAddr::from(d6), 128, to);
+        }
+        let mut t = 0u64;
+        for (dt, flow, pkts) in bursts {
+            t += dt;
+            same_result(&mut fast, &mut slow, || lead_batch(flow, &pkts, eth, mtu), clock(t))?;
+        }
+    }
+}
+
+/// A burst that is one flow's run is stamped whole by the lead-run path
+/// (known answers: sequence numbers in order, ICVs, headers, metadata).
+#[test]
+fn one_flow_burst_known_answers() {
+    for eth in [false, true] {
+        let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+        let cfg = SourceConfig { framing, ..Default::default() };
+        let mut s = stage(cfg, &[1], 1 << 30, false);
+        let now = Now { mono_ns: 5, unix_ns: 0x1234 * 1_000_000_000 };
+        let pkts: Vec<PktSpec> = (0..BURST as u16).map(|k| (0, 0, 8 + 4 * k, 64, 1)).collect();
+        let mut b = batch(&pkts, eth);
+        s.process(&mut b, now);
+        assert_eq!((s.stats.stamped, b.live_mask()), (BURST as u64, u32::MAX));
+        let k = Aes::new(&Key::from([1; 16]));
+        let l3 = if eth { 14 } else { 0 };
+        for i in 0..BURST {
+            let p = b.data(i);
+            let pl = 8 + 4 * i as u16 + 16;
+            assert_eq!((p[l3 + 6], u16::from_be_bytes([p[l3 + 4], p[l3 + 5]])), (253, pl));
+            let seq = (0xFF_FFF0 + i as u32) & 0xFF_FFFF;
+            let icv = crate::crypto::icv(&k, pl, 0x1234, seq);
+            let s3 = seq.to_be_bytes();
+            let f = &p[l3 + 40..l3 + 56];
+            assert_eq!(f[..8], [17, 1, 0x12, 0x34, s3[1], s3[2], s3[3], icv], "packet {i}");
+            assert!(f[8..].iter().all(|b| *b == 0));
+            let m = b.meta(i);
+            assert_eq!(
+                (m.l3_off, m.proto_off, m.proto),
+                (l3 as u16, l3 as u16 + 40, pipeline::Proto::Fair)
+            );
+        }
+        assert_eq!(s.channels[0].reserve_seqnos(0), 0xFF_FFF0 + BURST as u32);
+    }
+}
+/// Each way a packet can differ from a lead run, at each place in a
+/// burst of one flow (first, inside, last), in both framings and both
+/// non-conforming actions: the reference's packets, verdicts, metadata,
+/// counters, fills and sequence counters.
+#[test]
+fn lead_run_breakers_equal_reference() {
+    // (byte offset from the IP header (negative: from the frame start), value)
+    let changes: [(isize, u8); 16] = [
+        (0, 0x70), // version 7
+        (0, 0x40), // version 4
+        (0, 0x50),
+        (6, 16),    // Next Header: not an upper layer
+        (6, 6),     // another upper layer
+        (6, 253),   // FAIR
+        (6, 0),     // Hop-by-Hop
+        (4, 0),     // Payload Length: zero (jumbogram)
+        (4, 0x05),  // over the MTU
+        (5, 0xFF),  // beyond the frame
+        (24, 0x30), // another destination (not routed)
+        (39, 0xFF), // another host route
+        (-2, 0x81), // VLAN tag (Ethernet)
+        (-1, 0xdc), // not IPv6 (Ethernet)
+        (-2, 0x08),
+        (7, 1), // hop limit (not checked)
+    ];
+    let now = Now { mono_ns: 5, unix_ns: 1_700_000_000_000_000_000 };
+    for eth in [false, true] {
+        for fwd in [false, true] {
+            let cfg = SourceConfig {
+                framing: if eth { Framing::Ethernet } else { Framing::Ip },
+                nonconforming: if fwd { NonConforming::Forward } else { NonConforming::Drop },
+                ..Default::default()
+            };
+            let l3 = if eth { 14isize } else { 0 };
+            // Every way, the unchanged packet too, no headroom, wrong parse metadata.
+            for way in 0..changes.len() + 4 {
+                for at in [0, 1, 17, BURST - 1] {
+                    // A shaper that runs dry inside the burst, or never.
+                    for rate in [6000u64, 1 << 30] {
+                        let mut fast = stage(cfg, &[1, 1], rate, false);
+                        let mut slow = stage(cfg, &[1, 1], rate, true);
+                        for c in 0..2u8 {
+                            let (mut d6, _) = dst(c);
+                            d6[15] = 0xFF;
+                            fast.route(IpAddr::from(d6), 128, 1 - c as usize);
+                            slow.route(IpAddr::from(d6), 128, 1 - c as usize);
+                        }
+                        let make = || {
+                            let mut b = Batch::new();
+                            for k in 0..BURST {
+                                let mut f = frame(0, 0, 120 + 4 * k as u16, eth);
+                                let mut room = 64;
+                                if k == at {
+                                    match changes.get(way) {
+                                        Some(&(off, v)) => {
+                                            let o = if off < 0 { 14 + off } else { l3 + off };
+                                            if let Some(x) = f.get_mut(o as usize) {
+                                                *x = if off == 0 { v | (*x & 15) } else { v };
+                                            }
+                                        }
+                                        None if way == changes.len() => room = 15,
+                                        None if way == changes.len() + 1 => {
+                                            let n = f.len() - 3;
+                                            f.truncate(n);
+                                        }
+                                        None => {}
+                                    }
+                                }
+                                let i = b.push(TestBuf::new(&f, room), 3).unwrap();
+                                if k == at && way == changes.len() + 2 {
+                                    let m = b.meta_mut(i);
+                                    (m.l3_off, m.l3) = (l3 as u16, L3::Ipv4);
+                                }
+                                if k == at && way == changes.len() + 3 {
+                                    let m = b.meta_mut(i);
+                                    (m.l3_off, m.l3) = (14 - l3 as u16, L3::Ipv6);
+                                }
+                            }
+                            b
+                        };
+                        let case = (eth, fwd, way, at, rate);
+                        same_result(&mut fast, &mut slow, make, now)
+                            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+                    }
+                }
+            }
+        }
+    }
 }
