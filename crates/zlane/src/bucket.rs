@@ -310,24 +310,28 @@ mod tests {
         assert!(z.take(3000, 3000, 10_000));
     }
 
+    /// A xorshift64 sequence from `seed` (test inputs).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn take_in_burst_matches_take() {
         // Runs of packets at one clock value (as in a burst), rates from 0
         // to the maximum, bursts below, at and above the level (a caller
         // passing a smaller burst than the bucket holds).
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for rate in [0u16, 1, 7, 100, 60_000, u16::MAX] {
             let mut a = TokenBucket::new(rate, 3000, 0);
             let mut b = a;
             let mut now = 0u64;
             for _ in 0..20_000 {
-                if next() % 4 == 0 {
+                if next().is_multiple_of(4) {
                     now += next() % 50_000;
                 }
                 let len = (next() % 1600) as usize;
@@ -345,13 +349,7 @@ mod tests {
         // size): `take_in_burst` until the bucket is settled, then
         // `take_settled`; the same decisions and bucket as `take_in_burst`
         // throughout.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for rate in [0u16, 1, 7, 100, 60_000, u16::MAX] {
             let mut a = TokenBucket::new(rate, 3000, 0);
             let mut b = a;

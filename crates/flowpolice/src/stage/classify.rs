@@ -5,7 +5,7 @@
 use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
-use super::scratch::{Carried, Reg, NO_HINT};
+use super::scratch::{Carried, Reg};
 use super::Burst;
 use super::FlowPolice;
 use crate::class;
@@ -66,16 +66,7 @@ impl FlowPolice {
         // `*n < BURST` (one per live packet): the modulo only spares the
         // bounds checks.
         let k = *n % BURST;
-        self.s.reg[k] = Reg {
-            fid: c.fid,
-            hash,
-            home: home as u32,
-            hint: NO_HINT,
-            ts: c.ts,
-            pid: c.pid,
-            shim: c.shim as u16,
-            i: i as u8,
-        };
+        self.s.reg[k] = Reg::of(&c, hash, home, i);
         self.s.ord[i % BURST] = k as u8;
         self.blocks[k] = c.block;
         self.s.mac[k] = c.mac;
@@ -162,16 +153,7 @@ impl FlowPolice {
             }
             // `k < n ≤ BURST`: the modulo only spares the bounds checks.
             let k = k % BURST;
-            s.reg[k] = Reg {
-                fid: c.fid,
-                hash,
-                home: home as u32,
-                hint: NO_HINT,
-                ts: c.ts,
-                pid: c.pid,
-                shim: c.shim as u16,
-                i: k as u8,
-            };
+            s.reg[k] = Reg::of(&c, hash, home, k);
             blocks[k] = c.block;
             s.mac[k] = c.mac;
             if k >= lag {

@@ -58,6 +58,24 @@ pub(super) struct Reg {
 const EMPTY_REG: Reg =
     Reg { fid: 0, hash: 0, home: 0, hint: NO_HINT, ts: 0, pid: 0, shim: 0, i: 0 };
 
+impl Reg {
+    /// The record of packet `i` carrying `c`, whose flow hashes to `hash`
+    /// with home slot `home`; no slot hint yet.
+    #[inline(always)]
+    pub(super) fn of(c: &Carried, hash: u64, home: usize, i: usize) -> Reg {
+        Reg {
+            fid: c.fid,
+            hash,
+            home: home as u32,
+            hint: NO_HINT,
+            ts: c.ts,
+            pid: c.pid,
+            shim: c.shim as u16,
+            i: i as u8,
+        }
+    }
+}
+
 /// A new capability's packet for pass 4: batch index, shim offset and the
 /// type byte to write (a request's own, unchanged).
 #[derive(Clone, Copy)]
