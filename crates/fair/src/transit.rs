@@ -824,6 +824,15 @@ mod tests {
         }
     }
 
+    /// A data key ring (60 s epochs, an hour of keys) rotated at `now`
+    /// with keys of the test stream `seed`.
+    fn rotated_ring(seed: u64, now: u64, binding: MarkBinding) -> Arc<KeyRing> {
+        let mut ring = KeyRing::data(60, 3600).unwrap();
+        let mut ks = TestKeySource::new(seed);
+        ring.rotate(now, 10, binding, || ks.next_key());
+        Arc::new(ring)
+    }
+
     /// IPv6 packet with a 7-slot FAIR header stamped `ts`, NextAS `next_as`.
     fn pkt(ts: u16, seqno: u32, next_as: u8) -> Vec<u8> {
         let mut p = vec![0u8; 48];
@@ -843,11 +852,8 @@ mod tests {
     /// key, NextAS is bumped with the SB kept, the others are dropped untouched.
     #[test]
     fn mixed_epoch_burst() {
-        let mut ring = KeyRing::data(60, 3600).unwrap();
-        let mut ks = TestKeySource::new(9);
         let now = 60 * 1_000_000u64 + 1; // epoch boundary 1 s ago
-        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
-        let ring = Arc::new(ring);
+        let ring = rotated_ring(9, now, MarkBinding::Paper);
         let mut t = FairTransit::new(
             TransitConfig { framing: Framing::Ip, ..Default::default() },
             ring.clone(),
@@ -934,12 +940,9 @@ mod tests {
                  0usize..3),
                 1..=32),
         ) {
-            let mut ring = KeyRing::data(60, 3600).unwrap();
-            let mut ks = TestKeySource::new(3);
             let now = 60 * 1_000_000u64 + 2; // epoch boundary 2 s ago
             let binding = if bound_sel == 0 { MarkBinding::Bound } else { MarkBinding::Paper };
-            ring.rotate(now, 10, binding, || ks.next_key());
-            let ring = Arc::new(ring);
+            let ring = rotated_ring(3, now, binding);
             let mut b: Batch<Vec<u8>> = Batch::new();
             for (v6, hbh, slots, dts, nas, meta_kind, mut edits, cut) in pkts {
                 // Half the packets unedited.
@@ -1010,11 +1013,8 @@ mod tests {
                  0usize..3),
                 1..=32),
         ) {
-            let mut ring = KeyRing::data(60, 3600).unwrap();
-            let mut ks = TestKeySource::new(5);
             let now = 60 * 1_000_000u64 + 1;
-            ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
-            let ring = Arc::new(ring);
+            let ring = rotated_ring(5, now, MarkBinding::Paper);
             let cfg = TransitConfig { framing: Framing::Ethernet, ..Default::default() };
             let mut b: Batch<Vec<u8>> = Batch::new();
             for (slots, dts, nas, parsed, mut edits, cut) in pkts {
@@ -1104,11 +1104,8 @@ mod tests {
     /// and the result is the general passes' (bytes, metadata, counters).
     #[test]
     fn leading_run_marks_every_common_layout() {
-        let mut ring = KeyRing::data(60, 3600).unwrap();
-        let mut ks = TestKeySource::new(4);
         let now = 600 * 1_000_000u64 + 7;
-        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
-        let ring = Arc::new(ring);
+        let ring = rotated_ring(4, now, MarkBinding::Paper);
         let k = ring.for_time(now).unwrap();
         // The other IP version from packet `split` on.
         for (v6, eth, split) in [
@@ -1180,12 +1177,9 @@ mod tests {
                  0usize..32, 0u8..16),
                 1..=32),
         ) {
-            let mut ring = KeyRing::data(60, 3600).unwrap();
-            let mut ks = TestKeySource::new(6);
             let now = 60 * 1_000_000u64 + 1; // epoch boundary 1 s ago
             let binding = if bound == 0 { MarkBinding::Bound } else { MarkBinding::Paper };
-            ring.rotate(now, 10, binding, || ks.next_key());
-            let ring = Arc::new(ring);
+            let ring = rotated_ring(6, now, binding);
             let framing = if eth { Framing::Ethernet } else { Framing::Ip };
             let mut b: Batch<Vec<u8>> = Batch::new();
             let mut drop = Vec::new();
@@ -1283,11 +1277,8 @@ mod tests {
     /// counted, whichever path meets them.
     #[test]
     fn malformed_and_truncated_headers_are_classified() {
-        let mut ring = KeyRing::data(60, 3600).unwrap();
-        let mut ks = TestKeySource::new(2);
         let now = 600 * 1_000_000u64 + 3;
-        ring.rotate(now, 10, MarkBinding::Paper, || ks.next_key());
-        let ring = Arc::new(ring);
+        let ring = rotated_ring(2, now, MarkBinding::Paper);
         for (slow_only, malformed) in [
             (false, MalformedAction::Drop),
             (true, MalformedAction::Drop),

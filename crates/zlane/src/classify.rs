@@ -919,25 +919,22 @@ fn first_memo(buckets: &FixedMap<TokenBucket>, local_isd: u16) -> (u64, Option<u
 /// reader answers `false`, and the caller takes the general reader.
 mod layout {
     use mac::Block;
-    use packet::scion::epic::FLAG_Q;
-    use packet::scion::header::host_len;
+    use packet::scion::epic::{EPIC_LEN, FLAG_Q, HVF_LEN};
+    use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
     use packet::scion::path::{HOP_LEN, INFO_LEN, META_LEN};
     use packet::scion::{EpicFields, PathType};
 
     use crate::hvf::{packet_time_ns, Hvf};
 
-    /// Offset of the source ISD-AS in the SCION header.
-    const SRC_IA: usize = 20;
+    /// Offset of the source ISD-AS in the SCION header (after the
+    /// destination ISD-AS).
+    const SRC_IA: usize = COMMON_LEN + 8;
     /// Offset of the destination host address in the SCION header.
-    const ADDR_HOSTS: usize = 28;
-    /// Length of the EPIC block before the HVFs (PktID, flags, `NumHVF`, reserved).
-    const EPIC_LEN: usize = 12;
+    const ADDR_HOSTS: usize = COMMON_LEN + ADDR_FIXED_LEN;
     /// Offset of `NumHVF` in the EPIC block.
     const NUM_HVF: usize = 9;
     /// Offset of the flags byte in the EPIC block.
     const FLAGS: usize = 8;
-    /// Length of one HVF.
-    const HVF_LEN: usize = 4;
 
     /// What the classifier takes from an EPIC-Z packet for its checks, kept
     /// per packet of a burst until its HVF is checked: one cache line (the

@@ -20,26 +20,31 @@ fn any_pkt(
     k: &Aes,
     good: bool,
 ) -> Vec<u8> {
-    let (mut p, o) = crate::test_packets::fair_udp(v6, hbh, src, n, ts, seqno);
-    let lf = if v6 { u16::from_be_bytes([p[4], p[5]]) } else { u16::from_be_bytes([p[2], p[3]]) };
-    p[o + 7] = icv(k, lf, ts, seqno) ^ u8::from(!good);
-    p
+    long_pkt(v6, hbh, n, src, ts, seqno, k, good, 0, false)
+}
+
+/// The test sources and channels: three source prefixes, four channels
+/// under one key (`dup_window`: each channel's duplicate filter, by slot
+/// count `n`; `None` leaves the channel's default).
+fn add_sources<S: RecordSink>(d: &mut FairDestination<S>, dup_window: impl Fn(u32) -> Option<u32>) {
+    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
+    d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
+    d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
+    for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
+        let ch = DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0);
+        let ch = match dup_window(n) {
+            Some(w) => ch.with_dup_window(w),
+            None => ch,
+        };
+        d.add_channel(ch, 0, n as u8);
+    }
 }
 
 fn stage(slow_only: bool) -> FairDestination<Vec<Record>> {
     let mut d =
         FairDestination::new(DestConfig { framing: Framing::Ip, ..Default::default() }, Vec::new());
     d.slow_only = slow_only;
-    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
-    d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
-    d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
-    for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
-        d.add_channel(
-            DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0),
-            0,
-            n as u8,
-        );
-    }
+    add_sources(&mut d, |_| None);
     d
 }
 
@@ -282,17 +287,7 @@ fn ring_stage(
     };
     let mut d = FairDestination::new(cfg, crate::record::RecordRing::new(1 << 12));
     d.slow_only = slow_only;
-    d.add_source_prefix("2001:db8::".parse().unwrap(), 32, 1);
-    d.add_source_prefix("2001:d00::".parse().unwrap(), 24, 2);
-    d.add_source_prefix("10.1.0.0".parse().unwrap(), 16, 3);
-    for (asn, n) in [(1, 7), (1, 15), (3, 3), (3, 6)] {
-        d.add_channel(
-            DestChannel::new(asn * 10 + n, asn, &Key::from([7; 16]), 1, 3000, 2000, 0)
-                .with_dup_window(if n == 15 { 0 } else { 64 }),
-            0,
-            n as u8,
-        );
-    }
+    add_sources(&mut d, |n| Some(if n == 15 { 0 } else { 64 }));
     d
 }
 
