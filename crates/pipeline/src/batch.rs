@@ -595,7 +595,16 @@ impl<B: PacketBuf> Batch<B> {
             // Copied as one 20-byte value (two stores per packet): filled
             // from the constant, the compiler wrote it field by field (five).
             let fresh = core::hint::black_box(Meta::new(port));
-            self.meta[start..end].fill(fresh);
+            if end - start == BURST {
+                // A full burst, the usual case under load: four records
+                // (80 bytes) per step, five 16-byte stores for four packets.
+                let quad = [fresh; 4];
+                for c in self.meta.chunks_exact_mut(4) {
+                    c.copy_from_slice(&quad);
+                }
+            } else {
+                self.meta[start..end].fill(fresh);
+            }
             self.live |= full_mask(end) & !full_mask(start);
             self.note_added(start == 0, port);
         }
@@ -766,6 +775,18 @@ mod tests {
             m.port = 1;
         }
         assert!(b.metas().iter().all(|m| m.port == 1));
+        // A whole burst at once into an emptied batch (the full-burst fill):
+        // every record is fresh, whatever the previous burst left.
+        for m in b.metas_mut() {
+            *m = Meta { hash: 9, l3_off: 3, proto: Proto::Fair, ..Meta::new(2) };
+            m.verdict = Verdict::Drop(DropReason::Policy);
+        }
+        b.clear();
+        let r = b.extend_with(6, |v| v.extend((0..BURST as u8).map(|i| vec![i])));
+        assert_eq!(r, 0..BURST);
+        assert!(b.all_live());
+        assert!(b.metas().iter().all(|m| *m == Meta::new(6)));
+        assert_eq!((b.ingress_port(), b.egress_port()), (Some(6), Some(6)));
     }
 
     #[test]

@@ -18,13 +18,14 @@
 //!   the headers, which costs a cache miss per packet on a cold buffer).
 //! * Each worker has its own mbuf pool; [`Mbuf`] implements
 //!   [`PacketBuf`] directly over the mbuf, so a `Batch<Mbuf>` is built without
-//!   copying. Only single-segment mbufs are accepted (others are freed on RX).
+//!   copying. Only single-segment mbufs are accepted (others are freed on RX
+//!   and counted as `too_long` drops of their port).
 //! * Per burst, the hot path is: `rte_eth_rx_burst` writes the mbuf pointers
 //!   straight into the batch's buffer vector ([`Batch::extend_with`]; `Mbuf`
-//!   is a transparent pointer), one pass over the new mbufs ORs their flags
-//!   and segment counts (the RSS hash and multi-segment handling only run if
-//!   that pass found any) and prefetches their first data line (`[io.dpdk]
-//!   prefetch`, on by default). The worker then hands a burst that goes to one
+//!   is a transparent pointer), one pass over the new mbufs ORs their segment
+//!   counts and, when a port has RSS, their flags (the RSS hash and
+//!   multi-segment handling only run if that pass found any) and prefetches
+//!   their first data line (`[io.dpdk] prefetch`, on by default). The worker then hands a burst that goes to one
 //!   port to `rte_eth_tx_burst` as the batch's own vector, and frees dropped
 //!   packets with one `rte_pktmbuf_free_bulk` per burst ([`WorkerIo::free_bulk`]).
 
@@ -38,6 +39,7 @@ use pipeline::{Batch, NoRoom, Now, PacketBuf, BURST};
 use crate::config::{ConfigError, DpdkConfig, RouterConfig};
 use crate::io::{WallClock, WorkerIo};
 use crate::rss::{hash_by, RssKey};
+use crate::stats::LocalCounters;
 use crate::RuntimeError;
 
 const _: () = assert!(
@@ -179,6 +181,37 @@ fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// One pass over `n` freshly received mbufs: returns the OR of their
+/// offload flags (with `FLAGS`; 0 otherwise) and of their segment counts,
+/// and with `PREFETCH` starts loading each one's first data line, so that
+/// the pipeline's parser finds the headers in cache.
+///
+/// # Safety
+/// `mbufs` points to `n` valid, non-NULL mbuf pointers whose headers the
+/// driver just filled.
+#[inline(always)]
+unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
+    mbufs: *const *mut sys::rte_mbuf,
+    n: usize,
+) -> (u64, u16) {
+    let (mut flags, mut segs) = (0u64, 0u16);
+    for k in 0..n {
+        // SAFETY: k < n pointers to valid mbufs (the caller's contract);
+        // reading their headers is in bounds and a prefetch never faults.
+        unsafe {
+            let m = &**mbufs.add(k);
+            segs |= m.nb_segs;
+            if FLAGS {
+                flags |= m.ol_flags;
+            }
+            if PREFETCH {
+                prefetch((m.buf_addr as *const u8).add(usize::from(m.data_off)));
+            }
+        }
+    }
+    (flags, segs)
+}
+
 fn dpdk_err(what: &str, rc: i32) -> RuntimeError {
     let code = if rc < 0 {
         -rc
@@ -260,8 +293,14 @@ pub struct DpdkIo {
     pinned_unix_ns: Option<u64>,
     registered: bool,
     software_hash: bool,
+    /// Whether a port was configured for RSS, so drivers may deliver a hash
+    /// (the RX pass reads the offload flags only then).
+    hardware_hash: bool,
     rss: RssKey,
     prefetch: bool,
+    /// Per port (in `ports` order): multi-segment frames freed on RX since
+    /// the last publication, reported as `too_long` drops of that port.
+    too_long: Vec<u64>,
 }
 
 /// Stops and closes the ports and frees the pools, after the workers have stopped.
@@ -276,6 +315,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
     let workers = cfg.workers.count as u16;
     let ports: Vec<u16> = cfg.ports.iter().map(|p| p.id).collect();
     let mut pools = Vec::new();
+    let mut hardware_hash = false;
     for w in 0..workers {
         // Names are global in the EAL: number every pool of the process.
         static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -341,6 +381,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             }
             let hf = hf | l3_only;
             if hf != 0 {
+                hardware_hash = true;
                 conf.rxmode.mq_mode = unsafe { sys::shim_mq_rx_rss() };
                 conf.rx_adv_conf.rss_conf.rss_hf = hf;
             }
@@ -394,8 +435,10 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             pinned_unix_ns: c.unix_time_s.map(|s| s.saturating_mul(1_000_000_000)),
             registered: false,
             software_hash: c.software_hash,
+            hardware_hash,
             rss: cfg.workers.rss,
             prefetch: c.prefetch,
+            too_long: vec![0; ports.len()],
         })
         .collect();
     let teardown_ports = ports.clone();
@@ -438,11 +481,12 @@ impl WorkerIo for DpdkIo {
 
     #[inline]
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Mbuf>) -> usize {
-        let (queue, want_prefetch) = (self.queue, self.prefetch);
-        // OR of every received mbuf's `ol_flags`, and whether any of them
-        // has more than one segment: both rare, so one pass checks them for
-        // the whole burst and the per-packet work below is skipped.
-        let mut flags = 0u64;
+        let (queue, want_prefetch, want_flags) = (self.queue, self.prefetch, self.hardware_hash);
+        // OR of every received mbuf's `ol_flags` (read only when a port has
+        // RSS), and of their segment counts: both rarely matter, so one pass
+        // checks them for the whole burst and the per-packet work below is
+        // skipped.
+        let (mut flags, mut freed) = (0u64, 0u64);
         let new = batch.extend_with(port, |bufs| {
             let start = bufs.len();
             let room = BURST.saturating_sub(start);
@@ -456,24 +500,19 @@ impl WorkerIo for DpdkIo {
             // the vector's spare slots are an array of `rte_mbuf *`).
             let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
             let n = n.min(room);
-            let mut segs = 0u16;
-            for k in 0..n {
-                // SAFETY: the driver wrote n valid, non-NULL mbuf pointers
-                // whose headers it just filled; reading them is in bounds
-                // and a prefetch never faults.
-                unsafe {
-                    let m = &**dst.add(k);
-                    flags |= m.ol_flags;
-                    segs |= m.nb_segs ^ 1;
-                    // Start loading the first data line now, so that the
-                    // pipeline's parser finds the headers in cache.
-                    if want_prefetch {
-                        prefetch((m.buf_addr as *const u8).add(usize::from(m.data_off)));
-                    }
+            // SAFETY: the driver wrote n valid, non-NULL mbuf pointers.
+            let (f, segs) = unsafe {
+                match (want_flags, want_prefetch) {
+                    (false, true) => scan_rx::<false, true>(dst, n),
+                    (true, true) => scan_rx::<true, true>(dst, n),
+                    (false, false) => scan_rx::<false, false>(dst, n),
+                    (true, false) => scan_rx::<true, false>(dst, n),
                 }
-            }
+            };
+            flags = f;
             let mut keep = n;
-            if segs != 0 {
+            // Every count is at least 1, so the OR exceeds 1 only if one does.
+            if segs > 1 {
                 // Multi-segment frames are unsupported: free them here and
                 // close the gaps (rare; jumbo frames on a scatter-RX port).
                 keep = 0;
@@ -487,6 +526,7 @@ impl WorkerIo for DpdkIo {
                             keep += 1;
                         } else {
                             sys::shim_pktmbuf_free(raw);
+                            freed += 1;
                         }
                     }
                 }
@@ -495,6 +535,11 @@ impl WorkerIo for DpdkIo {
             // single-segment mbufs, i.e. initialised `Mbuf`s; keep <= room.
             unsafe { bufs.set_len(start + keep) };
         });
+        if freed > 0 {
+            if let Some(s) = self.ports.iter().position(|&p| p == port) {
+                self.too_long[s] += freed;
+            }
+        }
         if flags & RX_RSS_HASH != 0 || self.software_hash {
             for i in new.clone() {
                 let buf = batch.buf(i);
@@ -550,6 +595,18 @@ impl WorkerIo for DpdkIo {
         unsafe {
             sys::rte_pktmbuf_free_bulk(bufs.as_mut_ptr().cast(), n as u32);
             bufs.set_len(0);
+        }
+    }
+
+    fn io_counters(&mut self, local: &mut LocalCounters) {
+        for (s, n) in self.too_long.iter_mut().enumerate() {
+            if *n > 0 {
+                if let Some(pc) = local.ports.get_mut(s) {
+                    pc.rx += *n;
+                    pc.drops.add(pipeline::DropReason::TooLong, *n);
+                }
+                *n = 0;
+            }
         }
     }
 

@@ -350,9 +350,13 @@ impl<I: WorkerIo> Loop<I> {
         self.shaped = (0..self.egress.len()).filter(|&e| !self.direct[e]).collect();
     }
 
-    /// Runs the queued commands. Commands are rare: the empty check is one
-    /// atomic load.
+    /// Runs the queued commands. Commands are rare: the empty check is two
+    /// atomic loads.
     fn apply_commands(&mut self) {
+        // Two loads; an empty `try_recv` costs several times that per burst.
+        if self.commands.is_empty() {
+            return;
+        }
         let mut changed = false;
         while let Ok(cmd) = self.commands.try_recv() {
             match cmd {
