@@ -362,10 +362,40 @@ impl FlowEntry {
         now_ms: u64,
         p: &Params,
     ) -> Option<(Mark, Option<u16>)> {
+        self.regular_fast_with::<false>(ts, p_id, now_ms, p)
+    }
+
+    /// [`regular_fast`](Self::regular_fast) on a slot that may be empty
+    /// (the stage's hinted slot, checked by flow ID alone): also `None`,
+    /// with nothing changed, when the slot holds no flow. One flag test
+    /// for both conditions.
+    #[inline(always)]
+    pub(crate) fn regular_fast_slot(
+        &mut self,
+        ts: u32,
+        p_id: u16,
+        now_ms: u64,
+        p: &Params,
+    ) -> Option<(Mark, Option<u16>)> {
+        self.regular_fast_with::<true>(ts, p_id, now_ms, p)
+    }
+
+    /// [`regular_fast`](Self::regular_fast); `SLOT`: also `None` for an
+    /// empty slot.
+    #[inline(always)]
+    fn regular_fast_with<const SLOT: bool>(
+        &mut self,
+        ts: u32,
+        p_id: u16,
+        now_ms: u64,
+        p: &Params,
+    ) -> Option<(Mark, Option<u16>)> {
         let el = elapsed(now_ms, self.t_a);
         // `p_id − 1 < P_id` also rejects `p_id = 0` (wraps to 65535 > K_th).
         let bit = p_id.wrapping_sub(1);
-        if (el > p.period_ms) | (ts != self.t_a) | (bit >= self.p_id) | (self.flags & R_T != 0) {
+        let flags_bad =
+            if SLOT { self.flags & (R_T | OCCUPIED) != OCCUPIED } else { self.flags & R_T != 0 };
+        if (el > p.period_ms) | (ts != self.t_a) | (bit >= self.p_id) | flags_bad {
             return None;
         }
         self.w_v |= 1u128 << bit;
@@ -621,5 +651,79 @@ mod tests {
         assert_eq!(e.next_p_id(2500, &p), None);
         assert_eq!(e.next_p_id(1001, &p), Some(3));
         assert_eq!(e.next_p_id(1001, &p), None);
+    }
+
+    #[test]
+    fn regular_fast_slot_known_answers() {
+        let p = Params::default();
+        // A flow in its first period, one capability out: accepted best
+        // effort, its feedback recorded, the next ID issued.
+        let mut e = FlowEntry::new(5, 1000);
+        assert_eq!(e.on_request(1000, &p), 1);
+        let mut f = e;
+        assert_eq!(f.regular_fast_slot(1000, 1, 1100, &p), Some((Mark::BestEffort, Some(2))));
+        assert_eq!((f.w_v, f.p_r, f.p_id), (1, 2, 2));
+        // Rate-limited, or a slot holding no flow (otherwise the same
+        // state): nothing changes.
+        let mut g = e;
+        g.set_flag(R_T, true);
+        assert_eq!(g.regular_fast_slot(1000, 1, 1100, &p), None);
+        let mut vacant = e;
+        vacant.set_flag(OCCUPIED, false);
+        let before = vacant;
+        assert_eq!(vacant.regular_fast(1000, 1, 1100, &p), Some((Mark::BestEffort, Some(2))));
+        let mut vacant = before;
+        assert_eq!(vacant.regular_fast_slot(1000, 1, 1100, &p), None);
+        assert_eq!(vacant, before);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// `regular_fast_slot` on any slot (empty, or holding a flow in any
+        /// state) equals `regular_fast` on an occupied one and changes
+        /// nothing on an empty one; where it applies, both equal the full
+        /// update (`maybe_roll`, `feedback`, `count_and_mark`, `next_p_id`).
+        #[test]
+        fn regular_fast_slot_equals_the_full_update(
+            flags in 0u8..16,
+            p_id in 0u16..=128,
+            p_r in proptest::prelude::any::<u32>(),
+            w_v in proptest::prelude::any::<u128>(),
+            prev_gap in proptest::prelude::any::<u16>(),
+            dt in 0u64..7000,
+            ts_back in proptest::prelude::prop_oneof![
+                8 => proptest::prelude::Just(0u32),
+                1 => 1u32..4000,
+            ],
+            pkt_id in 0u16..140,
+            k_th in 1u16..=128,
+        ) {
+            let p = Params { k_th, ..Params::default() };
+            let mut e = FlowEntry::new(77, 1_000_000);
+            (e.flags, e.p_id, e.p_r, e.w_v, e.prev_gap) = (flags, p_id, p_r, w_v, prev_gap);
+            let now = 1_000_000 + dt;
+            let ts = e.t_a.wrapping_sub(ts_back);
+            let mut slot = e;
+            let got = slot.regular_fast_slot(ts, pkt_id, now, &p);
+            if e.is_occupied() {
+                let mut fast = e;
+                proptest::prop_assert_eq!(got, fast.regular_fast(ts, pkt_id, now, &p));
+                proptest::prop_assert_eq!(slot, fast);
+            } else {
+                proptest::prop_assert_eq!(got, None);
+            }
+            match got {
+                Some((mark, issue)) => {
+                    let mut g = e;
+                    g.maybe_roll(now, &p);
+                    proptest::prop_assert_eq!(g.feedback(ts, pkt_id, &p), Some(Feedback::Current));
+                    proptest::prop_assert_eq!(g.count_and_mark(&p), mark);
+                    proptest::prop_assert_eq!(g.next_p_id(now, &p), issue);
+                    proptest::prop_assert_eq!(slot, g);
+                }
+                None => proptest::prop_assert_eq!(slot, e),
+            }
+        }
     }
 }

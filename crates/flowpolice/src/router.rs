@@ -117,6 +117,14 @@ impl core::fmt::Debug for Router {
     }
 }
 
+/// A refused insertion's result. Out of line: the accepted result is then
+/// written with whole-field stores, not merged with this one byte by byte.
+#[cold]
+#[inline(never)]
+fn table_full(o: &mut Result<(u16, u32, Slot), Reject>) {
+    *o = Err(Reject::TableFull);
+}
+
 impl Router {
     /// A router with `slots` table slots (see [`FlowTable::slots_for`]) and a
     /// `probe_window`.
@@ -253,11 +261,10 @@ impl Router {
             }
             let (flow_id, hash) = requests[j];
             let params = &self.params;
-            *o = self
-                .table
-                .find_or_insert_entry::<true>(flow_id, hash, now_ms, params)
-                .map_err(|_| Reject::TableFull)
-                .map(|(slot, e, p_id)| (p_id, e.ts(), slot));
+            match self.table.find_or_insert_entry::<true>(flow_id, hash, now_ms, params) {
+                Ok((slot, e, p_id)) => *o = Ok((p_id, e.ts(), slot)),
+                Err(_) => table_full(o),
+            }
         }
     }
 
@@ -375,6 +382,19 @@ impl Router {
     ) -> (Option<&mut FlowEntry>, &Params) {
         let Router { table, params, .. } = self;
         (table.hinted_mut(hint, flow_id), params)
+    }
+
+    /// The entry at slot `hint` if its flow ID is `flow_id`, occupied or
+    /// not ([`FlowEntry::regular_fast_slot`] tests that), and the
+    /// parameters (the stage's common packet: a right hint).
+    #[inline(always)]
+    pub(crate) fn hinted_slot(
+        &mut self,
+        flow_id: u64,
+        hint: usize,
+    ) -> (Option<&mut FlowEntry>, &Params) {
+        let Router { table, params, .. } = self;
+        (table.hinted_slot_mut(hint, flow_id), params)
     }
 
     /// The state update of a regular packet whose flow is at slot `i`.
@@ -557,5 +577,48 @@ mod tests {
         let e = r.flow(9).unwrap();
         assert_eq!((e.p_r, e.p_id), (16, before + 1));
         assert_eq!(e.unverified(), 1, "the dropped packet's ID never comes back");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// `request_updates` over a small table (its windows fill, so some
+        /// insertions are refused) writes every result, each equal to
+        /// `request_update` one request at a time, at random times (flows
+        /// go idle and are reclaimed), for any prefetch distance.
+        #[test]
+        fn burst_of_requests_equals_one_by_one_into_a_filling_table(
+            flows in proptest::collection::vec(0u64..200, 1..40),
+            steps in proptest::collection::vec(0u64..20_000, 1..8),
+            slots in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(32usize),
+                proptest::prelude::Just(64usize),
+                proptest::prelude::Just(96usize),
+            ],
+            lag in 1usize..40,
+        ) {
+            let mk = || Router::new(Params::default(), &Key::from([1u8; 16]), slots, 32, [5, 6]);
+            let (mut a, mut b) = (mk().unwrap(), mk().unwrap());
+            a.set_request_prefetch_lag(lag);
+            let mut now = 10_000u64;
+            for (round, gap) in steps.into_iter().enumerate() {
+                now += gap;
+                let reqs: Vec<(u64, u64)> = flows
+                    .iter()
+                    .map(|&f| f + round as u64 * 7)
+                    .map(|f| (f, a.table().hash(f)))
+                    .collect();
+                // A value no call returns: every result must be written.
+                let mut out = vec![Ok((u16::MAX, u32::MAX, Slot::Found(usize::MAX))); reqs.len()];
+                a.request_updates(&reqs, now, &mut out);
+                for (&(f, h), got) in reqs.iter().zip(&out) {
+                    proptest::prop_assert_eq!(*got, b.request_update(f, h, now));
+                }
+                proptest::prop_assert_eq!(a.table().len(), b.table().len());
+            }
+            for i in 0..a.table().slots() {
+                proptest::prop_assert_eq!(a.table().entry(i), b.table().entry(i));
+            }
+        }
     }
 }

@@ -699,3 +699,210 @@ fn mixed_bursts_match_the_router(slot_hints: bool, lag: usize) {
         assert_eq!(st.router().flow(fid(f)), twin.flow(fid(f)), "flow {f}");
     }
 }
+
+/// One random burst of [`random_bursts_match_the_router`]: the time step
+/// before it (ms), its length, and the share of requests in it (percent;
+/// 0: a common burst of regular packets only).
+#[derive(Debug, Clone)]
+struct Step {
+    gap_ms: u64,
+    len: usize,
+    requests: u64,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    (
+        // Within a half period, across it, across the period and past the
+        // idle time.
+        prop_oneof![
+            12 => 0u64..100,
+            3 => 100u64..1600,
+            1 => 1600u64..3200,
+            1 => Just(40_000u64),
+        ],
+        1usize..=32,
+        prop_oneof![Just(0u64), 1u64..40],
+    )
+        .prop_map(|(gap_ms, len, requests)| Step { gap_ms, len, requests })
+}
+
+/// Random bursts (random flows of a crowded table, some never created or
+/// reclaimed, carrying their newest, an older or a forged capability, at
+/// random times across half periods, periods and idle times; common bursts
+/// of regular packets only and bursts mixing requests in) give exactly the
+/// verdicts, packet bytes, table entries and counters of the router driven
+/// packet by packet, for slot hints on and off and any hint lag.
+fn random_bursts_match_the_router(seed: u64, slot_hints: bool, lag: usize, steps: &[Step]) {
+    use flowpolice::stage::Counters;
+    use flowpolice::{Params, Router};
+    let slots = 128;
+    let mut cfg = config();
+    cfg.slots = slots;
+    cfg.slot_hints = Some(slot_hints);
+    cfg.hint_lag = Some(lag);
+    let mut st = FlowPolice::new(cfg).unwrap();
+    let mut twin = Router::new(Params::default(), &mac::Key::from(KEY), slots, 32, [1, 2]).unwrap();
+    let dst = |i: u32| Ipv4Addr::from(0xc000_0000 + i * 7919);
+    let fid = |i: u32| u64::from(u32::from(dst(i)));
+    let mut x = seed | 1;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Per flow: its newest capability and the one before.
+    let mut caps: Vec<(u32, Capability, Capability)> = Vec::new();
+    let mut next_flow = 0u32;
+    // Flows whose newest capability expired: they ask again.
+    let mut stale: Vec<u32> = Vec::new();
+    let mut ms = 10u64;
+    for i in 0..40 {
+        let a = st.router_mut().on_request(fid(i), ms);
+        assert_eq!(a, twin.on_request(fid(i), ms));
+        if let Ok(a) = a {
+            caps.push((i, a.capability, a.capability));
+        }
+        next_flow = i + 1;
+    }
+    let before = *st.counters();
+    let mut want = Counters::default();
+    for (round, s) in steps.iter().enumerate() {
+        ms += s.gap_ms;
+        let at = now(ms);
+        let t_ms = at.mono_ns / 1_000_000;
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        let mut sent = Vec::new();
+        for _ in 0..s.len {
+            let pick = (rnd() % caps.len() as u64) as usize;
+            // A new flow, or a known one whose capability expired asks again.
+            let again = stale.contains(&caps[pick].0) && rnd() % 2 == 0;
+            if again || rnd() % 100 < s.requests {
+                let f = if again { caps[pick].0 } else { next_flow };
+                next_flow += u32::from(!again);
+                stale.retain(|&g| g != f);
+                b.push(request_v4(SRC, dst(f), at, 3), 3).unwrap();
+                let got = twin.on_request(fid(f), t_ms);
+                if let Ok(iss) = got {
+                    match caps.iter_mut().find(|c| c.0 == f) {
+                        Some(c) => *c = (f, iss.capability, c.1),
+                        None => caps.push((f, iss.capability, iss.capability)),
+                    }
+                }
+                sent.push(Sent::Request(got));
+                continue;
+            }
+            let (f, newest, older) = caps[pick];
+            let mut cap = match rnd() % 8 {
+                0 => older,
+                _ => newest,
+            };
+            if rnd() % 16 == 0 {
+                cap.mac[(rnd() % 8) as usize] ^= 1;
+            }
+            b.push(regular_v4(SRC, dst(f), cap), 3).unwrap();
+            let got = twin.on_regular(&cap, t_ms);
+            match got {
+                Ok(a) => {
+                    if let Some(new) = a.restamp {
+                        if let Some(c) = caps.iter_mut().find(|c| c.0 == f) {
+                            *c = (f, new, c.1);
+                        }
+                    }
+                }
+                Err(flowpolice::Reject::Expired) if cap == newest => stale.push(f),
+                Err(_) => {}
+            }
+            sent.push(Sent::Regular(f, got, cap));
+        }
+        st.process(&mut b, at);
+        let verdicts: Vec<Verdict> = (0..s.len).map(|k| b.meta(k).verdict).collect();
+        let mut outs = Vec::new();
+        b.drain(|buf, _| outs.push(buf));
+        for (k, sent) in sent.iter().enumerate() {
+            let ctx = format!("seed {seed} hints {slot_hints} lag {lag} round {round} pkt {k}");
+            match sent {
+                Sent::Legacy => unreachable!(),
+                Sent::Request(got) => {
+                    want.requests += 1;
+                    match got {
+                        Ok(iss) => {
+                            want.requests_stamped += 1;
+                            want.flows_created += u64::from(iss.created);
+                            let class = class::request(3);
+                            assert_eq!(verdicts[k], Verdict::Forward { port: 3, class }, "{ctx}");
+                            assert_eq!(cap_of(&outs[k], 20), iss.capability, "{ctx}");
+                        }
+                        Err(_) => {
+                            want.table_full += 1;
+                            assert_eq!(drop_of(verdicts[k]), Some(DropReason::TableFull), "{ctx}");
+                        }
+                    }
+                }
+                Sent::Regular(f, got, cap) => {
+                    want.regular += 1;
+                    match got {
+                        Ok(a) => {
+                            let class = tally_accepted(&mut want, a);
+                            assert_eq!(verdicts[k], Verdict::Forward { port: 3, class }, "{ctx}");
+                            let mut expect = regular_v4(SRC, dst(*f), a.restamp.unwrap_or(*cap));
+                            expect[21] = if class == class::PRIVILEGED { 0xc0 } else { 0x80 };
+                            assert_eq!(outs[k], expect, "{ctx}");
+                        }
+                        Err(r) => {
+                            let reason = tally_rejected(&mut want, *r);
+                            assert_eq!(drop_of(verdicts[k]), Some(reason), "{ctx}");
+                            assert_eq!(outs[k], regular_v4(SRC, dst(*f), *cap), "{ctx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let c = *st.counters();
+    let got = Counters {
+        requests: c.requests - before.requests,
+        requests_stamped: c.requests_stamped - before.requests_stamped,
+        // The twin reports a reclaimed entry as created.
+        flows_created: c.flows_created - before.flows_created + c.flows_reclaimed
+            - before.flows_reclaimed,
+        table_full: c.table_full - before.table_full,
+        regular: c.regular - before.regular,
+        privileged: c.privileged - before.privileged,
+        best_effort: c.best_effort - before.best_effort,
+        feedback_current: c.feedback_current - before.feedback_current,
+        feedback_previous: c.feedback_previous - before.feedback_previous,
+        feedback_unissued: c.feedback_unissued - before.feedback_unissued,
+        restamped: c.restamped - before.restamped,
+        bad_mac: c.bad_mac - before.bad_mac,
+        over_window: c.over_window - before.over_window,
+        // Unknown flows (no entry) and stale capabilities are both
+        // `Expired` to the twin.
+        expired: c.expired - before.expired + c.unknown_flow - before.unknown_flow,
+        ..Counters::default()
+    };
+    assert_eq!(got, want, "seed {seed} hints {slot_hints} lag {lag}");
+    for f in 0..next_flow {
+        assert_eq!(st.router().flow(fid(f)), twin.flow(fid(f)), "flow {f}");
+    }
+    for i in 0..st.router().table().slots() {
+        assert_eq!(st.router().table().entry(i), twin.table().entry(i), "slot {i}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// [`random_bursts_match_the_router`] over random seeds, hint settings,
+    /// lags and sequences of bursts.
+    #[test]
+    fn random_bursts_match_the_router_packet_by_packet(
+        seed in proptest::prelude::any::<u64>(),
+        slot_hints in proptest::prelude::any::<bool>(),
+        lag in 1usize..=32,
+        steps in proptest::collection::vec(step(), 1..24),
+    ) {
+        random_bursts_match_the_router(seed, slot_hints, lag, &steps);
+    }
+}

@@ -5,7 +5,7 @@
 use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
-use super::scratch::{Carried, Reg};
+use super::scratch::{Carried, Reg, NO_HINT};
 use super::Burst;
 use super::FlowPolice;
 use crate::class;
@@ -21,13 +21,17 @@ fn hint(table: &FlowTable, r: &mut Reg, slot_hints: bool) {
     let home = r.home as usize;
     if !slot_hints {
         table.prefetch_rest(home);
+        r.hint = NO_HINT;
         return;
     }
     // No matching tag: the flow is absent (pass 3 reads no entry).
-    if let Some(h) = table.slot_hint(r.hash, home) {
-        table.prefetch_slot(h);
-        r.hint = h as u32;
-    }
+    r.hint = match table.slot_hint(r.hash, home) {
+        Some(h) => {
+            table.prefetch_slot(h);
+            h as u32
+        }
+        None => NO_HINT,
+    };
 }
 
 /// What [`FlowPolice::classify`] made of a packet.
@@ -66,10 +70,9 @@ impl FlowPolice {
         // `*n < BURST` (one per live packet): the modulo only spares the
         // bounds checks.
         let k = *n % BURST;
-        self.s.reg[k] = Reg::of(&c, hash, home, i);
+        self.s.reg[k].record(&c, hash, home, i);
         self.s.ord[i % BURST] = k as u8;
         self.blocks[k] = c.block;
-        self.s.mac[k] = c.mac;
         *n += 1;
         // Pass 1b, `lag` regular packets behind (one per new packet; the
         // last `lag` after the loop).
@@ -153,9 +156,8 @@ impl FlowPolice {
             }
             // `k < n ≤ BURST`: the modulo only spares the bounds checks.
             let k = k % BURST;
-            s.reg[k] = Reg::of(&c, hash, home, k);
+            s.reg[k].record(&c, hash, home, k);
             blocks[k] = c.block;
-            s.mac[k] = c.mac;
             if k >= lag {
                 hint(table, &mut s.reg[(k - lag) % BURST], HINTS);
             }

@@ -24,14 +24,19 @@
 //!    (about 1.5 lines per packet instead of the home chunk's three, and no
 //!    dependent misses for flows past their home chunk: the table is
 //!    memory-bound at 1M+ flows; measured in BENCHMARKS.md).
-//! 2. **Verify** all carried capabilities with one batched AES call; the
-//!    tags are compared as words, branch-free, into a drop mask.
+//! 2. **Verify** all carried capabilities with one batched AES call; each
+//!    tag is compared as a word: in a burst of regular packets only just
+//!    before the packet's update, otherwise branch-free into a drop mask.
 //! 3. **Update** the flow table (Algorithm 1) packet by packet, in arrival
 //!    order, at the hinted slot (a tag-guided window lookup when the hint is
-//!    wrong or the flow was created by a request earlier in the burst).
+//!    wrong or the flow was created by a request earlier in the burst). In a
+//!    burst of regular packets only, runs of common packets (a verified tag,
+//!    a right hint, Algorithm 1's fast path) take a loop without calls.
 //! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
-//!    each one (`P_id ‖ flow_id ‖ ts ‖ MAC` and the type byte, from one
-//!    record per new capability) in place with one bounds check.
+//!    each one in place with one bounds check: the type byte, `P_id` and the
+//!    MAC, from one record per new capability. The flow ID and `ts` are the
+//!    carried capability's on Algorithm 1's fast path; requests and the
+//!    other regular packets wrote theirs in pass 3.
 //!
 //! A live change ([`Element::reconfigure`], [`FlowPolice::apply_config`])
 //! runs between two bursts and keeps the flow table, the flows' state, the
@@ -104,8 +109,6 @@ pub struct FlowPolice {
     s: Scratch,
     /// AES batch (MAC inputs, then tags; then the new capabilities).
     blocks: [Block; BURST],
-    /// Pass 3/4: the plaintext of each new capability in `blocks`.
-    plain: [Block; BURST],
     /// The configuration the stage runs with (what a live change is
     /// compared against).
     config: Config,
@@ -149,7 +152,6 @@ impl FlowPolice {
             common_bursts: true,
             s: EMPTY_SCRATCH,
             blocks: [[0; 16]; BURST],
-            plain: [[0; 16]; BURST],
             config: cfg,
         })
     }
@@ -216,6 +218,15 @@ fn set_classes<B: PacketBuf>(batch: &mut Batch<B>, fast: Fast) {
         let c = if privileged & (1 << i) != 0 { class::PRIVILEGED } else { class::BEST_EFFORT };
         batch.set_class(i, c);
     }
+}
+
+/// Bytes `at..at + 26` of packet `i` (a shim's type byte through its
+/// capability), if the packet holds them.
+#[inline(always)]
+fn capability_bytes<B: PacketBuf>(bufs: &mut [B], i: u8, at: u16) -> Option<&mut [u8; 26]> {
+    let at = usize::from(at);
+    let d = bufs.get_mut(usize::from(i))?.data_mut().get_mut(at..at + 26)?;
+    d.try_into().ok()
 }
 
 /// A full ingress policer of `cap` at `now_ns`.
@@ -305,22 +316,34 @@ impl FlowPolice {
         t: &mut Tally,
     ) -> usize {
         let n = n.min(BURST);
-        // The tags as words, branch-free, into a mask of ordinals.
-        let mut bad = 0u32;
-        for (k, (tag, &mac)) in self.blocks[..n].iter().zip(&self.s.mac[..n]).enumerate() {
-            let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-            bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << k;
-        }
-        if bad != 0 {
-            self.drop_bad_macs(batch, bad);
-        }
-        // New capabilities go to `blocks[m]`, `m ≤ k`: tag `k` was read.
+        // Runs of common packets (a verified tag, a right slot hint and
+        // Algorithm 1's fast path) in a loop without calls, its state in
+        // registers; each other packet, in order, out of line.
         let (mut m, mut f) = (0, Fast::default());
-        for k in Indices::of(((1u64 << n) - 1) as u32 & !bad) {
-            self.regular_pass3(batch, k, now_ms, &mut m, &mut f, t);
+        let mut todo = ((1u64 << n) - 1) as u32;
+        loop {
+            todo = self.pass3_common_run(batch, todo, now_ms, &mut m, &mut f);
+            if todo == 0 {
+                break;
+            }
+            let k = todo.trailing_zeros() as usize;
+            if self.tag_ok(k) {
+                m = self.regular_pass3_rest(batch, k, now_ms, m, t);
+            } else {
+                self.drop_bad_macs(batch, 1 << k);
+            }
+            todo &= todo - 1;
         }
         *fast = f;
         m
+    }
+
+    /// Whether the `k`-th regular packet's capability verified: the first
+    /// eight bytes of its AES output (pass 2, `blocks[k]`) are its MAC.
+    #[inline(always)]
+    fn tag_ok(&self, k: usize) -> bool {
+        let tag = self.blocks[k % BURST].first_chunk::<8>().copied().unwrap_or_default();
+        u64::from_ne_bytes(tag) == self.s.reg[k % BURST].mac
     }
 
     /// Drops the packets whose capabilities do not verify (`bad`: a mask
@@ -347,7 +370,7 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         // (while the entries load).
         self.router.key().mac_blocks(&mut self.blocks[..n]);
         // Pass 3: table updates in arrival order; new capabilities' MAC
-        // inputs (and plaintexts) gathered for pass 4.
+        // inputs gathered for pass 4.
         let mut m = 0;
         if request == 0 {
             // The common burst: regular packets only, their ordinals `k` in
@@ -358,10 +381,9 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         } else {
             // Compare the tags as words, branch-free.
             let mut bad = 0u32;
-            let macs = self.s.reg[..n].iter().zip(&self.blocks[..n]).zip(&self.s.mac[..n]);
-            for ((r, tag), &mac) in macs {
+            for (r, tag) in self.s.reg[..n].iter().zip(&self.blocks[..n]) {
                 let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-                bad |= u32::from(u64::from_ne_bytes(*tag) != mac) << (usize::from(r.i) % BURST);
+                bad |= u32::from(u64::from_ne_bytes(*tag) != r.mac) << (usize::from(r.i) % BURST);
             }
             if bad != 0 {
                 self.counters.bad_mac += u64::from(bad.count_ones());
@@ -387,20 +409,17 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         };
         set_classes(batch, classes);
         // Pass 4: MAC the new capabilities together and write each one
-        // (`P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, and the
-        // type byte: a request's own) with one bounds check.
+        // (the type byte, a request's own; `P_id` and the MAC of
+        // `P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, whose flow
+        // ID and `ts` are there already) with one bounds check.
         let m = m.min(BURST);
         self.router.key().mac_blocks(&mut self.blocks[..m]);
-        let stamps = self.s.stamp[..m].iter().zip(&self.plain[..m]).zip(&self.blocks[..m]);
-        for ((st, plain), mac) in stamps {
-            let (i, at) = (usize::from(st.i), usize::from(st.at));
-            let Some(d) =
-                batch.buf_mut(i).data_mut().get_mut(at..).and_then(|d| d.first_chunk_mut::<26>())
-            else {
-                continue;
-            };
+        // All buffers at once: their slice stays in registers.
+        let (bufs, _) = batch.bufs_mut_metas();
+        for (st, mac) in self.s.stamp[..m].iter().zip(&self.blocks[..m]) {
+            let Some(d) = capability_bytes(bufs, st.i, st.at) else { continue };
             d[1] = st.ty;
-            d[4..18].copy_from_slice(&plain[..14]);
+            d[4..6].copy_from_slice(&st.pid.to_be_bytes());
             d[18..26].copy_from_slice(&mac[..8]);
         }
         // Per-burst tallies into the counters.

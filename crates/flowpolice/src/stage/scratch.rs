@@ -27,23 +27,24 @@ pub(super) struct Scratch {
     /// Regular packets: the ordinal `k` of batch index `i` (read only by
     /// bursts that mix requests in).
     pub(super) ord: [u8; BURST],
-    /// The carried capability's MAC, as a native-endian word, of the `k`-th
-    /// regular packet (next to `blocks`, for pass 2's compare).
-    pub(super) mac: [u64; BURST],
     /// Pass 4: the `m`-th new capability's packet.
     pub(super) stamp: [Stamp; BURST],
 }
 
-/// What pass 1 records of a regular packet (40 bytes).
+/// What pass 1 records of a regular packet (48 bytes).
 #[derive(Clone, Copy)]
 pub(super) struct Reg {
     /// Flow ID of the carried capability.
     pub(super) fid: u64,
+    /// The carried capability's MAC, as a native-endian word (compared
+    /// with pass 2's output).
+    pub(super) mac: u64,
     /// Table hash of `fid`.
     pub(super) hash: u64,
     /// The home slot ([`crate::FlowTable::home`]).
     pub(super) home: u32,
-    /// The slot hint ([`crate::FlowTable::slot_hint`]), [`NO_HINT`] for none.
+    /// The slot hint ([`crate::FlowTable::slot_hint`]), [`NO_HINT`] for none
+    /// (written by pass 1b).
     pub(super) hint: u32,
     /// The carried capability's `ts`.
     pub(super) ts: u32,
@@ -56,33 +57,35 @@ pub(super) struct Reg {
 }
 
 const EMPTY_REG: Reg =
-    Reg { fid: 0, hash: 0, home: 0, hint: NO_HINT, ts: 0, pid: 0, shim: 0, i: 0 };
+    Reg { fid: 0, mac: 0, hash: 0, home: 0, hint: NO_HINT, ts: 0, pid: 0, shim: 0, i: 0 };
 
 impl Reg {
-    /// The record of packet `i` carrying `c`, whose flow hashes to `hash`
-    /// with home slot `home`; no slot hint yet.
+    /// Records packet `i` carrying `c`, whose flow hashes to `hash` with
+    /// home slot `home`, here: every field but the slot hint, which pass 1b
+    /// writes.
     #[inline(always)]
-    pub(super) fn of(c: &Carried, hash: u64, home: usize, i: usize) -> Reg {
-        Reg {
-            fid: c.fid,
-            hash,
-            home: home as u32,
-            hint: NO_HINT,
-            ts: c.ts,
-            pid: c.pid,
-            shim: c.shim as u16,
-            i: i as u8,
-        }
+    pub(super) fn record(&mut self, c: &Carried, hash: u64, home: usize, i: usize) {
+        self.fid = c.fid;
+        self.mac = c.mac;
+        self.hash = hash;
+        self.home = home as u32;
+        self.ts = c.ts;
+        self.pid = c.pid;
+        self.shim = c.shim as u16;
+        self.i = i as u8;
     }
 }
 
-/// A new capability's packet for pass 4: batch index, shim offset and the
-/// type byte to write (a request's own, unchanged).
+/// A new capability's packet for pass 4: batch index, shim offset, the
+/// type byte to write (a request's own, unchanged) and the new packet ID.
+/// The capability's flow ID and `ts` are in the packet already (pass 3
+/// writes those that change).
 #[derive(Clone, Copy)]
 pub(super) struct Stamp {
     pub(super) i: u8,
     pub(super) ty: u8,
     pub(super) at: u16,
+    pub(super) pid: u16,
 }
 
 /// No slot hint: no tag of the window matches (the flow is absent), or
@@ -96,8 +99,7 @@ pub(super) const EMPTY_SCRATCH: Scratch = Scratch {
     level: [0; BURST],
     reg: [EMPTY_REG; BURST],
     ord: [0; BURST],
-    mac: [0; BURST],
-    stamp: [Stamp { i: 0, ty: 0, at: 0 }; BURST],
+    stamp: [Stamp { i: 0, ty: 0, at: 0, pid: 0 }; BURST],
 };
 
 /// The type byte of a forwarded regular packet (type in the top two bits,

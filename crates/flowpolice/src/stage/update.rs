@@ -38,15 +38,15 @@ impl FlowPolice {
                 batch.set_class(i, class::request(level));
                 self.counters.requests_stamped += 1;
                 t.requests_stamped += 1;
-                let b = mac_block(p_id, fid, ts);
                 // `*n < BURST`: the modulo only spares the bounds checks.
                 let m = *n % BURST;
-                self.blocks[m] = b;
-                self.plain[m] = b;
+                self.blocks[m] = mac_block(p_id, fid, ts);
                 // A request keeps its type byte: pass 4 writes it back.
                 let at = self.s.shim[i % BURST];
                 let ty = batch.data(i).get(usize::from(at) + 1).copied().unwrap_or(0);
-                self.s.stamp[m] = Stamp { i: i as u8, ty, at };
+                // Its capability's flow ID and `ts` now; pass 4 the rest.
+                write_fid_ts(batch, i, at, Some(fid), ts);
+                self.s.stamp[m] = Stamp { i: i as u8, ty, at, pid: p_id };
                 *n += 1;
             }
             Err(_) => {
@@ -86,8 +86,8 @@ impl FlowPolice {
             Some((mark, issue)) => {
                 // `ts` is the current period's. The class is set with the
                 // burst's others (`fast`).
-                let privileged =
-                    self.accepted(batch, i, r.shim, fid, mark, issue.map(|id| (id, ts)), n);
+                let issue = issue.map(|id| (id, ts));
+                let privileged = self.accepted::<B, true>(batch, i, r.shim, fid, mark, issue, n);
                 fast.accepted |= 1 << i;
                 fast.privileged |= u32::from(privileged) << i;
             }
@@ -95,12 +95,51 @@ impl FlowPolice {
         }
     }
 
+    /// [`Self::regular_pass3`] for the ordinals in `todo`, in order, while
+    /// they are common packets (a verified tag, a right slot hint and
+    /// [`FlowEntry::regular_fast_slot`](crate::FlowEntry::regular_fast_slot));
+    /// returns `todo` from the first other packet on (nothing done for it),
+    /// 0 when all were common.
+    #[inline(always)]
+    pub(super) fn pass3_common_run<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        mut todo: u32,
+        now_ms: u64,
+        n: &mut usize,
+        fast: &mut Fast,
+    ) -> u32 {
+        let (mut m, mut f) = (*n, *fast);
+        while todo != 0 {
+            let k = todo.trailing_zeros() as usize;
+            if !self.tag_ok(k) {
+                break;
+            }
+            let r = self.s.reg[k % BURST];
+            let (i, at) = (usize::from(r.i) % BURST, r.shim);
+            // No hint (`NO_HINT`) names no slot of the table, or one that
+            // does not hold the flow.
+            let common = match self.router.hinted_slot(r.fid, r.hint as usize) {
+                (Some(e), p) => e.regular_fast_slot(r.ts, r.pid, now_ms, p),
+                (None, _) => None,
+            };
+            let Some((mark, issue)) = common else { break };
+            let issue = issue.map(|id| (id, r.ts));
+            let privileged = self.accepted::<B, true>(batch, i, at, r.fid, mark, issue, &mut m);
+            f.accepted |= 1 << i;
+            f.privileged |= u32::from(privileged) << i;
+            todo &= todo - 1;
+        }
+        (*n, *fast) = (m, f);
+        todo
+    }
+
     /// [`Self::regular_pass3`] from the start for the other packets (no or
     /// a wrong hint, or not Algorithm 1's fast path, which then changed
     /// nothing): the lookup by hint, tags or window, and the update.
     /// Returns the new `n`.
     #[inline(never)]
-    fn regular_pass3_rest<B: PacketBuf>(
+    pub(super) fn regular_pass3_rest<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         k: usize,
@@ -129,7 +168,8 @@ impl FlowPolice {
         match r {
             Ok(p) => {
                 t.feedback[feedback_index(p.feedback)] += 1;
-                let privileged = self.accepted(batch, i, g.shim, fid, p.mark, p.issue, &mut n);
+                let privileged =
+                    self.accepted::<B, false>(batch, i, g.shim, fid, p.mark, p.issue, &mut n);
                 t.accepted.accepted |= 1 << i;
                 t.accepted.privileged |= u32::from(privileged) << i;
             }
@@ -152,10 +192,12 @@ impl FlowPolice {
     /// An accepted regular packet (shim at `at`): its new capability
     /// (`issue`: packet ID and `ts`) queued for pass 4 or, without one,
     /// its type byte written now. Returns whether it is privileged (the
-    /// caller sets the class).
+    /// caller sets the class). `CARRIED_TS`: the new capability's `ts` is
+    /// the carried one's (Algorithm 1's fast path), otherwise it is
+    /// written into the packet now.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn accepted<B: PacketBuf>(
+    fn accepted<B: PacketBuf, const CARRIED_TS: bool>(
         &mut self,
         batch: &mut Batch<B>,
         i: usize,
@@ -171,13 +213,14 @@ impl FlowPolice {
         let ty = if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE };
         match issue {
             Some((p_id, ts)) => {
-                let b = mac_block(p_id, fid, ts);
                 // `*n < BURST`: the modulo only spares the bounds checks.
                 let k = *n % BURST;
-                self.blocks[k] = b;
-                self.plain[k] = b;
-                self.s.stamp[k] = Stamp { i: i as u8, ty, at };
+                self.blocks[k] = mac_block(p_id, fid, ts);
+                self.s.stamp[k] = Stamp { i: i as u8, ty, at, pid: p_id };
                 *n += 1;
+                if !CARRIED_TS {
+                    write_fid_ts(batch, i, at, None, ts);
+                }
             }
             None => {
                 if let Some(b) = batch.buf_mut(i).data_mut().get_mut(usize::from(at) + 1) {
@@ -187,4 +230,19 @@ impl FlowPolice {
         }
         privileged
     }
+}
+
+/// Writes a new capability's flow ID (if given) and `ts` into packet `i`
+/// (shim at `at`; nothing if the packet does not hold the capability, as
+/// in pass 4). Out of line: only requests and regular packets off
+/// Algorithm 1's fast path change them.
+#[cold]
+#[inline(never)]
+fn write_fid_ts<B: PacketBuf>(batch: &mut Batch<B>, i: usize, at: u16, fid: Option<u64>, ts: u32) {
+    let (bufs, _) = batch.bufs_mut_metas();
+    let Some(d) = super::capability_bytes(bufs, i as u8, at) else { return };
+    if let Some(fid) = fid {
+        d[6..14].copy_from_slice(&fid.to_be_bytes());
+    }
+    d[14..18].copy_from_slice(&ts.to_be_bytes());
 }

@@ -62,6 +62,16 @@ impl FlowTable {
         (e.flow_id == flow_id && e.is_occupied()).then_some(e)
     }
 
+    /// The entry at slot `i` if its flow ID is `flow_id`, occupied or not
+    /// (the caller tests occupancy with its other flags: an empty slot
+    /// holds flow ID 0). `None` also for a slot past the table (e.g.
+    /// `u32::MAX`, no hint).
+    #[inline(always)]
+    pub(crate) fn hinted_slot_mut(&mut self, i: usize, flow_id: u64) -> Option<&mut FlowEntry> {
+        let e = self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])?;
+        (e.flow_id == flow_id).then_some(e)
+    }
+
     /// [`find_tagged`](Self::find_tagged) without a (right) hint: kept out
     /// of line, off the hinted fast path.
     #[inline(never)]
@@ -300,8 +310,9 @@ impl FlowTable {
         let FlowTable { tags, chunks, probed, len, .. } = self;
         let tags: &mut [u8; BLOCK] =
             tags.get_mut(h..).and_then(|x| x.first_chunk_mut()).ok_or(Full)?;
+        let c = h / CHUNK_SLOTS;
         let chunks: &mut [super::Chunk; CHUNKS] =
-            chunks.get_mut(h / CHUNK_SLOTS..).and_then(|c| c.first_chunk_mut()).ok_or(Full)?;
+            chunks.get_mut(c..c + CHUNKS).and_then(|c| c.try_into().ok()).ok_or(Full)?;
         let (mut m, zero) = block_candidates(memhint::byte_masks(tags, t), !0);
         let mut read = 0u64;
         while m != 0 {
@@ -317,23 +328,11 @@ impl FlowTable {
             m &= m - 1;
         }
         // Absent: the first idle slot before the first empty one, else the
-        // empty one (`end` = 32 when none is empty).
+        // empty one (`end` = 32 when none is empty). The slots are read in
+        // order, so the count read follows from where the scan stopped.
         let end = zero.trailing_zeros() as usize;
-        let mut idle = None;
-        if end > 0 {
-            read += 1;
-            if chunks[0].0[0].is_idle(now_ms, p) {
-                idle = Some(0);
-            } else {
-                for k in 1..end.min(BLOCK) {
-                    read += 1;
-                    if chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS].is_idle(now_ms, p) {
-                        idle = Some(k);
-                        break;
-                    }
-                }
-            }
-        }
+        let idle = first_idle(chunks, end, now_ms, p);
+        read += idle.map_or(end, |k| k + 1) as u64;
         *probed += read;
         let k = match idle {
             Some(k) => k,
@@ -357,4 +356,24 @@ impl FlowTable {
         };
         Ok((slot, e, id))
     }
+}
+
+/// The first slot of `chunks` before slot `end` whose flow is idle
+/// ([`FlowEntry::is_idle`]), walking the entries in order (no slot index
+/// arithmetic per entry).
+#[inline(always)]
+fn first_idle(chunks: &[super::Chunk], end: usize, now_ms: u64, p: &Params) -> Option<usize> {
+    let mut k = 0;
+    for c in chunks {
+        for e in &c.0 {
+            if k >= end {
+                return None;
+            }
+            if e.is_idle(now_ms, p) {
+                return Some(k);
+            }
+            k += 1;
+        }
+    }
+    None
 }
