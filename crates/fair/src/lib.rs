@@ -75,12 +75,20 @@
 //!   channel's packets with the channel's counters and policer fill in
 //!   locals, prefetches a channel's state when the cache first meets it, and
 //!   strips the header by patching the IP header in the register copy that
-//!   moves it.
+//!   moves it; a packet like the one before it (same flow, same second)
+//!   takes that one's pass-1 outcome, and a burst at one common layout
+//!   runs pass 3 with the header's offsets as constants. The source
+//!   reserves a one-flow burst's sequence numbers up front and writes each
+//!   header whole in one touch, the ICV bytes through kept references.
 //!
 //! The §9 test checklist (every test case ID → test) is `tests/README.md`.
 //!
 //! * **Shared state.** The source's sequence counter is one `AtomicU32` per
-//!   channel shared by workers (uniqueness of `(ts, seqno)`); token buckets
+//!   channel shared by workers (uniqueness of `(ts, seqno)`). One flow's
+//!   burst reserves its numbers before stamping and gives back those left
+//!   unused (drops); if another worker reserved in between, they stay a
+//!   gap in the sequence, which the destination tolerates (it needs the
+//!   pairs unique, not dense). Token buckets
 //!   are per worker (configure each with its share CIR/W, CBS/W); data key
 //!   rings are immutable `Arc`s swapped between bursts (RCU-style).
 #![forbid(unsafe_code)]

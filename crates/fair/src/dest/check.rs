@@ -6,6 +6,7 @@
 use mac::Block;
 use pipeline::{Batch, DropReason, Now, PacketBuf, Proto, BURST, NO_OFFSET};
 
+use super::pass1::Lay;
 use super::{ChannelStats, DestChannel, DestConfig, DestStats, Todo};
 use crate::bucket::take;
 use crate::common::{run_end, Hot};
@@ -21,7 +22,9 @@ struct Totals {
     icv_fail: u64,
 }
 
-/// Passes 2 and 3 over the `n` packets pass 1 queued in `todo`.
+/// Passes 2 and 3 over the `n` packets pass 1 queued in `todo` (`mixed`:
+/// of more than one channel, else they are one run; `lay`: their common
+/// layout, if known).
 #[allow(clippy::too_many_arguments)] // the stage's split borrows
 #[inline(always)]
 pub(super) fn runs<B: PacketBuf, S: RecordSink>(
@@ -33,7 +36,7 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
     events: &mut Vec<(u32, Violation)>,
     todo: &[Todo; BURST],
     blocks: &mut [Block; BURST],
-    n: usize,
+    (n, mixed, lay): (usize, bool, Lay),
     stats: &mut DestStats,
     fast: bool,
 ) {
@@ -42,12 +45,24 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
     let mut s = 0;
     while s < n {
         let c = todo[s].chan;
-        let run = s..run_end(todo, s, n, |t| t.chan);
+        let end = if mixed || !fast { run_end(todo, s, n, |t| t.chan) } else { n };
+        let run = s..end;
         s = run.end;
         let Some(ch) = channels.get_mut(c as usize) else { continue };
         ch.k_sd.encrypt_blocks(&mut blocks[run.clone()]);
         let (todo, blocks) = (&todo[run.clone()], &blocks[run]);
-        check_run(batch, now, cfg, ch, sink, events, todo, blocks, stats, &mut tot, fast);
+        let (e, st, tot) = (&mut *events, &mut *stats, &mut tot);
+        // One loop per common layout: its capture and strip at constant
+        // offsets, no layout test per packet.
+        match lay {
+            Lay::V6At0 if fast => {
+                check_run::<_, _, 1>(batch, now, cfg, ch, sink, e, todo, blocks, st, tot, fast)
+            }
+            Lay::V6At14 if fast => {
+                check_run::<_, _, 2>(batch, now, cfg, ch, sink, e, todo, blocks, st, tot, fast)
+            }
+            _ => check_run::<_, _, 0>(batch, now, cfg, ch, sink, e, todo, blocks, st, tot, fast),
+        }
     }
     stats.icv_fail += tot.icv_fail;
     stats.accepted += tot.accepted;
@@ -57,10 +72,12 @@ pub(super) fn runs<B: PacketBuf, S: RecordSink>(
 /// Pass 3 for one run of channel `ch`'s packets (their ICVs computed in
 /// `blocks`): verify, capture, monitor, police, strip. `fast`: the
 /// fixed-layout capture and strip and the monitor's run call (tests turn
-/// them off for the reference: per packet, general paths).
+/// them off for the reference: per packet, general paths). `LAY`: 1 or 2
+/// when every packet of the run is at layout [`Lay::V6At0`] or
+/// [`Lay::V6At14`] (its location fields constants), else 0.
 #[allow(clippy::too_many_arguments)] // the stage's split borrows
 #[inline(always)]
-fn check_run<B: PacketBuf, S: RecordSink>(
+fn check_run<B: PacketBuf, S: RecordSink, const LAY: u8>(
     batch: &mut Batch<B>,
     now: Now,
     cfg: &DestConfig,
@@ -86,8 +103,24 @@ fn check_run<B: PacketBuf, S: RecordSink>(
     // Packets with a valid ICV: the run's less those that fail (counted
     // after the loop, which keeps one counter fewer per packet).
     let fails_before = tot.icv_fail;
+    // The common layouts take the fast paths (the reference never has them).
+    let fast = LAY != 0 || fast;
     for (t, b) in todo.iter().zip(blocks) {
-        let (i, h) = (t.pkt as usize, &t.h);
+        // At a common layout, the header's location fields are constants
+        // (equal to the packet's, see `Lay::of`): what reads them folds.
+        let at;
+        let h = match LAY {
+            1 => {
+                at = Hot { l3_off: 0, fair_off: 40, len: 16, v6: true, n_slots: 7, ..t.h };
+                &at
+            }
+            2 => {
+                at = Hot { l3_off: 14, fair_off: 54, len: 16, v6: true, n_slots: 7, ..t.h };
+                &at
+            }
+            _ => &t.h,
+        };
+        let i = t.pkt as usize;
         // One ICV byte: the accept/drop outcome is observable anyway, so a
         // plain comparison leaks nothing a constant-time one would hide.
         if h.icv() != b[0] {
@@ -126,7 +159,7 @@ fn check_run<B: PacketBuf, S: RecordSink>(
         if (!h.v6 || cfg.strip_ipv6)
             && if fast { strip_bytes(d, h) } else { wire::strip_hot_bytes(d, h).is_ok() }
         {
-            stripped(buf, meta, h);
+            stripped(buf, meta, h.len);
         }
     }
     if ticked {
@@ -162,7 +195,7 @@ fn mon_item(now_s: u64, t: &Todo) -> (u64, u32, impl FnOnce() -> u64 + '_) {
 #[inline(always)]
 pub(super) fn strip<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
     if wire::strip_hot_bytes(buf.data_mut(), h).is_ok() {
-        stripped(buf, meta, h);
+        stripped(buf, meta, h.len);
     }
 }
 
@@ -207,22 +240,25 @@ fn strip16<const L3O: usize, const E: usize>(d: &mut [u8]) -> bool {
     const { assert!(E == L3O + 56) };
     let Some(v) = d.first_chunk_mut::<E>() else { return false };
     let (w, _) = v[L3O + 4..].split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+    // Payload Length ‖ Next Header ‖ Hop Limit: the length less 16
+    // (saturating) in the word itself, then the next header replaced.
     let w = u32::from_be_bytes(*w);
-    let pl = ((w >> 16) as u16).saturating_sub(16);
-    let w = (u32::from(pl) << 16) | (u32::from(v[L3O + 40]) << 8) | (w & 0xFF);
+    let w = if w >= 16 << 16 { w - (16 << 16) } else { w & 0xFFFF };
+    let w = (w & 0xFFFF_00FF) | (u32::from(v[L3O + 40]) << 8);
     v.copy_within(..L3O + 40, 16);
     v[L3O + 20..L3O + 24].copy_from_slice(&w.to_be_bytes());
     true
 }
 
-/// Drops the stripped header's bytes from the front and updates the metadata.
+/// Drops the stripped header's `len` bytes from the front and updates the
+/// metadata.
 #[inline(always)]
-fn stripped<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, h: &Hot) {
-    if buf.adj(h.len as usize).is_ok() {
+fn stripped<B: PacketBuf>(buf: &mut B, meta: &mut pipeline::Meta, len: u8) {
+    if buf.adj(len as usize).is_ok() {
         meta.proto = Proto::None;
         meta.proto_off = NO_OFFSET;
         if meta.l4_off != NO_OFFSET {
-            meta.l4_off = meta.l4_off.saturating_sub(h.len as u16);
+            meta.l4_off = meta.l4_off.saturating_sub(len as u16);
         }
     }
 }

@@ -17,19 +17,26 @@
 //! outcomes (stale, unknown channel, a new source) are out of line. Its
 //! leading packets that take the lean path all through (the usual burst)
 //! are read through the batch's slices without writing it, the common IPv6
-//! layout from one fixed-size view; the general loop takes over at the
-//! first packet that does not. Property tests hold these fast paths to the
-//! general ones. The source classification is cached across bursts (reset
-//! by every table change).
-//! Passes 2 and 3 go run by run of one channel's packets: one pipelined AES
+//! layout from one fixed-size view, and a packet like the one before it
+//! (same metadata, source address, FAIR header bytes 0..4 and NextAS: the
+//! same flow stamped in the same second) takes that one's outcome with no
+//! header checks or class lookup, reading only its length field and
+//! header word; the general loop takes over at the first packet that
+//! does not. Property tests hold these fast paths to the general ones.
+//! The source classification is cached across bursts (reset by every
+//! table change).
+//! Passes 2 and 3 go run by run of one channel's packets (one run, known
+//! without scanning, when pass 1 saw one channel): one pipelined AES
 //! call for the run's ICVs, then per packet the checks and capture, with the
 //! channel's counters and policer fill kept in locals and stored once per
 //! run (a property test holds the verdicts and channel state to a
 //! per-packet `TokenBucket::try_consume` reference). The common IPv6
-//! layout is captured and stripped from fixed-size views; the monitor
-//! takes the run's packets after its first in one call (a replay of the
-//! previous packet costs no filter lookup). A property test holds pass 3's
-//! fast paths to the general ones.
+//! layout is captured and stripped from fixed-size views; when pass 1 saw
+//! every packet at one such layout, pass 3 runs a loop of its own with
+//! the header's location fields as constants (no layout test per
+//! packet). The monitor takes the run's packets after its first in one
+//! call (a replay of the previous packet costs no filter lookup). A
+//! property test holds pass 3's fast paths to the general ones.
 //!
 //! ## Where things are
 //! This module holds the channel, the stage, its tables and its burst;

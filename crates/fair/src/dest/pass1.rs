@@ -15,9 +15,11 @@ use crate::time::{is_past, now16, FRESH};
 use packet::fair::FIXED_LEN;
 
 /// Pass 1 over the burst; returns how many packets it queued in `todo`
-/// (with their ICV inputs in `blocks`). Classification is cached (across
-/// bursts too): packets of one source (same raw address bytes, port and
-/// slot count) arrive back to back.
+/// (with their ICV inputs in `blocks`), whether they are of more than one
+/// channel (`false`: one run, no scan for its end) and their common
+/// layout ([`Lay`]). Classification is
+/// cached (across bursts too): packets of one source (same raw address
+/// bytes, port and slot count) arrive back to back.
 #[allow(clippy::too_many_arguments)] // the stage's split borrows
 #[inline(always)]
 pub(super) fn run<B: PacketBuf>(
@@ -30,17 +32,18 @@ pub(super) fn run<B: PacketBuf>(
     blocks: &mut [Block; BURST],
     stats: &mut DestStats,
     fast_on: bool,
-) -> usize {
+) -> (usize, bool, Lay) {
     let now_s = now.unix_secs();
     let n16 = now16(now_s);
     // The leading run of packets the lean path admits, read through the
     // batch without writing it; the general loop takes over from the
     // first packet it does not (with the same queue and cache so far).
-    let (mut n, rest) = if fast_on {
+    let (mut n, rest, mut mixed, lay) = if fast_on {
         lean_prefix(batch, n16, t, last, todo, blocks)
     } else {
-        (0, batch.live_mask())
+        (0, batch.live_mask(), false, Lay::Other)
     };
+    let n_lean = n;
     for i in Indices::of(rest) {
         // The metadata fields pass 1 needs, read once.
         let meta = batch.meta(i);
@@ -73,11 +76,13 @@ pub(super) fn run<B: PacketBuf>(
             continue;
         };
         blocks[k] = icv_block_w(h.len_field, h.w);
+        mixed |= n > 0 && ci != todo[0].chan;
         let t = &mut todo[k];
         (t.pkt, t.age, t.chan) = (i as u8, age as i8, ci);
         n += 1;
     }
-    n
+    // A packet queued here: the layout is not known to be common.
+    (n, mixed, if n == n_lean { lay } else { Lay::Other })
 }
 
 /// Pass 1 for the leading packets that take the lean path all through:
@@ -85,8 +90,9 @@ pub(super) fn run<B: PacketBuf>(
 /// them it queues exactly what the general loop of [`run`] would, with no
 /// write to the batch (none of them is dropped and their metadata is
 /// already right): the batch's buffers and metadata are read as slices.
-/// Returns how many it queued and the live packets left for the general
-/// loop (from the first it does not take on).
+/// Returns how many it queued, the live packets left for the general
+/// loop (from the first it does not take on) and whether the queued
+/// packets are of more than one channel.
 #[inline(always)]
 fn lean_prefix<B: PacketBuf>(
     batch: &Batch<B>,
@@ -95,22 +101,48 @@ fn lean_prefix<B: PacketBuf>(
     last: &mut ClassCache,
     todo: &mut [Todo; BURST],
     blocks: &mut [Block; BURST],
-) -> (usize, u32) {
+) -> (usize, u32, bool, Lay) {
     let (bufs, metas, live) = (batch.bufs(), batch.metas(), batch.live_mask());
     let all = if bufs.len() >= BURST { u32::MAX } else { (1u32 << bufs.len()) - 1 };
     if live == all {
         // Every packet live (the usual burst): packet i goes to slot i.
+        // A packet like the one before it (see `Same`) takes its outcome.
+        let mut same = Same::NONE;
+        // The first packet's channel (a packet like the one before it has
+        // that one's channel, already compared).
+        let (mut c0, mut mixed) = (0, false);
+        // Their layout (one like the one before it has that one's).
+        let mut lay = Lay::Other;
+        // Its queue entry, kept in memory (hidden from the optimizer once
+        // per burst): copied whole, not rebuilt field by field.
+        let mut tmpl_at = Todo::default();
+        let tmpl = core::hint::black_box(&mut tmpl_at);
         let slots = todo.iter_mut().zip(blocks.iter_mut());
         for (i, ((m, b), (t_i, b_i))) in metas.iter().zip(bufs).zip(slots).enumerate() {
-            let Some((ci, age, h)) = lean_one(m, b.data(), n16, t, last) else {
-                return (i, live & (u32::MAX << i));
+            let frame = b.data();
+            if let Some((lf, w, blk)) = same.like(m, frame) {
+                *t_i = *tmpl;
+                (t_i.pkt, t_i.h.len_field, t_i.h.w) = (i as u8, lf, w);
+                *b_i = blk;
+                continue;
+            }
+            let Some((ci, age, h)) = lean_one(m, frame, n16, t, last) else {
+                return (i, live & (u32::MAX << i), mixed, lay);
             };
+            if i == 0 {
+                (c0, lay) = (ci, Lay::of(&h));
+            } else if Lay::of(&h) != lay {
+                lay = Lay::Other;
+            }
+            mixed |= ci != c0;
             *b_i = icv_block(h.len_field, h.w);
             *t_i = Todo { pkt: i as u8, age, chan: ci, h };
+            *tmpl = *t_i;
+            same = Same::of(m, frame, &h);
         }
-        return (metas.len().min(BURST), 0);
+        return (metas.len().min(BURST), 0, mixed, lay);
     }
-    let mut n = 0usize;
+    let (mut n, mut mixed) = (0usize, false);
     let mut rest = live;
     while rest != 0 {
         let i = rest.trailing_zeros() as usize;
@@ -118,11 +150,12 @@ fn lean_prefix<B: PacketBuf>(
         let Some((ci, age, h)) = lean_one(m, b.data(), n16, t, last) else { break };
         let k = n % BURST;
         blocks[k] = icv_block(h.len_field, h.w);
+        mixed |= n > 0 && ci != todo[0].chan;
         todo[k] = Todo { pkt: i as u8, age, chan: ci, h };
         n += 1;
         rest &= rest - 1;
     }
-    (n, rest)
+    (n, rest, mixed, Lay::Other)
 }
 
 /// One packet of [`lean_prefix`]: its channel, stamp age and header, or
@@ -155,6 +188,120 @@ fn lean_one(
         reclassify(t, last, raw, key, h.v6, h.n_slots, m.port)
     };
     Some((ci?, age as i8, h))
+}
+
+/// The layout every packet of a burst's queue shares, if a common one:
+/// pass 3 then takes the header's location fields (offsets, length, slot
+/// count, carrier) as constants, so that its capture and strip run at
+/// constant offsets without telling the layout per packet (tests hold
+/// these paths to the general ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lay {
+    /// A 16-byte FAIR header (7 slots) right after the IPv6 fixed header
+    /// of a bare IP packet.
+    V6At0,
+    /// The same behind Ethernet (IPv6 at 14).
+    V6At14,
+    /// Any other, or not known to be one.
+    Other,
+}
+
+impl Lay {
+    /// The layout of header `h`.
+    #[inline(always)]
+    fn of(h: &Hot) -> Lay {
+        match (h.v6 && h.len == 16 && h.n_slots == 7, h.l3_off, h.fair_off) {
+            (true, 0, 40) => Lay::V6At0,
+            (true, 14, 54) => Lay::V6At14,
+            _ => Lay::Other,
+        }
+    }
+}
+
+/// The last packet [`lean_one`] took at the common IPv6 layout (see
+/// [`v6_front`]) with its outcome: a packet of the same flow, stamped in
+/// the same second (metadata fields `lean_one` reads, FAIR header bytes
+/// 0..4, NextAS and source address all equal to its), has the same header
+/// layout, stamp age and class, hence the same outcome but for the length
+/// field and header word, which [`Same::like`] reads: no header checks,
+/// no class lookup (the class cache still holds that packet's class).
+#[derive(Clone, Copy)]
+struct Same {
+    /// `(proto, l3, l3_off, proto_off, port)` of its metadata (`l3`
+    /// `L3::None`: no packet yet, nothing is like it).
+    meta: (Proto, L3, u16, u16, u16),
+    /// FAIR header bytes 0..4 (next header, length, timestamp), native order.
+    head: u32,
+    next_as: u8,
+    /// Its source address as a raw word.
+    src: u128,
+    /// Its IP header's offset and the end of its FAIR header.
+    l3: usize,
+    end: usize,
+}
+
+impl Same {
+    /// Nothing yet.
+    const NONE: Same =
+        Same { meta: (Proto::None, L3::None, 0, 0, 0), head: 0, next_as: 0, src: 0, l3: 0, end: 0 };
+
+    /// The packet `lean_one` just took (metadata `m`, bytes `frame`,
+    /// header `h`), if at the common IPv6 layout; else nothing.
+    #[inline(always)]
+    fn of(m: &Meta, frame: &[u8], h: &Hot) -> Same {
+        let l3 = h.l3_off as usize;
+        let at = l3 + 40;
+        let (Some(src), Some(head)) = (frame.get(l3 + 8..l3 + 24), frame.get(at..at + 4)) else {
+            return Same::NONE;
+        };
+        if !h.v6 || h.fair_off as usize != at {
+            return Same::NONE;
+        }
+        Same {
+            meta: (m.proto, m.l3, m.l3_off, m.proto_off, m.port),
+            head: u32::from_ne_bytes(head.try_into().unwrap_or([0; 4])),
+            next_as: h.next_as,
+            src: u128::from_ne_bytes(src.try_into().unwrap_or([0; 16])),
+            l3,
+            end: at + h.len as usize,
+        }
+    }
+
+    /// For a packet like this one (see [`Same`]): the length field and
+    /// header word [`lean_one`] reads (all else of its outcome is this
+    /// one's) and its ICV input ([`icv_block`]); `None` for any other
+    /// (`lean_one` decides it).
+    #[inline(always)]
+    fn like(&self, m: &Meta, frame: &[u8]) -> Option<(u16, u64, Block)> {
+        if self.meta.1 == L3::None || (m.proto, m.l3, m.l3_off, m.proto_off, m.port) != self.meta {
+            return None;
+        }
+        // The whole header in the frame (`v6_front`'s length check).
+        let f = frame.get(self.l3..self.end)?;
+        let a: &[u8; 49] = f.first_chunk::<49>()?;
+        let (ip, fh) = a.split_first_chunk::<40>()?;
+        let (w, rest) = fh.split_first_chunk::<8>()?;
+        let (src, _) = ip[8..].split_first_chunk::<16>()?;
+        let same = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) == self.head
+            && rest[0] == self.next_as
+            && u128::from_ne_bytes(*src) == self.src;
+        if !same {
+            return None;
+        }
+        let lf = [ip[4], ip[5]];
+        Some((u16::from_be_bytes(lf), u64::from_be_bytes(*w), icv_block_bytes(lf, w)))
+    }
+}
+
+/// [`icv_block`] from the bytes: the length field `lf` and the FAIR
+/// header's first 8 bytes `w` as they lie in the frame (little-endian
+/// words: no byte swaps; a test holds the two equal).
+#[inline(always)]
+fn icv_block_bytes(lf: [u8; 2], w: &[u8; 8]) -> Block {
+    // Block bytes: tag ‖ length field ‖ ts ‖ seqno (header bytes 2..7), zeros.
+    let x = (u64::from_le_bytes(*w) << 8) & 0xFFFF_FFFF_FF00_0000;
+    let lo = x | (u64::from(u16::from_le_bytes(lf)) << 8) | u64::from(TAG_ICV << 4);
+    u128::from(lo).to_le_bytes()
 }
 
 /// [`hot_lean`] and [`src_raw`] for the common IPv6 layout (the FAIR
@@ -431,6 +578,16 @@ mod tests {
             let (l3o, fo) = (l3 as u16, l3 as u16 + 40);
             let want = hot_lean(&f, L3::Ipv6, l3o, fo).and_then(|h| Some((h, src_raw(&f, &h)?)));
             assert_eq!(v6_front(&f, l3o, fo), want);
+        }
+    }
+
+    /// The ICV block from the frame's bytes is `icv_block_w`'s.
+    #[test]
+    fn icv_block_bytes_matches_crypto() {
+        let mut rng = Xoshiro::new(6);
+        for _ in 0..10_000 {
+            let (len, w) = (rng.next_u64() as u16, rng.next_u64());
+            assert_eq!(icv_block_bytes(len.to_be_bytes(), &w.to_be_bytes()), icv_block_w(len, w));
         }
     }
 

@@ -407,3 +407,95 @@ fn strip16_matches_general_strip() {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Pass 1's shortcut for a packet like the one before it (same flow,
+    /// same second: see `pass1::Same`) ends one-flow bursts exactly as the
+    /// general paths, whichever byte a packet changes (source address,
+    /// next header, length, stamp, sequence number, ICV, NextAS, payload
+    /// length), however it is cut short, and whatever metadata field
+    /// differs (port, offsets, layer): bytes, metadata, verdicts, records,
+    /// counters and channel state.
+    #[test]
+    fn one_flow_shortcut_matches_general_paths(
+        eth: bool, slots in 0usize..2, pad in 16usize..40, seq0 in 0u32..1000,
+        changes in proptest::collection::vec(
+            (0usize..32, 0u8..12, proptest::prelude::any::<u8>()), 0..6),
+    ) {
+        let k = Aes::new(&Key::from([7; 16]));
+        let (mut fast, mut slow) =
+            (ring_stage(false, eth, false, true), ring_stage(true, eth, false, true));
+        let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+        let l3 = if eth { 14 } else { 0 };
+        let now = 1_000_000u64;
+        let n = [7, 15][slots];
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        for i in 0..BURST {
+            let ts = now as u16;
+            let mut p = long_pkt(true, false, n, 0xb8, ts, seq0 + i as u32, &k, true, pad + i % 3, eth);
+            let mut m = Meta::new(0);
+            if let Ok(Some(f)) = locate_meta(&p, &m, framing, Codes::default()) {
+                set_meta(&mut m, &f);
+            }
+            for &(_, what, v) in changes.iter().filter(|c| c.0 == i) {
+                let f = l3 + 40;
+                let o = match what {
+                    0 => l3 + 8 + (v as usize % 16), // source address
+                    1 => f,                          // next header
+                    2 => f + 1,                      // header length
+                    3 => f + 2 + (v as usize % 2),   // stamp
+                    4 => f + 4 + (v as usize % 4),   // sequence number, ICV
+                    5 => f + 8,                      // NextAS
+                    6 => l3 + 4 + (v as usize % 2),  // payload length
+                    7 => {
+                        p.truncate(l3 + 40 + (v as usize % (n + 17)));
+                        continue;
+                    }
+                    8 => {
+                        m.port = u16::from(v % 3);
+                        continue;
+                    }
+                    9 => {
+                        m.proto_off = m.proto_off.wrapping_add(u16::from(v % 3) * 8);
+                        continue;
+                    }
+                    10 => {
+                        m.l3_off = m.l3_off.wrapping_add(u16::from(v % 2));
+                        continue;
+                    }
+                    _ => {
+                        m.l3 = pipeline::L3::Ipv4;
+                        continue;
+                    }
+                };
+                if let Some(x) = p.get_mut(o) {
+                    *x = v;
+                }
+            }
+            let j = b.push(p, 0).unwrap();
+            *b.meta_mut(j) = m;
+        }
+        let mut c: Batch<Vec<u8>> = Batch::new();
+        for i in 0..b.len() {
+            let j = c.push(b.data(i).to_vec(), 0).unwrap();
+            *c.meta_mut(j) = *b.meta(i);
+        }
+        let t = Now { mono_ns: now * 1_000_000_000, unix_ns: now * 1_000_000_000 };
+        fast.process(&mut b, t);
+        slow.process(&mut c, t);
+        for i in 0..b.len() {
+            proptest::prop_assert_eq!(b.data(i), c.data(i));
+            proptest::prop_assert_eq!(b.meta(i), c.meta(i));
+        }
+        proptest::prop_assert_eq!(fast.stats, slow.stats);
+        for (a, b) in fast.channels().iter().zip(slow.channels()) {
+            proptest::prop_assert_eq!(a.stats, b.stats);
+            proptest::prop_assert_eq!(&a.policer, &b.policer);
+        }
+        let (mut ra, mut rb) = (Vec::new(), Vec::new());
+        fast.sink_mut().drain(|r| ra.push(*r));
+        slow.sink_mut().drain(|r| rb.push(*r));
+        proptest::prop_assert_eq!(ra, rb);
+    }
+}

@@ -1,35 +1,47 @@
 //! The lead run of the source's burst path: the live packets from the
 //! first one on that go to one destination as plain IPv6 at one offset
 //! (bare IP or behind Ethernet) with one Next Header and a 16-byte FAIR
-//! header, i.e. one flow's burst. When the lead run is the whole burst,
-//! each packet is touched twice with every offset constant and nothing
-//! queued:
-//! 1. **check, shape, insert**, packet by packet: the 16 bytes prepended
-//!    first, then one check against what the first packet showed
-//!    (placement, version and Next Header in one word compare, lengths,
-//!    destination), the shaper fill in a register, the IP header moved to
-//!    the front with Payload Length and Next Header patched in a register
-//!    (the words the check loaded are the ones moved), the FAIR header's
-//!    zero half stored and the metadata set. Kept per packet: the first
-//!    word of its ICV input (the stamped packets are the run's packets
-//!    still live);
-//! 2. the sequence numbers reserved with one atomic add and the ICVs
-//!    computed as one same-key batch;
-//! 3. **seal**: per packet the FAIR header's first 8 bytes (next header,
-//!    length, timestamp, sequence number, ICV) in one store.
+//! header, i.e. one flow's burst. Each packet is located once, with every
+//! offset constant and nothing queued:
+//! 1. **reserve**: sequence numbers for every live packet of the burst
+//!    with one atomic add, before the run (so that each header can be
+//!    written whole in step 2);
+//! 2. **check, shape, stamp**, packet by packet through the batch's
+//!    slices: the 16 bytes prepended first, then one check against what
+//!    the first packet showed (placement, version and Next Header in one
+//!    word compare, lengths, destination), the shaper fill in a register,
+//!    the IP header moved to the front with Payload Length and Next
+//!    Header patched in a register (the words the check loaded are the
+//!    ones moved), the FAIR header stored whole but for its ICV byte
+//!    (next header, length, timestamp, the next sequence number, zero
+//!    slots) and the ICV input built. Kept per packet: a reference to its
+//!    ICV byte;
+//! 3. the ICVs computed as one same-key batch and stored through those
+//!    references; the sequence numbers the run did not use (dropped
+//!    packets, the packets after the one that ended it) given back
+//!    ([`SourceChannel::give_back`](super::SourceChannel::give_back));
+//!    the metadata set, the drops and undone prepends applied.
+//!
+//! The stamped packets get consecutive numbers in burst order, as the
+//! per-packet path gives them. A worker's give-back fails only when
+//! another worker reserved numbers of the same channel in between: the
+//! unused numbers then stay a gap in the channel's sequence, which the
+//! destination tolerates (spec §5.2 needs `(ts, seqno)` unique, not
+//! dense; the destination's duplicate filter and the verifiers'
+//! deduplication only group equal pairs, and nothing counts gaps).
 //!
 //! A packet that does not qualify ends the lead run (its prepend undone):
-//! the run's packets get their FAIR header without sequence number and
-//! ICV, as pass 1 writes it, and are queued, and pass 1 goes on from that
-//! packet with the memo and shaper state it would have had. A burst whose
-//! first packet does not qualify is pass 1's from the start.
+//! the run's packets are sealed as above, and pass 1 goes on from that
+//! packet with the memo and shaper state it would have had (its sequence
+//! numbers come after the run's). A burst whose first packet does not
+//! qualify is pass 1's from the start.
 
 use mac::Block;
 use pipeline::{Batch, DropReason, Indices, Meta, PacketBuf, BURST, L3, NO_OFFSET};
 
 use super::burst::{Chan, Pass1};
 use super::frame::{fair_head, plain_v6, update_meta};
-use super::{fib_lookup, layout, NonConforming, Todo, NO_CH};
+use super::{fib_lookup, layout, NonConforming, NO_CH};
 use crate::bucket::take;
 use crate::common::{l3_of, Framing};
 use crate::crypto::icv_hi;
@@ -95,7 +107,8 @@ impl Expect {
         let pl = (w >> 16) as u16;
         let ok = placed
             && w & VNH == self.vnh
-            && usize::from(pl.wrapping_sub(1)) < room.min(usize::from(self.max_pl))
+            && usize::from(pl).wrapping_sub(1) < usize::from(self.max_pl)
+            && usize::from(pl) <= room
             && *dst == self.dst;
         ok.then_some(pl)
     }
@@ -110,8 +123,6 @@ impl Pass1<'_> {
         &mut self,
         batch: &mut Batch<B>,
         route: &mut Route,
-        todo: &mut [Todo; BURST],
-        his: &mut [u64; BURST],
         blocks: &mut [Block; BURST],
     ) -> Lead {
         let live = batch.live();
@@ -136,8 +147,8 @@ impl Pass1<'_> {
             }
         }
         match l3o {
-            0 => self.lead_at::<B, 0, 40, 56>(batch, route, todo, his, blocks),
-            _ => self.lead_at::<B, 14, 54, 70>(batch, route, todo, his, blocks),
+            0 => self.lead_at::<B, 0, 40, 56>(batch, route, blocks),
+            _ => self.lead_at::<B, 14, 54, 70>(batch, route, blocks),
         }
     }
 
@@ -148,8 +159,6 @@ impl Pass1<'_> {
         &mut self,
         batch: &mut Batch<B>,
         route: &mut Route,
-        todo: &mut [Todo; BURST],
-        his: &mut [u64; BURST],
         blocks: &mut [Block; BURST],
     ) -> Lead {
         const { assert!(AT == L3O + 40 && END == AT + 16) };
@@ -195,175 +204,164 @@ impl Pass1<'_> {
         memhint::prefetch(&*ch.seq);
         memhint::prefetch(&ch.k_sd);
         let mut fill = ch.bucket.fill_at(self.now.mono_ns);
+        // Sequence numbers for every live packet, reserved before the
+        // run so that each packet's header is written whole in step 2;
+        // the numbers the run does not use are given back after it (see
+        // `SourceChannel::give_back`).
+        let want = live_bits.count_ones();
+        let base = ch.reserve_seqnos(want);
         let drop = cfg.nonconforming == NonConforming::Drop;
         // Payload Length + 16 and Next Header = FAIR in the header's
         // big-endian word holding them: an add and an xor.
         let patch = Patch::new::<L3O>(p.old_nh ^ code);
         // The ICV input's first word: tag, timestamp, 16 bytes more.
         let hi = icv_hi(16, ts, 0);
-        // Phase 1 (see the module docs). The inner loop is the run's own
-        // path, without calls (the fill stays in a register); anything
-        // else leaves it, is dealt with here, and the loop resumes.
+        let head = fair_head(p.old_nh, hdr_len, ts);
+        // Step 2 (see the module docs), the packets in order through the
+        // batch's slices: the ICV byte of each stamped packet is kept as a
+        // reference for step 3, so that no packet is located twice. What
+        // needs the batch itself (undoing a prepend, drops, the metadata)
+        // waits until the references are gone.
         let (mut k, mut over) = (0usize, 0u64);
-        let mut rest = live_bits;
-        let ended = loop {
-            let (j, stop) = loop {
-                if rest == 0 {
-                    break (0, Stop::Done);
-                }
-                let j = rest.trailing_zeros() as usize;
-                let (buf, meta) = batch.get_mut(j);
-                if buf.prepend(16).is_err() {
-                    break (j, Stop::NoRoom);
-                }
-                let d = buf.data_mut();
-                let room = d.len().wrapping_sub(END);
-                let Some(w) = d.first_chunk_mut::<END>() else { break (j, Stop::Other) };
-                let src = <&[u8; AT]>::try_from(&w[16..]).unwrap_or(&[0; AT]);
-                let Some(pl) = e.check::<L3O, AT>(src, room, meta) else {
-                    break (j, Stop::Other);
+        // Packets to drop (of them: over the rate), to un-prepend.
+        let (mut drops, mut over_drops, mut undo) = (0u32, 0u32, 0u32);
+        // The packet that ended the run (`BURST`: none did).
+        let mut end = BURST;
+        // The references to the ICV bytes (on the stack).
+        let mut icvs: [Option<&mut u8>; BURST] = [const { None }; BURST];
+        let (bufs, metas) = batch.bufs_mut_metas();
+        // Packet j's bit, shifted along (j itself is needed only where
+        // the run ends or drops a packet).
+        let mut bit = 1u32;
+        let mut metas = metas.iter();
+        for buf in bufs.iter_mut() {
+            let Some(meta) = metas.next() else { break };
+            let this = bit;
+            bit <<= 1;
+            if live_bits & this == 0 {
+                continue;
+            }
+            let j = this.trailing_zeros() as usize;
+            if buf.prepend(16).is_err() {
+                // Of the run (shaped, then dropped), or pass 1's.
+                let Some(pl) = no_room::<L3O, AT>(&e, buf.data(), meta) else {
+                    end = j;
+                    break;
                 };
-                if !take(&mut fill, 56 + pl as u64) {
-                    break (j, Stop::Over(pl));
-                }
-                rest &= rest - 1;
-                insert::<L3O, AT, END>(w, meta, patch);
-                his[k % BURST] = hi + (u64::from(pl) << 40);
-                k += 1;
+                let over_rate = !take(&mut fill, 56 + pl as u64);
+                over += over_rate as u64;
+                drops |= this;
+                over_drops |= if over_rate && drop { this } else { 0 };
+                continue;
+            }
+            let d = buf.data_mut();
+            let room = d.len().wrapping_sub(END);
+            let Some(w) = d.first_chunk_mut::<END>() else {
+                undo |= this;
+                end = j;
+                break;
             };
-            match stop {
-                Stop::Done => break false,
-                Stop::Other => {
-                    // Not of the run: as it was, and pass 1's.
-                    let _ = batch.buf_mut(j).adj(16);
-                    break true;
-                }
-                Stop::NoRoom => {
-                    // Of the run (shaped, then dropped), or pass 1's.
-                    let Some(pl) = no_room::<B, L3O, AT>(&e, batch, j) else { break true };
-                    let over_rate = !take(&mut fill, 56 + pl as u64);
-                    over += over_rate as u64;
-                    let r = if over_rate && drop {
-                        DropReason::OverRate
-                    } else {
-                        DropReason::Unsupported
-                    };
-                    batch.drop_packet(j, r);
-                }
-                Stop::Over(pl) => {
-                    over += 1;
-                    let (buf, meta) = batch.get_mut(j);
-                    match buf.data_mut().first_chunk_mut::<END>() {
-                        Some(w) if !drop => {
-                            insert::<L3O, AT, END>(w, meta, patch);
-                            his[k % BURST] = hi + (u64::from(pl) << 40);
-                            k += 1;
-                        }
-                        _ => {
-                            let _ = buf.adj(16);
-                            batch.drop_packet(j, DropReason::OverRate);
-                        }
-                    }
+            let src = <&[u8; AT]>::try_from(&w[16..]).unwrap_or(&[0; AT]);
+            let Some(pl) = e.check::<L3O, AT>(src, room, meta) else {
+                // Not of the run: as it was (once undone), and pass 1's.
+                undo |= this;
+                end = j;
+                break;
+            };
+            if !take(&mut fill, 56 + pl as u64) {
+                over += 1;
+                if drop {
+                    undo |= this;
+                    drops |= this;
+                    over_drops |= this;
+                    continue;
                 }
             }
-            rest &= rest - 1;
-        };
+            let seq8 = base.wrapping_add(k as u32) << 8;
+            move_patch::<L3O, AT, END>(w, patch);
+            w[AT..AT + 8].copy_from_slice(&(head | u64::from(seq8)).to_be_bytes());
+            w[AT + 8..END].copy_from_slice(&[0; 8]);
+            let x = hi + (u64::from(pl) << 40) + u64::from(seq8 >> 8);
+            blocks[k % BURST] = (u128::from(x) << 64).to_be_bytes();
+            icvs[k % BURST] = Some(&mut w[AT + 7]);
+            k += 1;
+        }
+        // The run's packets: the live ones before the one that ended it.
+        let done = live_bits & !(u32::MAX.checked_shl(end as u32).unwrap_or(0));
+        let stamped = done & !drops;
+        // Step 3: one same-key batch, the ICV bytes, the give-back.
+        let Some(ch) = self.channels.get_mut(ci as usize) else { return Lead::Sealed };
+        let k = k.min(BURST);
+        if k > 0 {
+            ch.k_sd.encrypt_blocks(&mut blocks[..k]);
+            for (r, b) in icvs.iter_mut().zip(&blocks[..k]) {
+                if let Some(r) = r {
+                    **r = b[0];
+                }
+            }
+        }
+        if k as u32 != want {
+            ch.give_back(base, want, k as u32);
+        }
         self.stats.nonconforming += over;
-        // The run's packets still live are the stamped ones (the others
-        // were dropped), in order.
-        let mask = live_bits & !rest & batch.live_mask();
-        let head = fair_head(p.old_nh, hdr_len, ts);
-        if ended {
+        let metas = batch.metas_mut();
+        if stamped == full_mask(metas.len()) {
+            for m in metas.iter_mut() {
+                update_meta(m, L3O, L3::Ipv6, AT, 16);
+            }
+        } else {
+            for j in Indices::of(stamped) {
+                if let Some(m) = metas.get_mut(j) {
+                    update_meta(m, L3O, L3::Ipv6, AT, 16);
+                }
+            }
+        }
+        if undo | drops != 0 {
+            settle(batch, undo, drops, over_drops);
+        }
+        if end < BURST {
             // Pass 1 goes on from the packet that ended the run.
             (self.run_ci, self.fill, self.stamped) = (ci, fill, k as u64);
-            return hand_over::<B, AT>(batch, Indices::of(rest), mask, ci, head, his, todo);
+            return Lead::Rest(Indices::of(live_bits & (u32::MAX << end)), 0);
         }
         self.stats.stamped += k as u64;
-        let Some(ch) = self.channels.get_mut(ci as usize) else { return Lead::Sealed };
         ch.bucket.set_fill(fill);
-        if k == 0 {
-            return Lead::Sealed;
-        }
-        // Phase 2: one run of one channel, one reservation, one same-key batch.
-        let base = ch.reserve_seqnos(k as u32);
-        for (t, (b, h)) in blocks[..k].iter_mut().zip(&his[..k]).enumerate() {
-            let seq = base.wrapping_add(t as u32) & 0x00FF_FFFF;
-            *b = (u128::from(h | seq as u64) << 64).to_be_bytes();
-        }
-        ch.k_sd.encrypt_blocks(&mut blocks[..k]);
-        // Phase 3. The sequence number shifted into place wraps at 24 bits.
-        let mut seq8 = base << 8;
-        for (i, b) in Indices::of(mask).zip(&blocks[..k]) {
-            seal_one::<B, AT>(batch, i, head | u64::from(seq8 | b[0] as u32));
-            seq8 = seq8.wrapping_add(1 << 8);
-        }
         Lead::Sealed
     }
 }
 
-/// Why phase 1's inner loop stopped at a packet.
-enum Stop {
-    /// No packets left.
-    Done,
-    /// No headroom (nothing changed).
-    NoRoom,
-    /// Prepended, but not of the run.
-    Other,
-    /// Prepended and of the run, with this Payload Length, but over the rate.
-    Over(u16),
+/// The mask of the first `n` packets of a burst.
+#[inline(always)]
+fn full_mask(n: usize) -> u32 {
+    u32::MAX.checked_shr(BURST.saturating_sub(n) as u32).unwrap_or(0)
 }
 
-/// Inserts the FAIR header into a prepended packet of the run (`w`: its
-/// first `END` bytes): the IP header moved and patched, the FAIR header's
-/// zero half stored (its first 8 bytes are phase 3's), the metadata set.
-#[inline(always)]
-fn insert<const L3O: usize, const AT: usize, const END: usize>(
-    w: &mut [u8; END],
-    meta: &mut Meta,
-    patch: Patch,
-) {
-    move_patch::<L3O, AT, END>(w, patch);
-    w[AT + 8..END].copy_from_slice(&[0; 8]);
-    update_meta(meta, L3O, L3::Ipv6, AT, 16);
+/// Undoes the prepend of the packets `undo` and drops the packets `drops`
+/// (`over`: over the rate, the others for want of headroom).
+#[cold]
+#[inline(never)]
+fn settle<B: PacketBuf>(batch: &mut Batch<B>, undo: u32, drops: u32, over: u32) {
+    for j in Indices::of(undo) {
+        let _ = batch.buf_mut(j).adj(16);
+    }
+    for j in Indices::of(drops) {
+        let r = if over & (1 << j) != 0 { DropReason::OverRate } else { DropReason::Unsupported };
+        batch.drop_packet(j, r);
+    }
 }
 
 /// The Payload Length of packet `j`, which has no headroom, if it is of
-/// the lead run (pass 1 shapes it, then drops it).
+/// the lead run (pass 1 shapes it, then drops it); `frame`, `meta`: its
+/// bytes and metadata.
 #[cold]
 #[inline(never)]
-fn no_room<B: PacketBuf, const L3O: usize, const AT: usize>(
+fn no_room<const L3O: usize, const AT: usize>(
     e: &Expect,
-    batch: &Batch<B>,
-    j: usize,
+    frame: &[u8],
+    meta: &Meta,
 ) -> Option<u16> {
-    let frame = batch.data(j);
     let room = frame.len().saturating_sub(AT);
-    e.check::<L3O, AT>(frame.first_chunk::<AT>()?, room, batch.meta(j))
-}
-
-/// The lead run ended at the first packet of `rest`: its packets `mask`
-/// get the FAIR header's first 8 bytes (`head`: sequence number and ICV
-/// zero) and are queued in `todo` as pass 1 does (`his`: their ICV input
-/// words, by run position).
-#[cold]
-#[inline(never)]
-fn hand_over<B: PacketBuf, const AT: usize>(
-    batch: &mut Batch<B>,
-    rest: Indices,
-    mask: u32,
-    ci: u32,
-    head: u64,
-    his: &[u64; BURST],
-    todo: &mut [Todo; BURST],
-) -> Lead {
-    let mut n = 0;
-    for (t, i) in Indices::of(mask).enumerate() {
-        seal_one::<B, AT>(batch, i, head);
-        let len_field = (his[t % BURST] >> 40) as u16;
-        todo[t % BURST] = Todo { i: i as u8, ci, off: AT as u16, len_field, seq: 0 };
-        n += 1;
-    }
-    Lead::Rest(rest, n)
+    e.check::<L3O, AT>(frame.first_chunk::<AT>()?, room, meta)
 }
 
 /// The burst is not led by a run: all of it is pass 1's.
@@ -416,12 +414,4 @@ fn move_patch<const L3O: usize, const AT: usize, const END: usize>(
     w[c1..c1 + 16].copy_from_slice(&b.to_ne_bytes());
     w[c2..c2 + 16].copy_from_slice(&c.to_ne_bytes());
     w[wo..wo + 8].copy_from_slice(&word.to_be_bytes());
-}
-
-/// Stores the first 8 bytes of packet `i`'s FAIR header (at `AT`).
-#[inline(always)]
-fn seal_one<B: PacketBuf, const AT: usize>(batch: &mut Batch<B>, i: usize, head: u64) {
-    if let Some(h) = batch.buf_mut(i).data_mut().get_mut(AT..AT + 8) {
-        h.copy_from_slice(&head.to_be_bytes());
-    }
 }

@@ -8,12 +8,13 @@
 //! ## The burst path
 //! A burst whose live packets all go to one destination as plain IPv6 at
 //! one offset with one Next Header (one flow's burst, the common case) is
-//! stamped as one *lead run* (`lead`): each packet is checked, shaped and
-//! given its header in one touch, the run sealed with one reservation and
-//! one same-key AES batch, and each packet's sequence number and ICV
-//! stored in a second touch; no queue, every offset constant. A burst
-//! whose lead run ends early has the run queued for the passes below and
-//! pass 1 goes on from the packet that ended it.
+//! stamped as one *lead run* (`lead`): the burst's sequence numbers
+//! reserved up front with one atomic add (those left unused given back),
+//! each packet checked, shaped and given its whole header but the ICV in
+//! one touch, the run's ICVs computed as one same-key AES batch and
+//! stored through references kept from that touch; no queue, every
+//! offset constant. A burst whose lead run ends early has the run sealed
+//! the same way and pass 1 goes on from the packet that ended it.
 //!
 //! Any other burst runs in three passes:
 //! 1. **Per packet**: the common packet (IPv6 whose Next Header names
@@ -134,6 +135,25 @@ impl SourceChannel {
         self.seq.fetch_add(k, Ordering::Relaxed)
     }
 
+    /// Gives back the unused end of a reservation: `reserved` numbers from
+    /// `base` ([`reserve_seqnos`](Self::reserve_seqnos)) of which only the
+    /// first `used` were taken. The counter then stands where reserving
+    /// `used` would have left it, unless another reservation came after
+    /// this one: the unused numbers then stay a gap in the channel's
+    /// sequence, which the destination tolerates (it needs `(ts, seqno)`
+    /// unique, not dense: spec §5.2; its duplicate filter and the
+    /// verifiers' deduplication group equal pairs only).
+    #[inline]
+    pub fn give_back(&self, base: u32, reserved: u32, used: u32) {
+        let end = base.wrapping_add(reserved);
+        let _ = self.seq.compare_exchange(
+            end,
+            base.wrapping_add(used),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Applies a newly negotiated policy (CIR, CBS) to this worker's bucket.
     pub fn set_policy(&mut self, cir: u64, cbs: u64, now_ns: u64) {
         self.bucket.reconfigure(cir, cbs, now_ns);
@@ -232,8 +252,6 @@ pub struct FairSource {
     todo: [Todo; BURST],
     blocks: [Block; BURST],
     lanes: [Lane; BURST],
-    /// The lead run's ICV input words (see `lead`).
-    his: [u64; BURST],
     /// The last lead run's route (forgotten when the routes change).
     route: Route,
     /// The `fair-source` configuration it was built from (live changes
@@ -257,7 +275,6 @@ impl FairSource {
             todo: [Todo::default(); BURST],
             blocks: [[0; 16]; BURST],
             lanes: [Lane::default(); BURST],
-            his: [0; BURST],
             route: Route::NONE,
             configured: None,
             #[cfg(test)]
@@ -336,23 +353,12 @@ impl<B: PacketBuf> Stage<B> for FairSource {
             return self.process_reference(batch, now);
         }
         let ts = now16(now.unix_secs());
-        let FairSource {
-            cfg,
-            channels,
-            fib,
-            fib_index,
-            stats,
-            todo,
-            blocks,
-            lanes,
-            his,
-            route,
-            ..
-        } = self;
+        let FairSource { cfg, channels, fib, fib_index, stats, todo, blocks, lanes, route, .. } =
+            self;
         let mut p1 = Pass1::new(*cfg, fib, fib_index.as_ref(), channels, stats, now, ts);
         // One flow's burst is stamped and sealed whole; otherwise its lead
-        // run is queued and pass 1 goes on after it.
-        let (live, n) = match p1.lead(batch, route, todo, his, blocks) {
+        // run is sealed and pass 1 goes on after it.
+        let (live, n) = match p1.lead(batch, route, blocks) {
             Lead::Sealed => return,
             Lead::Rest(live, n) => (live, n),
         };

@@ -613,3 +613,110 @@ fn lead_run_breakers_equal_reference() {
         }
     }
 }
+
+/// A lead run's unused sequence numbers go back to the counter unless
+/// another reservation came after the run's: then they stay a gap and
+/// every number handed out is still unique.
+#[test]
+fn give_back_returns_unused_numbers_unless_reserved_after() {
+    let seq = Arc::new(AtomicU32::new(0x00FF_FFF8));
+    let ch = SourceChannel::new(0, 9, &Key::from([1; 16]), 1, 1, 1, 0, seq);
+    // Alone: the counter ends where reserving the used numbers would leave it.
+    let base = ch.reserve_seqnos(32);
+    ch.give_back(base, 32, 20);
+    assert_eq!(ch.reserve_seqnos(0), 0x00FF_FFF8 + 20);
+    // Everything used: nothing to give back.
+    let base = ch.reserve_seqnos(4);
+    ch.give_back(base, 4, 4);
+    assert_eq!(ch.reserve_seqnos(0), 0x00FF_FFF8 + 24);
+    // Another worker reserved in between: the unused 12 stay a gap.
+    let base = ch.reserve_seqnos(32);
+    let other = ch.reserve_seqnos(3);
+    ch.give_back(base, 32, 20);
+    assert_eq!(other, base + 32);
+    assert_eq!(ch.reserve_seqnos(0), base + 35);
+    // Across the 32-bit wrap of the counter.
+    let ch = SourceChannel::new(
+        0,
+        9,
+        &Key::from([1; 16]),
+        1,
+        1,
+        1,
+        0,
+        Arc::new(AtomicU32::new(u32::MAX - 4)),
+    );
+    let base = ch.reserve_seqnos(10);
+    ch.give_back(base, 10, 7);
+    assert_eq!(ch.reserve_seqnos(0), (u32::MAX - 4).wrapping_add(7));
+}
+
+proptest! {
+    /// Reservations given back in any pattern, one worker: the counter
+    /// moves by exactly the numbers used, as if each run had reserved only
+    /// those (the per-packet path's numbering).
+    #[test]
+    fn give_back_alone_counts_only_used(
+        start in any::<u32>(),
+        runs in proptest::collection::vec((1u32..=32, 0u32..=32), 1..20),
+    ) {
+        let ch = SourceChannel::new(0, 9, &Key::from([1; 16]), 1, 1, 1, 0, Arc::new(AtomicU32::new(start)));
+        let mut want = start;
+        for (reserved, used) in runs {
+            let used = used.min(reserved);
+            let base = ch.reserve_seqnos(reserved);
+            prop_assert_eq!(base, want);
+            ch.give_back(base, reserved, used);
+            want = want.wrapping_add(used);
+        }
+        prop_assert_eq!(ch.reserve_seqnos(0), want);
+    }
+}
+
+/// A one-flow burst whose run drops packets (no headroom, shaper dry) and
+/// ends early at a packet of another destination: the stamped packets
+/// carry consecutive sequence numbers in burst order with their ICVs, the
+/// counter ends after the last number used, and the packets after the end
+/// are stamped by pass 1 with the numbers that follow.
+#[test]
+fn lead_run_with_drops_known_answers() {
+    use pipeline::DropReason;
+    let cfg = SourceConfig { framing: Framing::Ip, ..Default::default() };
+    // 1400 bytes: packet i is 68 + 4i bytes, the shaper runs dry at the 15th.
+    let mut s = stage(cfg, &[1, 1], 1400, false);
+    let now = Now { mono_ns: 0, unix_ns: 0x0777 * 1_000_000_000 };
+    // One Next Header (UDP) throughout: payload lengths 12 + 4i.
+    let mut pkts: Vec<PktSpec> = (0..BURST as u16).map(|k| (0, 0, 12 + 4 * k, 64, 1)).collect();
+    pkts[3].3 = 4; // no headroom: dropped
+    pkts[28].1 = 1; // another destination: ends the run
+    let mut b = batch(&pkts, false);
+    s.process(&mut b, now);
+    let k = Aes::new(&Key::from([1; 16]));
+    let mut seq = 0x00FF_FFF0u32;
+    let mut over = 0;
+    for i in 0..28 {
+        if i == 3 {
+            assert_eq!(b.meta(i).verdict, pipeline::Verdict::Drop(DropReason::Unsupported));
+            continue;
+        }
+        if !b.is_live(i) {
+            over += 1;
+            assert_eq!(b.meta(i).verdict, pipeline::Verdict::Drop(DropReason::OverRate));
+            continue;
+        }
+        let p = b.data(i);
+        let pl = 12 + 4 * i as u16 + 16;
+        let icv = crate::crypto::icv(&k, pl, 0x0777, seq & 0xFF_FFFF);
+        let s3 = (seq & 0xFF_FFFF).to_be_bytes();
+        assert_eq!(p[40..48], [17, 1, 0x07, 0x77, s3[1], s3[2], s3[3], icv], "packet {i}");
+        seq += 1;
+    }
+    assert!(over > 0, "the shaper ran dry inside the run");
+    assert_eq!(s.channels[0].reserve_seqnos(0), seq);
+    // Packet 28: channel 1's first number; packets 29..: channel 0's next
+    // ones had they been conforming (the shaper is dry: dropped).
+    assert_eq!(b.data(28)[44..47], [0xFF, 0xFF, 0xF0]);
+    assert_eq!(b.live_mask() >> 29, 0);
+    assert_eq!(s.channels[1].reserve_seqnos(0), 0x00FF_FFF1);
+    assert_eq!(s.stats.stamped, u64::from(seq - 0x00FF_FFF0) + 1);
+}
