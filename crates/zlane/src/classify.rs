@@ -593,8 +593,10 @@ impl Classifier {
         // (One complete block from a zero IV: the block encrypted, in
         // place, its input written first in a loop of its own.)
         let h = hk[0];
+        // (K1 copied out: read through `h`, it was reloaded for every block.)
+        let k1 = h.as_k1;
         for (t, v) in as_tags[..m].iter_mut().zip(v_tags.iter()) {
-            *t = xor_block(&vi_block(v), &h.as_k1);
+            *t = xor_block(&vi_block(v), &k1);
         }
         h.as_aes.encrypt_blocks(&mut as_tags[..m]);
         // Pass 4: compare each HVF (Ṽ_i), then police in packet order.
@@ -617,7 +619,10 @@ impl Classifier {
                 s
             };
             let burst = self.burst;
-            if let Some(b) = slot.and_then(|s| self.buckets.at_mut(s)) {
+            if let Some(slot_b) = slot.and_then(|s| self.buckets.at_mut(s)) {
+                // (A local copy, written back after the loop: the bucket
+                // stays in a register instead of a load and store per packet.)
+                let mut b = *slot_b;
                 let mut g = 0;
                 // (Once settled at this instant, a bucket stays settled for
                 // the burst: only its tokens are read from then on.)
@@ -637,6 +642,7 @@ impl Classifier {
                     batch.set_class(usize::from(p.idx) & (BURST - 1), if conform { G } else { A });
                     done += 1;
                 }
+                *slot_b = b;
                 let a = done as u64 - g;
                 self.counters.classes[G_QUEUE] += g;
                 self.counters.classes[A_QUEUE] += a;
