@@ -181,11 +181,9 @@ mod burst_paths {
     use super::common::*;
     use packet::scion::{PathType, RawHostAddr, ScionHeader};
     use packet::{HostAddr, Ia};
-    use pipeline::{Batch, Stage, Verdict};
     use proptest::prelude::*;
     use scion::build::{self, HopSpec, ScionPathBuf};
     use zlane::config::{GatewayConfig, Origin, Rate, RateConfig, RouterConfig};
-    use zlane::{Classifier, ZlaneClassify};
 
     const SRCS: [Ia; 3] = [Ia::new(1, 10), Ia::new(1, 11), Ia::new(2, 12)];
 
@@ -371,26 +369,7 @@ mod burst_paths {
     /// Runs `bursts` through the stage and through `classify` one by one, and
     /// compares every verdict and the counters.
     fn check(cfg: &RouterConfig, bursts: &[Vec<Vec<u8>>]) -> Result<(), TestCaseError> {
-        let mut one = Classifier::new(cfg, sv(), now(0).mono_ns).unwrap();
-        let mut stage = ZlaneClassify::new(Classifier::new(cfg, sv(), now(0).mono_ns).unwrap());
-        for (b, pkts) in bursts.iter().enumerate() {
-            let t = now(b as u64 * 50_000);
-            let want: Vec<_> = pkts.iter().map(|p| one.classify(p, t)).collect();
-            let mut batch: Batch<Vec<u8>> = Batch::new();
-            for p in pkts {
-                batch.push(p.clone(), 0).unwrap();
-            }
-            stage.process(&mut batch, t);
-            for (i, w) in want.iter().enumerate() {
-                let got = match batch.meta(i).verdict {
-                    Verdict::Drop(r) => Err(r),
-                    _ => Ok(batch.meta(i).class().unwrap()),
-                };
-                prop_assert_eq!(got, *w, "burst {} packet {}", b, i);
-            }
-            prop_assert_eq!(stage.classifier().counters(), one.counters(), "burst {}", b);
-        }
-        Ok(())
+        check_stage_against_classify(cfg, bursts, 50_000, |_, _, _| Ok(()))
     }
 
     proptest! {

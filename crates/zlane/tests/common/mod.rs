@@ -115,3 +115,42 @@ pub fn gateway(src: Ia, cfg: zlane::GatewayConfig) -> zlane::Gateway {
     }
     g
 }
+
+/// Runs `bursts` through a `ZlaneClassify` stage and through
+/// [`zlane::Classifier::classify`] one by one (burst `b` at `b * step_ns`),
+/// compares every verdict and the counters after each burst, then calls
+/// `after(b, stage's classifier, per-packet classifier)` for more checks.
+pub fn check_stage_against_classify(
+    cfg: &zlane::config::RouterConfig,
+    bursts: &[Vec<Vec<u8>>],
+    step_ns: u64,
+    mut after: impl FnMut(
+        usize,
+        &zlane::Classifier,
+        &zlane::Classifier,
+    ) -> Result<(), proptest::test_runner::TestCaseError>,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    use pipeline::{Batch, Stage, Verdict};
+    let mut one = zlane::Classifier::new(cfg, sv(), now(0).mono_ns).unwrap();
+    let mut stage =
+        zlane::ZlaneClassify::new(zlane::Classifier::new(cfg, sv(), now(0).mono_ns).unwrap());
+    for (b, pkts) in bursts.iter().enumerate() {
+        let t = now(b as u64 * step_ns);
+        let want: Vec<_> = pkts.iter().map(|p| one.classify(p, t)).collect();
+        let mut batch: Batch<Vec<u8>> = Batch::new();
+        for p in pkts {
+            batch.push(p.clone(), 0).unwrap();
+        }
+        stage.process(&mut batch, t);
+        for (i, w) in want.iter().enumerate() {
+            let got = match batch.meta(i).verdict {
+                Verdict::Drop(r) => Err(r),
+                _ => Ok(batch.meta(i).class().unwrap()),
+            };
+            proptest::prop_assert_eq!(got, *w, "burst {} packet {}", b, i);
+        }
+        proptest::prop_assert_eq!(stage.classifier().counters(), one.counters(), "burst {}", b);
+        after(b, stage.classifier(), &one)?;
+    }
+    Ok(())
+}
