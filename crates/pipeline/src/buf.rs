@@ -34,6 +34,27 @@ pub trait PacketBuf {
     /// Removes `n` bytes from the end.
     fn trim(&mut self, n: usize) -> Result<(), NoRoom>;
 
+    /// Grows the packet by `n` bytes at the front, like
+    /// [`prepend`](Self::prepend), and returns the grown packet split into
+    /// its first `N` bytes (the `n` new ones, contents unspecified, and
+    /// what followed them) as an array and the rest: a caller writing a
+    /// fixed-size header at the front needs no further bounds checks.
+    /// `Err(NoRoom)` if the headroom is short of `n` or the grown packet
+    /// would be shorter than `N` bytes; the packet is then left as it was.
+    fn prepend_front<const N: usize>(
+        &mut self,
+        n: usize,
+    ) -> Result<(&mut [u8; N], &mut [u8]), NoRoom>
+    where
+        Self: Sized,
+    {
+        if self.headroom() < n || self.len().saturating_add(n) < N {
+            return Err(NoRoom);
+        }
+        self.prepend(n)?;
+        self.data_mut().split_first_chunk_mut::<N>().ok_or(NoRoom)
+    }
+
     /// Packet length in bytes.
     fn len(&self) -> usize {
         self.data().len()
@@ -142,6 +163,22 @@ impl PacketBuf for Frame {
         self.start = self.start.checked_sub(n).ok_or(NoRoom)?;
         Ok(())
     }
+    #[inline]
+    fn prepend_front<const N: usize>(
+        &mut self,
+        n: usize,
+    ) -> Result<(&mut [u8; N], &mut [u8]), NoRoom> {
+        // A constant `n` folds this away; below the capacity, a `start`
+        // short of `n` wraps far past `end` and the slice check fails.
+        if n > FRAME_CAPACITY {
+            return Err(NoRoom);
+        }
+        let start = self.start.wrapping_sub(n);
+        let data = self.bytes.get_mut(start..self.end).ok_or(NoRoom)?;
+        let split = data.split_first_chunk_mut::<N>().ok_or(NoRoom)?;
+        self.start = start;
+        Ok(split)
+    }
     fn adj(&mut self, n: usize) -> Result<(), NoRoom> {
         if n > self.end - self.start {
             return Err(NoRoom);
@@ -219,6 +256,35 @@ mod tests {
         assert_eq!(f.trim(5), Err(NoRoom));
         assert!(f.append(f.tailroom()).is_ok());
         assert_eq!(f.append(1), Err(NoRoom));
+    }
+
+    #[test]
+    fn prepend_front_grows_or_leaves_the_packet() {
+        let mut f = Frame::from_slice(&[1, 2, 3, 4]).unwrap();
+        let (w, rest) = f.prepend_front::<5>(2).unwrap();
+        assert_eq!((&w[2..], &rest[..]), (&[1, 2, 3][..], &[4][..]));
+        w[..2].copy_from_slice(&[8, 9]);
+        assert_eq!((f.data(), f.headroom()), (&[8, 9, 1, 2, 3, 4][..], FRAME_HEADROOM - 2));
+        // The array may take the whole packet.
+        let (w, rest) = f.prepend_front::<7>(1).unwrap();
+        assert_eq!((&w[1..], rest.len()), (&[8, 9, 1, 2, 3, 4][..], 0));
+        f.adj(1).unwrap();
+        // Too short for the array, or no headroom: nothing changes.
+        assert_eq!(f.prepend_front::<9>(2), Err(NoRoom));
+        assert_eq!(f.prepend_front::<4>(FRAME_HEADROOM - 1), Err(NoRoom));
+        assert_eq!(f.prepend_front::<4>(usize::MAX), Err(NoRoom));
+        assert_eq!((f.len(), f.headroom()), (6, FRAME_HEADROOM - 2));
+        let (w, rest) = f.prepend_front::<0>(FRAME_HEADROOM - 2).unwrap();
+        assert_eq!((w.len(), rest.len()), (0, FRAME_HEADROOM + 4));
+        assert_eq!(f.headroom(), 0);
+        // The default method (here `Vec`'s unlimited headroom).
+        let mut v = vec![1u8, 2];
+        assert_eq!(
+            v.prepend_front::<3>(1).map(|(w, r)| (w[1..] == [1, 2], r.len())),
+            Ok((true, 0))
+        );
+        assert_eq!(v.prepend_front::<5>(1), Err(NoRoom));
+        assert_eq!(v.len(), 3);
     }
 
     #[test]

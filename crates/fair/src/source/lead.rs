@@ -7,15 +7,23 @@
 //!    with one atomic add, before the run (so that each header can be
 //!    written whole in step 2);
 //! 2. **check, shape, stamp**, packet by packet through the batch's
-//!    slices: the 16 bytes prepended first, then one check against what
-//!    the first packet showed (placement, version and Next Header in one
-//!    word compare, lengths, destination), the shaper fill in a register,
-//!    the IP header moved to the front with Payload Length and Next
-//!    Header patched in a register (the words the check loaded are the
-//!    ones moved), the FAIR header stored whole but for its ICV byte
+//!    slices: the 16 bytes prepended first
+//!    ([`PacketBuf::prepend_front`], which hands back the new front as
+//!    an array: every offset after it constant, no further bounds
+//!    check), then the check. A packet like the first one ([`Same`]:
+//!    the same first 8 bytes of the IP header, so the same version,
+//!    Next Header and Payload Length, the run's destination, its IP
+//!    header where the run's is and its payload in the frame) passes
+//!    with the first packet's Payload Length; from the first packet
+//!    that is not on, each gets the whole check against what the first
+//!    packet showed (placement, version and Next Header in one word
+//!    compare, lengths, destination). Then the shaper fill in a
+//!    register, the IP header moved to the front with Payload Length and
+//!    Next Header patched in a register (the words the check loaded are
+//!    the ones moved), the FAIR header stored whole but for its ICV byte
 //!    (next header, length, timestamp, the next sequence number, zero
-//!    slots) and the ICV input built. Kept per packet: a reference to its
-//!    ICV byte;
+//!    slots) and the ICV input built. Kept per packet: a reference to
+//!    its ICV byte;
 //! 3. the ICVs computed as one same-key batch and stored through those
 //!    references; the sequence numbers the run did not use (dropped
 //!    packets, the packets after the one that ended it) given back
@@ -30,11 +38,17 @@
 //! dense; the destination's duplicate filter and the verifiers'
 //! deduplication only group equal pairs, and nothing counts gaps).
 //!
-//! A packet that does not qualify ends the lead run (its prepend undone):
-//! the run's packets are sealed as above, and pass 1 goes on from that
-//! packet with the memo and shaper state it would have had (its sequence
-//! numbers come after the run's). A burst whose first packet does not
+//! A packet that does not qualify ends the lead run (its prepend
+//! undone), as does one without headroom or too short for the header
+//! (left as it was): the run's packets are sealed as above, and pass 1
+//! goes on from that packet with the memo and shaper state it would have
+//! had (its sequence numbers come after the run's; it drops a packet of
+//! the run that has no headroom). A burst whose first packet does not
 //! qualify is pass 1's from the start.
+//!
+//! A burst whose packets are all live (the usual one) keeps packet j's
+//! ICV input in slot j, with no test of the live mask per packet; any
+//! other keeps the stamped packets' inputs in consecutive slots.
 
 use mac::Block;
 use pipeline::{Batch, DropReason, Indices, Meta, PacketBuf, BURST, L3, NO_OFFSET};
@@ -83,6 +97,19 @@ struct Expect {
 const VNH: u64 = 0xF000_0000_0000_FF00;
 
 impl Expect {
+    /// Whether the IP header is at `L3O` as `l3_of` finds it (`pre`: the
+    /// frame's first `AT` bytes, `m`: its metadata): bare IP for `L3O` 0,
+    /// untagged Ethernet carrying IPv6 for 14.
+    #[inline(always)]
+    fn placed<const L3O: usize, const AT: usize>(&self, pre: &[u8; AT], m: &Meta) -> bool {
+        if m.l3_off == NO_OFFSET || m.l3 == L3::None {
+            // Ethernet: untagged and carrying IPv6 (`wire::find_l3`).
+            L3O == 0 || (pre[12] == 0x86 && pre[13] == 0xdd)
+        } else {
+            m.l3_off as usize == L3O && m.l3 == L3::Ipv6
+        }
+    }
+
     /// The Payload Length of a packet of the lead run (`pre`: the frame's
     /// first `AT` bytes; `room`: the bytes after the IP header; `m`: its
     /// metadata), or `None` for a packet pass 1 decides: as `l3_of`
@@ -96,12 +123,7 @@ impl Expect {
         room: usize,
         m: &Meta,
     ) -> Option<u16> {
-        let placed = if m.l3_off != NO_OFFSET && m.l3 != L3::None {
-            m.l3_off as usize == L3O && m.l3 == L3::Ipv6
-        } else {
-            // Ethernet: untagged and carrying IPv6 (`wire::find_l3`).
-            L3O == 0 || (pre[12] == 0x86 && pre[13] == 0xdd)
-        };
+        let placed = self.placed::<L3O, AT>(pre, m);
         let w = u64::from_be_bytes(pre[L3O..L3O + 8].try_into().unwrap_or([0; 8]));
         let dst: &[u8; 16] = pre[L3O + 24..AT].try_into().unwrap_or(&[0; 16]);
         let pl = (w >> 16) as u16;
@@ -111,6 +133,155 @@ impl Expect {
             && usize::from(pl) <= room
             && *dst == self.dst;
         ok.then_some(pl)
+    }
+}
+
+/// What a lead run writes into each of its packets, fixed for the run.
+#[derive(Clone, Copy)]
+struct Stamp {
+    /// What the run's check expects.
+    e: Expect,
+    /// Payload Length and Next Header patched in the moved IP header.
+    patch: Patch,
+    /// The FAIR header's first word without the sequence number ([`fair_head`]).
+    head: u64,
+    /// The ICV input's first word without Payload Length and sequence number.
+    hi: u64,
+    /// Non-conforming packets are dropped.
+    drop: bool,
+}
+
+/// A lead run's state along its packets (in registers).
+struct RunState {
+    /// The shaper fill.
+    fill: u64,
+    /// The next sequence number, shifted left by 8 (the 24-bit wrap
+    /// comes free; the numbers used follow from it).
+    seq8: u32,
+    /// Packets over the rate.
+    over: u64,
+    /// Packets to drop (over the rate).
+    drops: u32,
+    /// Packets whose prepend is to be undone.
+    undo: u32,
+    /// The packet that ended the run (`BURST`: none did).
+    end: usize,
+}
+
+/// What a lead run's first packet shows in the first 8 bytes of its IP
+/// header (version, traffic class, flow label, Payload Length, Next
+/// Header, hop limit): a packet that shows the same (with its IP header
+/// placed there and holding the payload, to the run's destination) passes
+/// the run's check with the same Payload Length. The usual run: one
+/// flow's equal-sized packets.
+#[derive(Clone, Copy)]
+struct Same {
+    /// Those 8 bytes as they lie in memory.
+    w0: u64,
+    /// The first packet's Payload Length.
+    pl: u16,
+}
+
+impl Same {
+    /// Whether the packet whose first `AT` bytes `pre` are (metadata
+    /// `m`, `room` bytes after the IP header) is like the first packet.
+    #[inline(always)]
+    fn like<const L3O: usize, const AT: usize>(
+        &self,
+        e: &Expect,
+        pre: &[u8; AT],
+        room: usize,
+        m: &Meta,
+    ) -> bool {
+        let w0 = u64::from_ne_bytes(pre[L3O..L3O + 8].try_into().unwrap_or([0; 8]));
+        let dst: &[u8; 16] = pre[L3O + 24..AT].try_into().unwrap_or(&[0; 16]);
+        // The metadata last: no metadata (the usual case) is one compare.
+        w0 == self.w0
+            && usize::from(self.pl) <= room
+            && *dst == e.dst
+            && e.placed::<L3O, AT>(pre, m)
+    }
+}
+
+impl Stamp {
+    /// Step 2 for packet `j` of the run, whose front `w` was just
+    /// prepended (`room`: the bytes after it; `meta`: its metadata;
+    /// `block`: the slot for its ICV input): `Some(Some(icv))` stamped
+    /// (`icv`: its ICV byte), `Some(None)` dropped (see `settle`), `None`
+    /// the run ends here (`st.end`).
+    #[inline(always)]
+    fn step<'b, const L3O: usize, const AT: usize, const END: usize>(
+        &self,
+        st: &mut RunState,
+        w: &'b mut [u8; END],
+        room: usize,
+        meta: &Meta,
+        j: usize,
+        block: &mut Block,
+    ) -> Option<Option<&'b mut u8>> {
+        let src = <&[u8; AT]>::try_from(&w[16..]).unwrap_or(&[0; AT]);
+        let Some(pl) = self.e.check::<L3O, AT>(src, room, meta) else {
+            // Not of the run: as it was (once undone), and pass 1's.
+            (st.undo, st.end) = (st.undo | 1 << (j % BURST), j);
+            return None;
+        };
+        if !self.shape(st, pl, j) {
+            return Some(None);
+        }
+        move_patch::<L3O, AT, END>(w, self.patch);
+        Some(Some(self.finish::<AT, END>(st, w, pl, block)))
+    }
+
+    /// [`step`](Self::step) for a packet [`Same::like`] the first one.
+    #[inline(always)]
+    fn step_same<'b, const L3O: usize, const AT: usize, const END: usize>(
+        &self,
+        t: &Same,
+        st: &mut RunState,
+        w: &'b mut [u8; END],
+        j: usize,
+        block: &mut Block,
+    ) -> Option<&'b mut u8> {
+        if !self.shape(st, t.pl, j) {
+            return None;
+        }
+        move_patch::<L3O, AT, END>(w, self.patch);
+        Some(self.finish::<AT, END>(st, w, t.pl, block))
+    }
+
+    /// Shapes packet `j` of the run (Payload Length `pl`): whether it is
+    /// stamped (conforming, or forwarded anyway).
+    #[inline(always)]
+    fn shape(&self, st: &mut RunState, pl: u16, j: usize) -> bool {
+        if take(&mut st.fill, 56 + pl as u64) {
+            return true;
+        }
+        st.over += 1;
+        if self.drop {
+            let bit = 1 << (j % BURST);
+            (st.undo, st.drops) = (st.undo | bit, st.drops | bit);
+        }
+        !self.drop
+    }
+
+    /// Stores the FAIR header of a packet whose IP header is in place
+    /// (`pl`: its Payload Length before) with the next sequence number,
+    /// and its ICV input; returns its ICV byte.
+    #[inline(always)]
+    fn finish<'b, const AT: usize, const END: usize>(
+        &self,
+        st: &mut RunState,
+        w: &'b mut [u8; END],
+        pl: u16,
+        block: &mut Block,
+    ) -> &'b mut u8 {
+        let seq8 = st.seq8;
+        st.seq8 = seq8.wrapping_add(1 << 8);
+        w[AT..AT + 8].copy_from_slice(&(self.head | u64::from(seq8)).to_be_bytes());
+        w[AT + 8..END].copy_from_slice(&[0; 8]);
+        let x = self.hi + (u64::from(pl) << 40) + u64::from(seq8 >> 8);
+        *block = (u128::from(x) << 64).to_be_bytes();
+        &mut w[AT + 7]
     }
 }
 
@@ -198,114 +369,127 @@ impl Pass1<'_> {
             return not_a_run(live); // over the MTU, or unusual: pass 1 decides
         }
         let Some(ch) = self.channels.get_mut(ci as usize) else { return not_a_run(live) };
-        // From here on the run is this stage's: the memo as pass 1 leaves it.
-        (self.lookups, self.memo_key, self.memo_tag) = (1, p.key, 2);
-        self.memo = Chan { ci, fair_len: 16, hdr_len };
         memhint::prefetch(&*ch.seq);
         memhint::prefetch(&ch.k_sd);
-        let mut fill = ch.bucket.fill_at(self.now.mono_ns);
+        let fill = ch.bucket.fill_at(self.now.mono_ns);
+        // Every packet live (the usual burst): packet j goes to slot j.
+        let n = batch.len().min(BURST);
+        let all = live_bits == full_mask(n);
         // Sequence numbers for every live packet, reserved before the
         // run so that each packet's header is written whole in step 2;
         // the numbers the run does not use are given back after it (see
         // `SourceChannel::give_back`).
-        let want = live_bits.count_ones();
+        let want = if all { n as u32 } else { live_bits.count_ones() };
         let base = ch.reserve_seqnos(want);
-        let drop = cfg.nonconforming == NonConforming::Drop;
-        // Payload Length + 16 and Next Header = FAIR in the header's
-        // big-endian word holding them: an add and an xor.
-        let patch = Patch::new::<L3O>(p.old_nh ^ code);
-        // The ICV input's first word: tag, timestamp, 16 bytes more.
-        let hi = icv_hi(16, ts, 0);
-        let head = fair_head(p.old_nh, hdr_len, ts);
+        let c = Stamp {
+            e,
+            // Payload Length + 16 and Next Header = FAIR in the header's
+            // big-endian word holding them: an add and an xor.
+            patch: Patch::new::<L3O>(p.old_nh ^ code),
+            head: fair_head(p.old_nh, hdr_len, ts),
+            // The ICV input's first word: tag, timestamp, 16 bytes more.
+            hi: icv_hi(16, ts, 0),
+            drop: cfg.nonconforming == NonConforming::Drop,
+        };
+        let mut st = RunState { fill, seq8: base << 8, over: 0, drops: 0, undo: 0, end: BURST };
+        // What the first packet shows (`plain_v6` read its IP header).
+        // It passed what `check` asks of these bytes above (version 6,
+        // its own Next Header, a Payload Length from 1 to `max_pl`).
+        let w0 = frame.get(L3O..L3O + 8).and_then(|w| <[u8; 8]>::try_from(w).ok());
+        let same = Same { w0: u64::from_ne_bytes(w0.unwrap_or([0; 8])), pl: p.len_field };
         // Step 2 (see the module docs), the packets in order through the
         // batch's slices: the ICV byte of each stamped packet is kept as a
         // reference for step 3, so that no packet is located twice. What
         // needs the batch itself (undoing a prepend, drops, the metadata)
         // waits until the references are gone.
-        let (mut k, mut over) = (0usize, 0u64);
-        // Packets to drop (of them: over the rate), to un-prepend.
-        let (mut drops, mut over_drops, mut undo) = (0u32, 0u32, 0u32);
-        // The packet that ended the run (`BURST`: none did).
-        let mut end = BURST;
-        // The references to the ICV bytes (on the stack).
         let mut icvs: [Option<&mut u8>; BURST] = [const { None }; BURST];
         let (bufs, metas) = batch.bufs_mut_metas();
-        // Packet j's bit, shifted along (j itself is needed only where
-        // the run ends or drops a packet).
-        let mut bit = 1u32;
-        let mut metas = metas.iter();
-        for buf in bufs.iter_mut() {
-            let Some(meta) = metas.next() else { break };
-            let this = bit;
-            bit <<= 1;
-            if live_bits & this == 0 {
-                continue;
-            }
-            let j = this.trailing_zeros() as usize;
-            if buf.prepend(16).is_err() {
-                // Of the run (shaped, then dropped), or pass 1's.
-                let Some(pl) = no_room::<L3O, AT>(&e, buf.data(), meta) else {
-                    end = j;
-                    break;
-                };
-                let over_rate = !take(&mut fill, 56 + pl as u64);
-                over += over_rate as u64;
-                drops |= this;
-                over_drops |= if over_rate && drop { this } else { 0 };
-                continue;
-            }
-            let d = buf.data_mut();
-            let room = d.len().wrapping_sub(END);
-            let Some(w) = d.first_chunk_mut::<END>() else {
-                undo |= this;
-                end = j;
-                break;
-            };
-            let src = <&[u8; AT]>::try_from(&w[16..]).unwrap_or(&[0; AT]);
-            let Some(pl) = e.check::<L3O, AT>(src, room, meta) else {
-                // Not of the run: as it was (once undone), and pass 1's.
-                undo |= this;
-                end = j;
-                break;
-            };
-            if !take(&mut fill, 56 + pl as u64) {
-                over += 1;
-                if drop {
-                    undo |= this;
-                    drops |= this;
-                    over_drops |= this;
-                    continue;
+        // The slots of `blocks` and `icvs` step 3 reads.
+        let slots = if all {
+            // Packet j's ICV input in slot j (a dropped packet's slot
+            // holds a stale block whose output nobody reads).
+            let packets = bufs.iter_mut().zip(metas);
+            let mut it = packets.zip(blocks.iter_mut().zip(icvs.iter_mut())).enumerate();
+            'run: {
+                // The packets like the first one, then from the first
+                // that is not, each checked.
+                let mut other = None;
+                for (j, ((buf, meta), (b, r))) in it.by_ref() {
+                    let Ok((w, rest)) = buf.prepend_front::<END>(16) else {
+                        st.end = j; // as it was, and pass 1's
+                        break 'run;
+                    };
+                    let pre = <&[u8; AT]>::try_from(&w[16..]).unwrap_or(&[0; AT]);
+                    if !same.like::<L3O, AT>(&c.e, pre, rest.len(), meta) {
+                        other = Some((j, w, rest.len(), meta, b, r));
+                        break;
+                    }
+                    *r = c.step_same::<L3O, AT, END>(&same, &mut st, w, j, b);
+                }
+                if let Some((j, w, room, meta, b, r)) = other {
+                    let Some(icv) = c.step::<L3O, AT, END>(&mut st, w, room, meta, j, b) else {
+                        break 'run;
+                    };
+                    *r = icv;
+                }
+                for (j, ((buf, meta), (b, r))) in it {
+                    let Ok((w, rest)) = buf.prepend_front::<END>(16) else {
+                        st.end = j;
+                        break;
+                    };
+                    let room = rest.len();
+                    let Some(icv) = c.step::<L3O, AT, END>(&mut st, w, room, meta, j, b) else {
+                        break;
+                    };
+                    *r = icv;
                 }
             }
-            let seq8 = base.wrapping_add(k as u32) << 8;
-            move_patch::<L3O, AT, END>(w, patch);
-            w[AT..AT + 8].copy_from_slice(&(head | u64::from(seq8)).to_be_bytes());
-            w[AT + 8..END].copy_from_slice(&[0; 8]);
-            let x = hi + (u64::from(pl) << 40) + u64::from(seq8 >> 8);
-            blocks[k % BURST] = (u128::from(x) << 64).to_be_bytes();
-            icvs[k % BURST] = Some(&mut w[AT + 7]);
-            k += 1;
-        }
+            st.end.min(n)
+        } else {
+            // Packet j's bit, shifted along; the stamped packets' ICV
+            // inputs in consecutive slots.
+            let mut bit = 1u32;
+            for (j, (buf, meta)) in bufs.iter_mut().zip(metas).enumerate() {
+                let this = bit;
+                bit <<= 1;
+                if live_bits & this == 0 {
+                    continue;
+                }
+                let Ok((w, rest)) = buf.prepend_front::<END>(16) else {
+                    // No headroom, or too short for the header: as it
+                    // was, and pass 1's (which drops a packet of the run
+                    // without headroom).
+                    st.end = j;
+                    break;
+                };
+                let room = rest.len();
+                let k = (st.seq8.wrapping_sub(base << 8) >> 8) as usize % BURST;
+                let Some(icv) = c.step::<L3O, AT, END>(&mut st, w, room, meta, j, &mut blocks[k])
+                else {
+                    break;
+                };
+                icvs[k] = icv;
+            }
+            (st.seq8.wrapping_sub(base << 8) >> 8) as usize
+        };
+        let RunState { fill, over, drops, undo, end, .. } = st;
+        // Packets stamped: sequence numbers used.
+        let k = (st.seq8.wrapping_sub(base << 8) >> 8) as usize;
         // The run's packets: the live ones before the one that ended it.
         let done = live_bits & !(u32::MAX.checked_shl(end as u32).unwrap_or(0));
         let stamped = done & !drops;
         // Step 3: one same-key batch, the ICV bytes, the give-back.
         let Some(ch) = self.channels.get_mut(ci as usize) else { return Lead::Sealed };
-        let k = k.min(BURST);
         if k > 0 {
-            ch.k_sd.encrypt_blocks(&mut blocks[..k]);
-            for (r, b) in icvs.iter_mut().zip(&blocks[..k]) {
-                if let Some(r) = r {
-                    **r = b[0];
-                }
-            }
+            ch.k_sd.encrypt_blocks(&mut blocks[..slots]);
+            store_icvs(&mut icvs[..slots], &blocks[..slots]);
         }
         if k as u32 != want {
             ch.give_back(base, want, k as u32);
         }
         self.stats.nonconforming += over;
         let metas = batch.metas_mut();
-        if stamped == full_mask(metas.len()) {
+        if stamped == full_mask(n) {
             for m in metas.iter_mut() {
                 update_meta(m, L3O, L3::Ipv6, AT, 16);
             }
@@ -317,10 +501,13 @@ impl Pass1<'_> {
             }
         }
         if undo | drops != 0 {
-            settle(batch, undo, drops, over_drops);
+            settle(batch, undo, drops);
         }
         if end < BURST {
-            // Pass 1 goes on from the packet that ended the run.
+            // Pass 1 goes on from the packet that ended the run, with the
+            // memo and shaper state it would have had.
+            (self.lookups, self.memo_key, self.memo_tag) = (1, p.key, 2);
+            self.memo = Chan { ci, fair_len: 16, hdr_len };
             (self.run_ci, self.fill, self.stamped) = (ci, fill, k as u64);
             return Lead::Rest(Indices::of(live_bits & (u32::MAX << end)), 0);
         }
@@ -330,38 +517,44 @@ impl Pass1<'_> {
     }
 }
 
+/// Stores each ICV, the first byte of its encrypted block in `blocks`,
+/// through its reference in `icvs` (none: the packet was dropped); four
+/// at a time, one loop step for four packets.
+#[inline(always)]
+fn store_icvs(icvs: &mut [Option<&mut u8>], blocks: &[Block]) {
+    let (icv4, icv_rest) = icvs.as_chunks_mut::<4>();
+    let (block4, block_rest) = blocks.as_chunks::<4>();
+    for (r4, b4) in icv4.iter_mut().zip(block4) {
+        for (r, b) in r4.iter_mut().zip(b4) {
+            if let Some(r) = r {
+                **r = b[0];
+            }
+        }
+    }
+    for (r, b) in icv_rest.iter_mut().zip(block_rest) {
+        if let Some(r) = r {
+            **r = b[0];
+        }
+    }
+}
+
 /// The mask of the first `n` packets of a burst.
 #[inline(always)]
 fn full_mask(n: usize) -> u32 {
     u32::MAX.checked_shr(BURST.saturating_sub(n) as u32).unwrap_or(0)
 }
 
-/// Undoes the prepend of the packets `undo` and drops the packets `drops`
-/// (`over`: over the rate, the others for want of headroom).
+/// Undoes the prepend of the packets `undo` and drops the packets
+/// `drops` (over the rate).
 #[cold]
 #[inline(never)]
-fn settle<B: PacketBuf>(batch: &mut Batch<B>, undo: u32, drops: u32, over: u32) {
+fn settle<B: PacketBuf>(batch: &mut Batch<B>, undo: u32, drops: u32) {
     for j in Indices::of(undo) {
         let _ = batch.buf_mut(j).adj(16);
     }
     for j in Indices::of(drops) {
-        let r = if over & (1 << j) != 0 { DropReason::OverRate } else { DropReason::Unsupported };
-        batch.drop_packet(j, r);
+        batch.drop_packet(j, DropReason::OverRate);
     }
-}
-
-/// The Payload Length of packet `j`, which has no headroom, if it is of
-/// the lead run (pass 1 shapes it, then drops it); `frame`, `meta`: its
-/// bytes and metadata.
-#[cold]
-#[inline(never)]
-fn no_room<const L3O: usize, const AT: usize>(
-    e: &Expect,
-    frame: &[u8],
-    meta: &Meta,
-) -> Option<u16> {
-    let room = frame.len().saturating_sub(AT);
-    e.check::<L3O, AT>(frame.first_chunk::<AT>()?, room, meta)
 }
 
 /// The burst is not led by a run: all of it is pass 1's.

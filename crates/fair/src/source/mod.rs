@@ -10,8 +10,9 @@
 //! one offset with one Next Header (one flow's burst, the common case) is
 //! stamped as one *lead run* (`lead`): the burst's sequence numbers
 //! reserved up front with one atomic add (those left unused given back),
-//! each packet checked, shaped and given its whole header but the ICV in
-//! one touch, the run's ICVs computed as one same-key AES batch and
+//! each packet checked (one whose IP header starts like the first
+//! packet's in a few compares), shaped and given its whole header but the
+//! ICV in one touch, the run's ICVs computed as one same-key AES batch and
 //! stored through references kept from that touch; no queue, every
 //! offset constant. A burst whose lead run ends early has the run sealed
 //! the same way and pass 1 goes on from the packet that ended it.

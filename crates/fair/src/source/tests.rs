@@ -172,10 +172,10 @@ fn batch(pkts: &[PktSpec], eth: bool) -> Batch<TestBuf> {
 /// Runs the burst `make` builds through the fast and the reference stage
 /// at `now` and requires identical packets, metadata, counters and
 /// channel state.
-fn same_result(
+fn same_result<B: PacketBuf>(
     fast: &mut FairSource,
     slow: &mut FairSource,
-    make: impl Fn() -> Batch<TestBuf>,
+    make: impl Fn() -> Batch<B>,
     now: Now,
 ) -> Result<(), TestCaseError> {
     let (mut a, mut b) = (make(), make());
@@ -185,6 +185,7 @@ fn same_result(
     prop_assert_eq!(a.metas(), b.metas());
     for i in 0..a.len() {
         prop_assert_eq!(a.data(i), b.data(i), "packet {}", i);
+        prop_assert_eq!(a.buf(i).headroom(), b.buf(i).headroom(), "packet {}", i);
     }
     prop_assert_eq!(fast.stats, slow.stats);
     for (x, y) in fast.channels.iter_mut().zip(slow.channels.iter_mut()) {
@@ -719,4 +720,176 @@ fn lead_run_with_drops_known_answers() {
     assert_eq!(b.live_mask() >> 29, 0);
     assert_eq!(s.channels[1].reserve_seqnos(0), 0x00FF_FFF1);
     assert_eq!(s.stats.stamped, u64::from(seq - 0x00FF_FFF0) + 1);
+}
+
+/// The burst `b` in pooled [`Frame`](pipeline::Frame)s (the software
+/// backends' buffers, with their own `prepend_front`): the same bytes,
+/// headroom, metadata and live packets.
+fn in_frames(b: &Batch<TestBuf>) -> Batch<pipeline::Frame> {
+    use pipeline::{buf::FRAME_HEADROOM, Frame};
+    let mut f = Batch::new();
+    for i in 0..b.len() {
+        let (data, room) = (b.data(i), b.buf(i).headroom());
+        let mut x = Frame::from_slice(data).unwrap();
+        // Move the packet to the front of its buffer's headroom.
+        let less = FRAME_HEADROOM - room;
+        x.prepend(less).unwrap();
+        x.data_mut().copy_within(less.., 0);
+        x.trim(less).unwrap();
+        let k = f.push(x, 3).unwrap();
+        *f.meta_mut(k) = *b.meta(i);
+    }
+    for i in 0..b.len() {
+        if !b.is_live(i) {
+            f.drop_packet(i, pipeline::DropReason::Unsupported);
+        }
+    }
+    f
+}
+
+/// A generated packet of a one-flow burst of equal-sized packets: a
+/// change to it (selector, position, value), headroom, metadata preset,
+/// and whether an earlier stage dropped it.
+type SameSpec = (u8, u8, u8, u8, u8, bool);
+
+/// One flow's equal-sized packets (to `pick`, Payload Length `pl`, Next
+/// Header `nh`: the first 8 bytes of every IP header alike), some
+/// changed: a byte anywhere in the link or IP header (source address,
+/// traffic class, flow label, hop limit as well as the fields the run
+/// checks), truncated, another payload length, another kind of packet;
+/// without headroom, with (right or wrong) parse metadata, or dropped
+/// before the stage.
+fn same_size_batch(flow: (u8, u16, u8), pkts: &[SameSpec], eth: bool) -> Batch<TestBuf> {
+    let (pick, pl, nh) = flow;
+    let l3 = if eth { 14 } else { 0 };
+    let mut b = Batch::new();
+    let mut dead = Vec::new();
+    for (k, &(sel, pos, val, room, preset, gone)) in pkts.iter().enumerate() {
+        let mut f = frame(0, pick, pl, eth);
+        if let Some(x) = f.get_mut(l3 + 6) {
+            *x = [17, 6, 58, 59][nh as usize % 4];
+        }
+        // The source address and more differ between flows, not here.
+        for (a, x) in f.iter_mut().enumerate().skip(l3 + 8).take(16) {
+            *x = a as u8 ^ pick;
+        }
+        match sel % 16 {
+            0 | 1 => {
+                if let Some(x) = f.get_mut(pos as usize % (l3 + 40)) {
+                    *x = val;
+                }
+            }
+            2 => f.truncate(f.len().saturating_sub(1 + val as usize % 8)),
+            3 => f = frame(0, pick, pl.wrapping_add(1 + u16::from(val % 4)), eth),
+            4 => f = frame(val, pos % 8, u16::from(val) * 3, eth),
+            _ => {}
+        }
+        let room = if room < 24 { room as usize % 16 } else { 64 };
+        let i = b.push(TestBuf::new(&f, room), 3).unwrap();
+        let m = b.meta_mut(i);
+        let v6 = f.get(l3).is_some_and(|x| x >> 4 == 6);
+        let l3 = l3 as u16;
+        match preset % 16 {
+            0..=3 => {
+                (m.l3_off, m.l3, m.l4_off) = (l3, if v6 { L3::Ipv6 } else { L3::Ipv4 }, l3 + 40)
+            }
+            4 => (m.l3_off, m.l3) = (l3, L3::Ipv4),
+            5 => (m.l3_off, m.l3) = (14 - l3, L3::Ipv6),
+            6 => (m.l3_off, m.l3) = (l3, L3::None),
+            7 => m.l3 = L3::Ipv6,
+            _ => {}
+        }
+        if gone && k % 3 != 0 {
+            dead.push(i);
+        }
+    }
+    for i in dead {
+        b.drop_packet(i, pipeline::DropReason::Unsupported);
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+    /// Bursts of one flow's equal-sized packets (the lead run's packets
+    /// like its first one) give the reference's packets, verdicts,
+    /// metadata, counters, fills and sequence counters, in test buffers
+    /// and in pooled frames: every byte of the link and IP header changed
+    /// somewhere, truncated packets, other sizes and kinds, no headroom,
+    /// right and wrong parse metadata, packets dropped before the stage,
+    /// shapers running dry, payloads around the largest the MTU allows.
+    #[test]
+    fn equal_sized_runs_equal_reference(
+        ms in proptest::collection::vec(prop_oneof![6 => 0u8..8, 1 => 8u8..20], 4..6),
+        rate in prop_oneof![2 => Just(u64::MAX / 4_000_000_000), 1 => 200u64..20_000],
+        eth in any::<bool>(),
+        fwd in any::<bool>(),
+        mtu in prop_oneof![3 => Just(1500u16), 1 => 60u16..400],
+        bursts in proptest::collection::vec(
+            (0u64..3_000_000, (prop_oneof![6 => 0u8..4, 1 => 4u8..8], 1u16..700, any::<u8>()),
+             proptest::collection::vec(
+                (prop_oneof![6 => 5u8..16, 1 => 0u8..5], any::<u8>(), any::<u8>(),
+                 prop_oneof![12 => 24u8..=255, 1 => 0u8..24], any::<u8>(),
+                 prop_oneof![12 => Just(false), 1 => Just(true)]), 1..=BURST)),
+            1..5),
+    ) {
+        let cfg = SourceConfig {
+            framing: if eth { Framing::Ethernet } else { Framing::Ip },
+            mtu,
+            nonconforming: if fwd { NonConforming::Forward } else { NonConforming::Drop },
+            ..Default::default()
+        };
+        let mut fast = stage(cfg, &ms, rate, false);
+        let mut slow = stage(cfg, &ms, rate, true);
+        let mut fast_f = stage(cfg, &ms, rate, false);
+        let mut slow_f = stage(cfg, &ms, rate, true);
+        let mut t = 0u64;
+        for (dt, (pick, pl, nh), pkts) in bursts {
+            t += dt;
+            // Some flows at the largest payload within the MTU.
+            let pl = if pl % 4 == 0 { mtu.saturating_sub(56).max(1) } else { pl };
+            let make = || same_size_batch((pick, pl, nh), &pkts, eth);
+            same_result(&mut fast, &mut slow, make, clock(t))?;
+            same_result(&mut fast_f, &mut slow_f, || in_frames(&make()), clock(t))?;
+        }
+    }
+}
+
+/// A burst of one flow's equal-sized packets in pooled frames is stamped
+/// whole by the lead run (known answers: sequence numbers in order, ICVs,
+/// headers, metadata, headroom).
+#[test]
+fn equal_sized_burst_known_answers() {
+    for eth in [false, true] {
+        let framing = if eth { Framing::Ethernet } else { Framing::Ip };
+        let mut s = stage(SourceConfig { framing, ..Default::default() }, &[1], 1 << 30, false);
+        let now = Now { mono_ns: 5, unix_ns: 0x1234 * 1_000_000_000 };
+        let pkts: Vec<PktSpec> = vec![(0, 0, 100, 64, 1); BURST];
+        let mut b = in_frames(&batch(&pkts, eth));
+        let before = b.data(0).to_vec();
+        s.process(&mut b, now);
+        assert_eq!((s.stats.stamped, b.live_mask()), (BURST as u64, u32::MAX));
+        let k = Aes::new(&Key::from([1; 16]));
+        let l3 = if eth { 14 } else { 0 };
+        for i in 0..BURST {
+            let p = b.data(i);
+            assert_eq!((p.len(), b.buf(i).headroom()), (before.len() + 16, 64 - 16));
+            assert_eq!(p[..l3 + 4], before[..l3 + 4]);
+            assert_eq!((p[l3 + 6], u16::from_be_bytes([p[l3 + 4], p[l3 + 5]])), (253, 116));
+            assert_eq!(p[l3 + 7..l3 + 40], before[l3 + 7..l3 + 40]);
+            let seq = (0xFF_FFF0 + i as u32) & 0xFF_FFFF;
+            let icv = crate::crypto::icv(&k, 116, 0x1234, seq);
+            let s3 = seq.to_be_bytes();
+            let f = &p[l3 + 40..l3 + 56];
+            assert_eq!(f[..8], [17, 1, 0x12, 0x34, s3[1], s3[2], s3[3], icv], "packet {i}");
+            assert!(f[8..].iter().all(|b| *b == 0));
+            assert_eq!(p[l3 + 56..], before[l3 + 40..]);
+            let m = b.meta(i);
+            assert_eq!(
+                (m.l3_off, m.proto_off, m.proto),
+                (l3 as u16, l3 as u16 + 40, pipeline::Proto::Fair)
+            );
+        }
+        assert_eq!(s.channels[0].reserve_seqnos(0), 0xFF_FFF0 + BURST as u32);
+    }
 }
