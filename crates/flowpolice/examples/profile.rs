@@ -14,14 +14,13 @@
 //!
 //! `FP_MODE=request`: the request path of the `request` criterion bench
 //! instead (router-level insertion of new flows into a table of `FP_FLOWS`
-//! idle flows, hash, `Router::request_updates`, batched MAC; puzzle
-//! excluded), in
+//! idle flows: `Router::request_blocks` hashes, inserts and builds the MAC
+//! inputs, then the batched MAC; puzzle excluded), in
 //! `run_requests` (`--toggle-collect='*run_requests*'`).
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 
-use flowpolice::capability::mac_block;
 use flowpolice::config::{Config, LinkLayer};
 use flowpolice::host::{ipv4_packet, Sender};
 use flowpolice::puzzle::SeedChain;
@@ -59,25 +58,21 @@ fn thread_cpu_ns() -> u128 {
 /// The `request` bench's timed loop: `bursts` bursts of 32 new flows from
 /// `*next` on at `t_ms`.
 #[inline(never)]
-fn run_requests(r: &mut Router, bursts: usize, next: &mut u64, t_ms: u64) -> u64 {
-    let mut reqs = [(0u64, 0u64); BURST];
+fn run_requests(r: &mut Router, bursts: usize, next: &mut u64, t_ms: u64) -> usize {
+    let mut ids = [0u64; BURST];
     let mut results = [Err(flowpolice::Reject::TableFull); BURST];
     let mut blocks = [[0u8; 16]; BURST];
     let mut full = 0;
     for _ in 0..bursts {
         let base = *next;
-        for (j, q) in reqs.iter_mut().enumerate() {
-            *q = (base + j as u64, r.table().hash(base + j as u64));
+        for (j, f) in ids.iter_mut().enumerate() {
+            *f = base + j as u64;
         }
-        r.request_updates(&reqs, t_ms, &mut results);
-        for j in 0..BURST {
-            match results[j] {
-                Ok((p_id, ts, _)) => blocks[j] = mac_block(p_id, base + j as u64, ts),
-                Err(_) => full += 1,
-            }
-        }
+        // Hash, insert, MAC input blocks; then the batched MAC.
+        full += r.request_blocks(&ids, t_ms, &mut results, &mut blocks);
         r.key().mac_blocks(&mut blocks);
-        black_box(&blocks);
+        // A caller stamps the MACs with the packet IDs and times in `results`.
+        black_box((&blocks, &results));
         *next += BURST as u64;
     }
     full

@@ -205,7 +205,14 @@ impl FlowEntry {
     /// Whether the flow was idle for more than `idle_periods` periods (reclaimable).
     #[inline]
     pub fn is_idle(&self, now_ms: u64, p: &Params) -> bool {
-        u64::from(elapsed(now_ms, self.t_a)) > u64::from(p.idle_periods) * u64::from(p.period_ms)
+        self.idle_longer_than(now_ms, p.idle_ms())
+    }
+
+    /// [`is_idle`](Self::is_idle) with the parameters' threshold
+    /// ([`Params::idle_ms`]) computed once for many entries.
+    #[inline(always)]
+    pub(crate) fn idle_longer_than(&self, now_ms: u64, idle_ms: u64) -> bool {
+        u64::from(elapsed(now_ms, self.t_a)) > idle_ms
     }
 
     /// `V_0`: capabilities issued this period that have not come back.

@@ -234,6 +234,13 @@ impl Params {
         self.period_ms as u64 / 2
     }
 
+    /// How long (ms) a flow must have been idle to be reclaimed: more than
+    /// `idle_periods` periods since its current one started.
+    #[inline]
+    pub const fn idle_ms(&self) -> u64 {
+        self.idle_periods as u64 * self.period_ms as u64
+    }
+
     /// Packets per period up to which a flow is never dropped for
     /// misbehaving, only demoted ([`OverWindow::DropWhenMisbehaving`]):
     /// `⌈K_th / 8⌉` (16 at the default `K_th`). A responsive sender that

@@ -3,9 +3,9 @@
 //! ([`crate::stage`]) wraps this with parsing and per-burst batching; tests and
 //! simulations drive it directly.
 
-use mac::Key;
+use mac::{Block, Key};
 
-use crate::capability::{Capability, CapabilityKey};
+use crate::capability::{mac_block, Capability, CapabilityKey};
 use crate::flow::{Feedback, FlowEntry, Mark};
 use crate::params::{Params, ParamsError};
 use crate::table::{FlowTable, Slot, TableError};
@@ -268,6 +268,42 @@ impl Router {
         }
     }
 
+    /// A burst of requests for `flow_ids` (puzzles verified by the caller)
+    /// at `now_ms`, up to the shortest of the three slices: each flow
+    /// hashed, found or created, and its request counted, in order, with
+    /// the results [`request_update`](Self::request_update) gives one
+    /// request at a time, in `out`. For each accepted request `blocks`
+    /// receives its capability's MAC input block ([`mac_block`]: encrypt
+    /// them with [`CapabilityKey::mac_blocks`]); a refused request's block
+    /// is left as it was. Returns the number of refused requests.
+    ///
+    /// Each flow is hashed once, when its insertion lines are prefetched
+    /// [`request_prefetch_lag`](Self::request_prefetch_lag) requests ahead
+    /// (at most [`MAX_REQUEST_LAG`](crate::table::MAX_REQUEST_LAG) here).
+    pub fn request_blocks(
+        &mut self,
+        flow_ids: &[u64],
+        now_ms: u64,
+        out: &mut [Result<(u16, u32, Slot), Reject>],
+        blocks: &mut [Block],
+    ) -> usize {
+        let n = flow_ids.len().min(out.len()).min(blocks.len());
+        let (flow_ids, out, blocks) = (&flow_ids[..n], &mut out[..n], &mut blocks[..n]);
+        let Router { table, params, request_lag, .. } = self;
+        let mut refused = 0;
+        table.request_burst(flow_ids, now_ms, params, *request_lag, |j, f, r| match r {
+            Ok((slot, p_id, ts)) => {
+                out[j] = Ok((p_id, ts, slot));
+                blocks[j] = mac_block(p_id, f, ts);
+            }
+            Err(_) => {
+                table_full(&mut out[j]);
+                refused += 1;
+            }
+        });
+        refused
+    }
+
     /// A regular packet carrying `cap` at `now_ms`: verify, update, mark, restamp.
     pub fn on_regular(&mut self, cap: &Capability, now_ms: u64) -> Result<Accepted, Reject> {
         if !self.key.verify(cap) {
@@ -384,17 +420,11 @@ impl Router {
         (table.hinted_mut(hint, flow_id), params)
     }
 
-    /// The entry at slot `hint` if its flow ID is `flow_id`, occupied or
-    /// not ([`FlowEntry::regular_fast_slot`] tests that), and the
-    /// parameters (the stage's common packet: a right hint).
+    /// The table's entries ([`FlowTable::entries`]) and the parameters
+    /// (the stage's loop over a burst's common packets borrows them once).
     #[inline(always)]
-    pub(crate) fn hinted_slot(
-        &mut self,
-        flow_id: u64,
-        hint: usize,
-    ) -> (Option<&mut FlowEntry>, &Params) {
-        let Router { table, params, .. } = self;
-        (table.hinted_slot_mut(hint, flow_id), params)
+    pub(crate) fn entries_and_params(&mut self) -> (&mut [FlowEntry], &Params) {
+        (self.table.entries_mut(), &self.params)
     }
 
     /// The state update of a regular packet whose flow is at slot `i`.
@@ -577,6 +607,95 @@ mod tests {
         let e = r.flow(9).unwrap();
         assert_eq!((e.p_r, e.p_id), (16, before + 1));
         assert_eq!(e.unverified(), 1, "the dropped packet's ID never comes back");
+    }
+
+    /// `request_blocks` against `request_update` one request at a time,
+    /// from the same table state: the same results and refusal count,
+    /// the MAC input block of every accepted request (a refused one's
+    /// block untouched), and the same table afterwards (entries, length,
+    /// probe count).
+    fn request_blocks_match(
+        a: &mut Router,
+        b: &mut Router,
+        flows: &[u64],
+        now: u64,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        // Values no call writes: every result must be written.
+        let mut out = vec![Ok((u16::MAX, u32::MAX, Slot::Found(usize::MAX))); flows.len()];
+        let mut blocks = vec![[0xA5u8; 16]; flows.len()];
+        let refused = a.request_blocks(flows, now, &mut out, &mut blocks);
+        let mut want_refused = 0;
+        for ((&f, got), block) in flows.iter().zip(&out).zip(&blocks) {
+            let want = b.request_update(f, b.table().hash(f), now);
+            proptest::prop_assert_eq!(*got, want);
+            match want {
+                Ok((p_id, ts, _)) => proptest::prop_assert_eq!(*block, mac_block(p_id, f, ts)),
+                Err(_) => {
+                    want_refused += 1;
+                    proptest::prop_assert_eq!(*block, [0xA5u8; 16]);
+                }
+            }
+        }
+        proptest::prop_assert_eq!(refused, want_refused);
+        proptest::prop_assert_eq!(a.table().len(), b.table().len());
+        proptest::prop_assert_eq!(a.table().insert_probes(), b.table().insert_probes());
+        for i in 0..a.table().slots() {
+            proptest::prop_assert_eq!(a.table().entry(i), b.table().entry(i));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn request_blocks_stop_at_the_shortest_slice() {
+        let mut a = router();
+        let mut out = vec![Err(Reject::TableFull); 3];
+        let mut blocks = vec![[0u8; 16]; 5];
+        assert_eq!(a.request_blocks(&[1, 2, 3, 4], 10_000, &mut out, &mut blocks), 0);
+        assert!(out.iter().all(|r| r.is_ok()));
+        assert_eq!(blocks[3..], [[0u8; 16]; 2]);
+        assert_eq!(a.table().len(), 3);
+        assert!(a.flow(4).is_none());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// `request_blocks` equals `request_update` one request at a time
+        /// (`request_blocks_match`) over small tables whose windows fill
+        /// (refusals), with repeated flows (found), at random times (flows
+        /// go idle and are reclaimed), for the one-block window (with the
+        /// whole-chunk prefetch on and off) and other windows, and any
+        /// prefetch distance (beyond `MAX_REQUEST_LAG` too).
+        #[test]
+        fn request_blocks_equal_one_by_one(
+            flows in proptest::collection::vec(0u64..300, 0..70),
+            steps in proptest::collection::vec(0u64..20_000, 1..6),
+            (slots, window) in proptest::prelude::prop_oneof![
+                proptest::prelude::Just((40usize, 32usize)),
+                proptest::prelude::Just((96, 32)),
+                proptest::prelude::Just((256, 32)),
+                proptest::prelude::Just((64, 8)),
+                proptest::prelude::Just((200, 36)),
+            ],
+            whole in proptest::prelude::any::<bool>(),
+            lag in 0usize..40,
+            p_id_cap in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(Params::default().k_th),
+                proptest::prelude::Just(1u16),
+            ],
+        ) {
+            let params = Params { k_th: p_id_cap, ..Params::default() };
+            let mk = || Router::new(params, &Key::from([1u8; 16]), slots, window, [5, 6]);
+            let (mut a, mut b) = (mk().unwrap(), mk().unwrap());
+            a.set_request_prefetch_lag(lag);
+            a.table_mut().set_prefetch_whole_chunk(whole);
+            let mut now = 10_000u64;
+            for (round, gap) in steps.into_iter().enumerate() {
+                now += gap;
+                let ids: Vec<u64> = flows.iter().map(|&f| f + round as u64 * 11).collect();
+                request_blocks_match(&mut a, &mut b, &ids, now)?;
+            }
+        }
     }
 
     proptest::proptest! {

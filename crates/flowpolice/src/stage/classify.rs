@@ -10,14 +10,17 @@ use super::Burst;
 use super::FlowPolice;
 use crate::class;
 use crate::config::LinkLayer;
-use crate::table::FlowTable;
+use crate::flow::FlowEntry;
+use crate::table::{prefetch_entry, FlowTable};
 
 /// Pass 1b for one regular packet's record `r`: its window's tags name
 /// the likely slot of its flow; load just that entry's line(s), nothing
 /// when no tag matches (the flow is absent). Without hints: the rest of
 /// the home chunk.
+/// `entries`: the table's ([`FlowTable::entries`], borrowed once by a loop
+/// over many packets).
 #[inline(always)]
-fn hint(table: &FlowTable, r: &mut Reg, slot_hints: bool) {
+fn hint(table: &FlowTable, entries: &[FlowEntry], r: &mut Reg, slot_hints: bool) {
     let home = r.home as usize;
     if !slot_hints {
         table.prefetch_rest(home);
@@ -27,7 +30,7 @@ fn hint(table: &FlowTable, r: &mut Reg, slot_hints: bool) {
     // No matching tag: the flow is absent (pass 3 reads no entry).
     r.hint = match table.slot_hint(r.hash, home) {
         Some(h) => {
-            table.prefetch_slot(h);
+            prefetch_entry(entries, h);
             h as u32
         }
         None => NO_HINT,
@@ -88,7 +91,8 @@ impl FlowPolice {
     /// home chunk.
     #[inline(always)]
     pub(super) fn hint(&mut self, k: usize, b: Burst) {
-        hint(self.router.table(), &mut self.s.reg[k % BURST], b.slot_hints);
+        let table = self.router.table();
+        hint(table, table.entries(), &mut self.s.reg[k % BURST], b.slot_hints);
     }
 
     /// Pass 1 for a burst of common packets only: every packet live and
@@ -110,7 +114,7 @@ impl FlowPolice {
         // fewer live registers).
         // Raw IP input no stage parsed (the usual case): the IP header at
         // 0, checked for the burst once.
-        let ip = self.link == LinkLayer::Ip && batch.metas().iter().all(Self::unparsed);
+        let ip = self.link == LinkLayer::Ip && Self::all_fresh(batch.metas());
         match (ip, b.slot_hints, b.check_binding) {
             (true, true, true) => self.pass1_common_with::<B, true, true, true>(batch, b.lag),
             (true, true, false) => self.pass1_common_with::<B, true, true, false>(batch, b.lag),
@@ -138,6 +142,7 @@ impl FlowPolice {
         }
         let FlowPolice { router, keying, link, s, blocks, .. } = self;
         let (link, table) = (*link, router.table());
+        let entries = table.entries();
         for (k, (m, buf)) in batch.metas().iter().zip(batch.bufs()).enumerate() {
             let c = if IP {
                 Self::fast_regular_at(0, keying, buf.data())?
@@ -159,11 +164,11 @@ impl FlowPolice {
             s.reg[k].record(&c, hash, home, k);
             blocks[k] = c.block;
             if k >= lag {
-                hint(table, &mut s.reg[(k - lag) % BURST], HINTS);
+                hint(table, entries, &mut s.reg[(k - lag) % BURST], HINTS);
             }
         }
         for r in &mut s.reg[n.saturating_sub(lag)..n] {
-            hint(table, r, HINTS);
+            hint(table, entries, r, HINTS);
         }
         Some(n)
     }
@@ -460,5 +465,70 @@ mod tests {
         }
         // Rounds the common-burst loop took whole (every packet forwarded).
         assert!(common_runs > 50, "{common_runs}");
+    }
+
+    /// The fields of a carried capability, for comparisons.
+    fn fields(c: &super::Carried) -> (usize, u64, u16, u64, u32, u64, mac::Block) {
+        (c.shim, c.addr_fid, c.pid, c.fid, c.ts, c.mac, c.block)
+    }
+
+    /// Bytes of a regular IPv4 packet whose value `fast_regular_at` ignores
+    /// (type of service, ID, TTL, checksum, addresses, the shim's next
+    /// header and capability), and bits of the bytes it reads in part
+    /// (the IP flags beside the fragment offset; the shim's flag bits and
+    /// the type's low bit beside its top bit).
+    fn ignored(pos: usize) -> u8 {
+        match pos {
+            1 | 4 | 5 | 8 | 10..=20 | 24..=47 => 0xff,
+            6 => 0xe0,
+            21 => 0x7f,
+            _ => 0,
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// The common-packet reader (`fast_regular_at`, the first loop of
+        /// pass 1) against the generic walk (`locate`, `classify`), over
+        /// random changes to the header and shim bytes and the length of a
+        /// regular IPv4 packet: whatever it takes is a regular packet the
+        /// generic walk reads the same way, and it takes every packet whose
+        /// changes lie in bits it ignores.
+        #[test]
+        fn the_common_packet_reader_agrees_with_the_generic_walk(
+            changes in proptest::collection::vec((0usize..48, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..12,
+            grow in proptest::prelude::any::<bool>(),
+        ) {
+            let mut st = stage(true, true, 8, true, false);
+            let at = Now::from_unix_ns(T0);
+            let cap = Capability { p_id: 3, flow_id: 0xc000_1234, ts: 77, mac: [9; 8] };
+            let orig = regular(Ipv4Addr::new(10, 0, 0, 1), dst(5), cap);
+            let mut p = orig.clone();
+            for &(pos, v) in &changes {
+                p[pos] = v;
+            }
+            if grow {
+                p.extend_from_slice(&[0xee; 5]);
+            } else {
+                p.truncate(p.len() - cut);
+            }
+            let fast = FlowPolice::fast_regular_at(0, &st.keying, &p);
+            let expected = (grow || cut == 0)
+                && (0..48).all(|k| (p[k] ^ orig[k]) & !ignored(k) == 0);
+            if expected {
+                proptest::prop_assert!(fast.is_some(), "{changes:?} cut {cut} grow {grow}");
+            }
+            let mut batch: Batch<Vec<u8>> = Batch::new();
+            batch.push(p, 3).unwrap();
+            let generic = st.classify(&mut batch, 0, at);
+            if let Some(f) = fast {
+                match generic {
+                    super::Classified::Regular(g) => proptest::prop_assert_eq!(fields(&f), fields(&g)),
+                    _ => proptest::prop_assert!(false, "taken by the fast path only: {changes:?}"),
+                }
+            }
+        }
     }
 }

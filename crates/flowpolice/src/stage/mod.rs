@@ -220,6 +220,31 @@ fn set_classes<B: PacketBuf>(batch: &mut Batch<B>, fast: Fast) {
     }
 }
 
+/// The set bits of `mask`, a mask of a burst's packets (`n`: its regular
+/// packets). A common burst's masks are empty or hold its `n` packets
+/// (indices `0..n`): those two are answered without the bit-counting
+/// sequence (the baseline x86_64 instruction set has no `popcnt`).
+#[inline(always)]
+fn ones(mask: u32, n: usize) -> u64 {
+    if mask == 0 {
+        0
+    } else if mask == full(n) {
+        n as u64
+    } else {
+        u64::from(mask.count_ones())
+    }
+}
+
+/// The lowest `n` bits (`n ≤ 32`).
+#[inline(always)]
+fn full(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1 << n) - 1
+    }
+}
+
 /// Bytes `at..at + 26` of packet `i` (a shim's type byte through its
 /// capability), if the packet holds them.
 #[inline(always)]
@@ -327,7 +352,7 @@ impl FlowPolice {
                 break;
             }
             let k = todo.trailing_zeros() as usize;
-            if self.tag_ok(k) {
+            if update::tag_ok(&self.blocks, &self.s, k) {
                 m = self.regular_pass3_rest(batch, k, now_ms, m, t);
             } else {
                 self.drop_bad_macs(batch, 1 << k);
@@ -336,14 +361,6 @@ impl FlowPolice {
         }
         *fast = f;
         m
-    }
-
-    /// Whether the `k`-th regular packet's capability verified: the first
-    /// eight bytes of its AES output (pass 2, `blocks[k]`) are its MAC.
-    #[inline(always)]
-    fn tag_ok(&self, k: usize) -> bool {
-        let tag = self.blocks[k % BURST].first_chunk::<8>().copied().unwrap_or_default();
-        u64::from_ne_bytes(tag) == self.s.reg[k % BURST].mac
     }
 
     /// Drops the packets whose capabilities do not verify (`bad`: a mask
@@ -426,8 +443,8 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         let c = &mut self.counters;
         // Every accepted regular packet is in `classes`; those the fast
         // path did not take are also in `t.feedback`.
-        let accepted = u64::from(classes.accepted.count_ones());
-        let privileged = u64::from(classes.privileged.count_ones());
+        let accepted = ones(classes.accepted, n);
+        let privileged = ones(classes.privileged, n);
         let fast_current = accepted - t.feedback.iter().sum::<u64>();
         c.regular += n as u64;
         c.privileged += privileged;

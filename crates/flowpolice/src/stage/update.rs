@@ -2,10 +2,11 @@
 //! creates its flow; a regular packet runs Algorithm 1 on its entry and is
 //! marked, and both queue their new capability for pass 4.
 
+use mac::Block;
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
 use super::scratch::{
-    feedback_index, Fast, Stamp, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE,
+    feedback_index, Fast, Scratch, Stamp, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE,
 };
 use super::FlowPolice;
 use crate::capability::mac_block;
@@ -87,7 +88,9 @@ impl FlowPolice {
                 // `ts` is the current period's. The class is set with the
                 // burst's others (`fast`).
                 let issue = issue.map(|id| (id, ts));
-                let privileged = self.accepted::<B, true>(batch, i, r.shim, fid, mark, issue, n);
+                let (blocks, stamp) = (&mut self.blocks, &mut self.s.stamp);
+                let privileged =
+                    accepted::<B, true>(blocks, stamp, batch, i, r.shim, fid, mark, issue, n);
                 fast.accepted |= 1 << i;
                 fast.privileged |= u32::from(privileged) << i;
             }
@@ -99,7 +102,8 @@ impl FlowPolice {
     /// they are common packets (a verified tag, a right slot hint and
     /// [`FlowEntry::regular_fast_slot`](crate::FlowEntry::regular_fast_slot));
     /// returns `todo` from the first other packet on (nothing done for it),
-    /// 0 when all were common.
+    /// 0 when all were common. The table's entries are borrowed once for
+    /// the run.
     #[inline(always)]
     pub(super) fn pass3_common_run<B: PacketBuf>(
         &mut self,
@@ -110,22 +114,25 @@ impl FlowPolice {
         fast: &mut Fast,
     ) -> u32 {
         let (mut m, mut f) = (*n, *fast);
+        let FlowPolice { router, s, blocks, .. } = self;
+        let (entries, p) = router.entries_and_params();
         while todo != 0 {
             let k = todo.trailing_zeros() as usize;
-            if !self.tag_ok(k) {
+            if !tag_ok(blocks, s, k) {
                 break;
             }
-            let r = self.s.reg[k % BURST];
+            let r = s.reg[k % BURST];
             let (i, at) = (usize::from(r.i) % BURST, r.shim);
             // No hint (`NO_HINT`) names no slot of the table, or one that
             // does not hold the flow.
-            let common = match self.router.hinted_slot(r.fid, r.hint as usize) {
-                (Some(e), p) => e.regular_fast_slot(r.ts, r.pid, now_ms, p),
-                (None, _) => None,
+            let common = match entries.get_mut(r.hint as usize) {
+                Some(e) if e.flow_id == r.fid => e.regular_fast_slot(r.ts, r.pid, now_ms, p),
+                _ => None,
             };
             let Some((mark, issue)) = common else { break };
             let issue = issue.map(|id| (id, r.ts));
-            let privileged = self.accepted::<B, true>(batch, i, at, r.fid, mark, issue, &mut m);
+            let privileged =
+                accepted::<B, true>(blocks, &mut s.stamp, batch, i, at, r.fid, mark, issue, &mut m);
             f.accepted |= 1 << i;
             f.privileged |= u32::from(privileged) << i;
             todo &= todo - 1;
@@ -168,8 +175,10 @@ impl FlowPolice {
         match r {
             Ok(p) => {
                 t.feedback[feedback_index(p.feedback)] += 1;
-                let privileged =
-                    self.accepted::<B, false>(batch, i, g.shim, fid, p.mark, p.issue, &mut n);
+                let (blocks, stamp) = (&mut self.blocks, &mut self.s.stamp);
+                let privileged = accepted::<B, false>(
+                    blocks, stamp, batch, i, g.shim, fid, p.mark, p.issue, &mut n,
+                );
                 t.accepted.accepted |= 1 << i;
                 t.accepted.privileged |= u32::from(privileged) << i;
             }
@@ -188,48 +197,57 @@ impl FlowPolice {
         }
         n
     }
+}
 
-    /// An accepted regular packet (shim at `at`): its new capability
-    /// (`issue`: packet ID and `ts`) queued for pass 4 or, without one,
-    /// its type byte written now. Returns whether it is privileged (the
-    /// caller sets the class). `CARRIED_TS`: the new capability's `ts` is
-    /// the carried one's (Algorithm 1's fast path), otherwise it is
-    /// written into the packet now.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn accepted<B: PacketBuf, const CARRIED_TS: bool>(
-        &mut self,
-        batch: &mut Batch<B>,
-        i: usize,
-        at: u16,
-        fid: u64,
-        mark: Mark,
-        issue: Option<(u16, u32)>,
-        n: &mut usize,
-    ) -> bool {
-        // `regular_update` reports drops as `Err(OverWindow)`, so a mark
-        // that is not privileged is best effort.
-        let privileged = mark == Mark::Privileged;
-        let ty = if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE };
-        match issue {
-            Some((p_id, ts)) => {
-                // `*n < BURST`: the modulo only spares the bounds checks.
-                let k = *n % BURST;
-                self.blocks[k] = mac_block(p_id, fid, ts);
-                self.s.stamp[k] = Stamp { i: i as u8, ty, at, pid: p_id };
-                *n += 1;
-                if !CARRIED_TS {
-                    write_fid_ts(batch, i, at, None, ts);
-                }
-            }
-            None => {
-                if let Some(b) = batch.buf_mut(i).data_mut().get_mut(usize::from(at) + 1) {
-                    *b = ty;
-                }
+/// An accepted regular packet (shim at `at`): its new capability
+/// (`issue`: packet ID and `ts`) queued for pass 4 (its MAC input in
+/// `blocks[*n]`, its packet in `stamp[*n]`) or, without one, its type byte
+/// written now. Returns whether it is privileged (the caller sets the
+/// class). `CARRIED_TS`: the new capability's `ts` is the carried one's
+/// (Algorithm 1's fast path), otherwise it is written into the packet now.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn accepted<B: PacketBuf, const CARRIED_TS: bool>(
+    blocks: &mut [Block; BURST],
+    stamp: &mut [Stamp; BURST],
+    batch: &mut Batch<B>,
+    i: usize,
+    at: u16,
+    fid: u64,
+    mark: Mark,
+    issue: Option<(u16, u32)>,
+    n: &mut usize,
+) -> bool {
+    // `regular_update` reports drops as `Err(OverWindow)`, so a mark
+    // that is not privileged is best effort.
+    let privileged = mark == Mark::Privileged;
+    let ty = if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE };
+    match issue {
+        Some((p_id, ts)) => {
+            // `*n < BURST`: the modulo only spares the bounds checks.
+            let k = *n % BURST;
+            blocks[k] = mac_block(p_id, fid, ts);
+            stamp[k] = Stamp { i: i as u8, ty, at, pid: p_id };
+            *n += 1;
+            if !CARRIED_TS {
+                write_fid_ts(batch, i, at, None, ts);
             }
         }
-        privileged
+        None => {
+            if let Some(b) = batch.buf_mut(i).data_mut().get_mut(usize::from(at) + 1) {
+                *b = ty;
+            }
+        }
     }
+    privileged
+}
+
+/// Whether the `k`-th regular packet's capability verified: the first
+/// eight bytes of its AES output (pass 2, `blocks[k]`) are its MAC.
+#[inline(always)]
+pub(super) fn tag_ok(blocks: &[Block; BURST], s: &Scratch, k: usize) -> bool {
+    let tag = blocks[k % BURST].first_chunk::<8>().copied().unwrap_or_default();
+    u64::from_ne_bytes(tag) == s.reg[k % BURST].mac
 }
 
 /// Writes a new capability's flow ID (if given) and `ts` into packet `i`

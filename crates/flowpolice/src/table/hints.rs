@@ -6,6 +6,7 @@ use super::tags::{
     block_candidates, block_mask, first_match, tag, tag_block, window_top_bits, BLOCK, LO,
 };
 use super::{FlowTable, CHUNK_SLOTS};
+use crate::flow::FlowEntry;
 
 impl FlowTable {
     /// Whether an insertion ([`prefetch_insert`](Self::prefetch_insert))
@@ -26,10 +27,11 @@ impl FlowTable {
     /// cache (lookups).
     #[inline(always)]
     pub fn prefetch(&self, hash: u64) {
-        let c = &self.chunks[self.home(hash) / CHUNK_SLOTS];
-        memhint::prefetch(&c.0[0]);
-        memhint::prefetch(&c.0[1].w_v);
-        memhint::prefetch(&c.0[3]);
+        if let Some(c) = chunk_at(self.entries(), self.home(hash)) {
+            memhint::prefetch(&c[0]);
+            memhint::prefetch(&c[1].w_v);
+            memhint::prefetch(&c[3]);
+        }
     }
 
     /// Starts loading the first line of the chunk at slot `home` (from
@@ -37,17 +39,17 @@ impl FlowTable {
     /// flow ID).
     #[inline(always)]
     pub fn prefetch_first(&self, home: usize) {
-        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
-            memhint::prefetch(&c.0[0]);
+        if let Some(e) = self.entries().get(home) {
+            memhint::prefetch(e);
         }
     }
 
     /// Starts loading the second and third lines of the chunk at slot `home`.
     #[inline(always)]
     pub fn prefetch_rest(&self, home: usize) {
-        if let Some(c) = self.chunks.get(home / CHUNK_SLOTS) {
-            memhint::prefetch(&c.0[1].w_v);
-            memhint::prefetch(&c.0[3]);
+        if let Some(c) = chunk_at(self.entries(), home) {
+            memhint::prefetch(&c[1].w_v);
+            memhint::prefetch(&c[3]);
         }
     }
 
@@ -127,13 +129,7 @@ impl FlowTable {
     /// for the entries that straddle a line boundary).
     #[inline(always)]
     pub fn prefetch_slot(&self, i: usize) {
-        if let Some(c) = self.chunks.get(i / CHUNK_SLOTS) {
-            let e = &c.0[i % CHUNK_SLOTS];
-            // First and last bytes of the 48-byte entry (`p_id` shares the
-            // last byte's line).
-            memhint::prefetch(&e.flow_id);
-            memhint::prefetch(&e.p_id);
-        }
+        prefetch_entry(self.entries(), i);
     }
 
     /// Starts loading what an insertion reads: the window's tags and the
@@ -146,11 +142,11 @@ impl FlowTable {
     #[inline(always)]
     pub fn prefetch_insert(&self, hash: u64) {
         let h = self.home(hash);
-        if let Some(c) = self.chunks.get(h / CHUNK_SLOTS) {
-            memhint::prefetch(&c.0[0]);
-            memhint::prefetch(&c.0[1].w_v);
+        if let Some(c) = chunk_at(self.entries(), h) {
+            memhint::prefetch(&c[0]);
+            memhint::prefetch(&c[1].w_v);
             if self.whole_chunk {
-                memhint::prefetch(&c.0[3]);
+                memhint::prefetch(&c[3]);
             }
         }
         if let Some(t) = self.tags.get(h) {
@@ -160,5 +156,25 @@ impl FlowTable {
         if let Some(t) = self.tags.get(h + self.window - 1) {
             memhint::prefetch(t);
         }
+    }
+}
+
+/// The chunk (four slots, three cache lines) from slot `h` of `entries`
+/// (a multiple of [`CHUNK_SLOTS`]: a home slot), if the table holds it.
+#[inline(always)]
+pub(super) fn chunk_at(entries: &[FlowEntry], h: usize) -> Option<&[FlowEntry; CHUNK_SLOTS]> {
+    entries.get(h..h + CHUNK_SLOTS)?.try_into().ok()
+}
+
+/// [`FlowTable::prefetch_slot`] on the table's
+/// [`entries`](FlowTable::entries) (a loop over many packets borrows them
+/// once): nothing for a slot past the table.
+#[inline(always)]
+pub(crate) fn prefetch_entry(entries: &[FlowEntry], i: usize) {
+    if let Some(e) = entries.get(i) {
+        // First and last bytes of the 48-byte entry (`p_id` shares the
+        // last byte's line).
+        memhint::prefetch(&e.flow_id);
+        memhint::prefetch(&e.p_id);
     }
 }

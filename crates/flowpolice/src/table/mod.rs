@@ -1,10 +1,13 @@
 //! The flow table: preallocated open addressing over 48-byte entries.
 //!
-//! * Storage is a vector of 192-byte *chunks* (three cache lines, 64-byte
-//!   aligned), each holding four 48-byte [`FlowEntry`]s, plus one tag byte per
-//!   slot. Both are allocated (and touched) once at construction, with
-//!   transparent huge pages requested for them ([`memhint::huge_filled_vec`]); nothing
-//!   allocates or locks afterwards.
+//! * Storage is a vector of 48-byte [`FlowEntry`]s, slot `i` at entry
+//!   `off + i` where `off < 4` makes slot 0 start on a 64-byte boundary: so
+//!   every four slots from a multiple of four form a 192-byte *chunk* of
+//!   three cache lines, and a slot's entry is one index away (no chunk and
+//!   offset arithmetic). One tag byte per slot besides. Both are allocated
+//!   (and touched) once at construction, with transparent huge pages
+//!   requested for them ([`memhint::huge_filled_vec`]); nothing allocates
+//!   or locks afterwards.
 //! * A flow lives in the first usable slot of a bounded window of
 //!   [`probe_window`](FlowTable::probe_window) slots (a multiple of four)
 //!   starting at the first slot of its *home chunk* (bucketized linear
@@ -86,16 +89,16 @@ pub enum TableError {
     BadWindow(usize),
 }
 
-/// Four entries in three cache lines.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Chunk([FlowEntry; CHUNK_SLOTS]);
-
-const _: () = assert!(core::mem::size_of::<Chunk>() == 192);
+// Four entries are three cache lines.
+const _: () = assert!(core::mem::size_of::<FlowEntry>() * CHUNK_SLOTS == 192);
 
 /// The preallocated flow table.
 pub struct FlowTable {
-    chunks: Vec<Chunk>,
+    /// The entries: slot `i` at `store[off + i]`; `store.len() = off + slots`.
+    store: Vec<FlowEntry>,
+    /// Entries before slot 0 (fewer than [`CHUNK_SLOTS`]): slot 0 starts a
+    /// cache line.
+    off: usize,
     /// One byte per slot: 0 = empty, else [`tag`] of the flow's hash.
     tags: Vec<u8>,
     /// Number of home chunks: `chunks − window/4 + 1`.
@@ -147,11 +150,32 @@ impl Slot {
 
 mod hints;
 mod probe;
+mod requests;
 mod tags;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use hints::prefetch_entry;
+pub use requests::MAX_REQUEST_LAG;
 use tags::{block_mask, window_top_bits, BLOCK};
+
+/// [`FlowTable::hash`] with the table's keys passed in.
+#[inline(always)]
+fn keyed_hash(k0: u64, k1: u64, flow_id: u64) -> u64 {
+    #[inline(always)]
+    fn fold(a: u64, b: u64) -> u64 {
+        let m = u128::from(a) * u128::from(b);
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+    fold(fold(flow_id ^ k0, k1), 0x9e37_79b9_7f4a_7c15)
+}
+
+/// The home chunk of a hash among `homes` ([`FlowTable::home`] divided by
+/// [`CHUNK_SLOTS`]): below `homes`.
+#[inline(always)]
+fn home_chunk(homes: u64, hash: u64) -> usize {
+    ((u128::from(hash) * u128::from(homes)) >> 64) as usize
+}
 
 impl FlowTable {
     /// A table of `slots` slots (rounded up to a multiple of [`CHUNK_SLOTS`]; at
@@ -167,11 +191,18 @@ impl FlowTable {
         }
         let n_chunks = slots.div_ceil(CHUNK_SLOTS);
         let window = probe_window.div_ceil(CHUNK_SLOTS) * CHUNK_SLOTS;
-        let chunks = memhint::huge_filled_vec(n_chunks, Chunk([FlowEntry::EMPTY; CHUNK_SLOTS]));
+        // Up to three entries more, to start slot 0 on a cache line: the
+        // vector is 16-byte aligned, and entry `k` lies `48 k ≡ −16 k` bytes
+        // (mod 64) from its start.
+        let mut store =
+            memhint::huge_filled_vec(n_chunks * CHUNK_SLOTS + CHUNK_SLOTS - 1, FlowEntry::EMPTY);
+        let off = (store.as_ptr().addr() % 64) / 16;
+        store.truncate(off + n_chunks * CHUNK_SLOTS);
         // Padding (zero, never a tag) for the word- and block-wise scans.
         let tags = memhint::huge_filled_vec(n_chunks * CHUNK_SLOTS + BLOCK, 0u8);
         Ok(FlowTable {
-            chunks,
+            store,
+            off,
             tags,
             homes: (n_chunks - window / CHUNK_SLOTS + 1) as u64,
             window,
@@ -201,7 +232,20 @@ impl FlowTable {
 
     /// Number of slots.
     pub fn slots(&self) -> usize {
-        self.chunks.len() * CHUNK_SLOTS
+        self.store.len() - self.off
+    }
+
+    /// The entries, slot `i` at index `i` (a loop over many slots borrows
+    /// them once).
+    #[inline(always)]
+    pub(crate) fn entries(&self) -> &[FlowEntry] {
+        self.store.get(self.off..).unwrap_or_default()
+    }
+
+    /// [`entries`](Self::entries), mutable.
+    #[inline(always)]
+    pub(crate) fn entries_mut(&mut self) -> &mut [FlowEntry] {
+        self.store.get_mut(self.off..).unwrap_or_default()
     }
 
     /// Slots probed for one flow.
@@ -251,23 +295,18 @@ impl FlowTable {
     /// pick the home chunk) are mixed even for small flow IDs or weak keys.
     #[inline(always)]
     pub fn hash(&self, flow_id: u64) -> u64 {
-        #[inline(always)]
-        fn fold(a: u64, b: u64) -> u64 {
-            let m = u128::from(a) * u128::from(b);
-            (m as u64) ^ ((m >> 64) as u64)
-        }
-        fold(fold(flow_id ^ self.k0, self.k1), 0x9e37_79b9_7f4a_7c15)
+        keyed_hash(self.k0, self.k1, flow_id)
     }
 
     /// The first slot of the home chunk of a hash (multiply-high range reduction).
     #[inline(always)]
     pub fn home(&self, hash: u64) -> usize {
-        (((u128::from(hash) * u128::from(self.homes)) >> 64) as usize) * CHUNK_SLOTS
+        home_chunk(self.homes, hash) * CHUNK_SLOTS
     }
 
     #[inline(always)]
     fn at(&self, i: usize) -> &FlowEntry {
-        &self.chunks[i / CHUNK_SLOTS].0[i % CHUNK_SLOTS]
+        &self.entries()[i]
     }
 
     /// The entry at slot `i`.
@@ -279,7 +318,7 @@ impl FlowTable {
     /// The entry at slot `i`, mutable.
     #[inline(always)]
     pub fn entry_mut(&mut self, i: usize) -> &mut FlowEntry {
-        &mut self.chunks[i / CHUNK_SLOTS].0[i % CHUNK_SLOTS]
+        &mut self.entries_mut()[i]
     }
 
     /// The entry of `flow_id`, if present.

@@ -42,34 +42,21 @@ impl FlowTable {
         hint: Option<usize>,
     ) -> Option<&mut FlowEntry> {
         if let Some(i) = hint {
-            if self.chunks.get(i / CHUNK_SLOTS).is_some_and(|c| {
-                let e = &c.0[i % CHUNK_SLOTS];
-                e.flow_id == flow_id && e.is_occupied()
-            }) {
+            if self.entries().get(i).is_some_and(|e| e.flow_id == flow_id && e.is_occupied()) {
                 // Same index and check as above: the compiler merges them.
-                return self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS]);
+                return self.entries_mut().get_mut(i);
             }
         }
         let i = self.find_tagged_scan(flow_id, hash, home)?;
-        self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])
+        self.entries_mut().get_mut(i)
     }
 
     /// The entry at slot `i` if it holds `flow_id` (a right hint: see
     /// [`find_tagged_mut`](Self::find_tagged_mut)).
     #[inline(always)]
     pub(crate) fn hinted_mut(&mut self, i: usize, flow_id: u64) -> Option<&mut FlowEntry> {
-        let e = self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])?;
+        let e = self.entries_mut().get_mut(i)?;
         (e.flow_id == flow_id && e.is_occupied()).then_some(e)
-    }
-
-    /// The entry at slot `i` if its flow ID is `flow_id`, occupied or not
-    /// (the caller tests occupancy with its other flags: an empty slot
-    /// holds flow ID 0). `None` also for a slot past the table (e.g.
-    /// `u32::MAX`, no hint).
-    #[inline(always)]
-    pub(crate) fn hinted_slot_mut(&mut self, i: usize, flow_id: u64) -> Option<&mut FlowEntry> {
-        let e = self.chunks.get_mut(i / CHUNK_SLOTS).map(|c| &mut c.0[i % CHUNK_SLOTS])?;
-        (e.flow_id == flow_id).then_some(e)
     }
 
     /// [`find_tagged`](Self::find_tagged) without a (right) hint: kept out
@@ -101,9 +88,7 @@ impl FlowTable {
     fn holds(&self, i: usize, flow_id: u64, home: usize) -> bool {
         i >= home
             && i < home + self.window
-            && self.chunks.get(i / CHUNK_SLOTS).is_some_and(|c| {
-                c.0[i % CHUNK_SLOTS].flow_id == flow_id && c.0[i % CHUNK_SLOTS].is_occupied()
-            })
+            && self.entries().get(i).is_some_and(|e| e.flow_id == flow_id && e.is_occupied())
     }
 
     /// [`find_at`](Self::find_at) that first tries the slot `hint` (from
@@ -130,17 +115,17 @@ impl FlowTable {
     /// ([`home`](Self::home) of the flow's hash).
     #[inline]
     pub fn find_at(&self, flow_id: u64, h: usize) -> Option<usize> {
-        let first = h / CHUNK_SLOTS;
-        let window = self.chunks.get(first..first + self.window / CHUNK_SLOTS)?;
-        for (c, chunk) in window.iter().enumerate() {
-            for (k, e) in chunk.0.iter().enumerate() {
+        let window = self.entries().get(h..h + self.window)?;
+        let (chunks, _) = window.as_chunks::<CHUNK_SLOTS>();
+        for (c, chunk) in chunks.iter().enumerate() {
+            for (k, e) in chunk.iter().enumerate() {
                 if e.flow_id == flow_id && e.is_occupied() {
                     return Some(h + c * CHUNK_SLOTS + k);
                 }
             }
             // Slots fill in window order and never empty again: a chunk with a
             // free slot ends the flow's window.
-            if !chunk.0[CHUNK_SLOTS - 1].is_occupied() {
+            if !chunk[CHUNK_SLOTS - 1].is_occupied() {
                 return None;
             }
         }
@@ -205,12 +190,11 @@ impl FlowTable {
         let t = tag(hash);
         let blocks = window.div_ceil(BLOCK);
         let last_block_valid = self.last_block_valid;
-        // The window's tags and chunks, borrowed once: the writes below
+        // The window's tags and entries, borrowed once: the writes below
         // index them without further bounds checks on the table.
-        let FlowTable { tags, chunks, probed, len, .. } = self;
+        let FlowTable { tags, store, off, probed, len, .. } = self;
         let tags = tags.get_mut(h..h + blocks * BLOCK).ok_or(Full)?;
-        let first = h / CHUNK_SLOTS;
-        let chunks = chunks.get_mut(first..first + window / CHUNK_SLOTS).ok_or(Full)?;
+        let entries = store.get_mut(*off + h..*off + h + window).ok_or(Full)?;
         let mut read = 0u64;
         // Block by block (one at the default window), with a plain counter:
         // fewer live registers than the iterator (measured).
@@ -225,12 +209,9 @@ impl FlowTable {
             while m != 0 {
                 let j = k + m.trailing_zeros() as usize;
                 read += 1;
-                if chunks
-                    .get(j / CHUNK_SLOTS)
-                    .is_some_and(|c| c.0[j % CHUNK_SLOTS].flow_id == flow_id)
-                {
+                if entries.get(j).is_some_and(|e| e.flow_id == flow_id) {
                     *probed += read;
-                    let e = &mut chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS];
+                    let e = &mut entries[j];
                     let id = if REQUEST { e.on_request(now_ms, p) } else { 0 };
                     return Ok((Slot::Found(h + j), e, id));
                 }
@@ -249,21 +230,15 @@ impl FlowTable {
         let end = first_empty.unwrap_or(window);
         // The common case first: the window's first slot is idle.
         let mut idle = None;
-        if end > 0 && chunks.first().is_some_and(|c| c.0[0].is_idle(now_ms, p)) {
+        if end > 0 && entries.first().is_some_and(|e| e.is_idle(now_ms, p)) {
             read += 1;
             idle = Some(0);
         } else {
-            'scan: for (c, chunk) in chunks.iter().enumerate() {
-                for (j, e) in chunk.0.iter().enumerate() {
-                    let k = c * CHUNK_SLOTS + j;
-                    if k >= end {
-                        break 'scan;
-                    }
-                    read += 1;
-                    if e.is_idle(now_ms, p) {
-                        idle = Some(k);
-                        break 'scan;
-                    }
+            for (k, e) in entries.iter().enumerate().take(end) {
+                read += 1;
+                if e.is_idle(now_ms, p) {
+                    idle = Some(k);
+                    break;
                 }
             }
         }
@@ -279,7 +254,7 @@ impl FlowTable {
         if let Some(t) = tags.get_mut(k) {
             *t = tag(hash);
         }
-        let e = &mut chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS];
+        let e = &mut entries[k];
         let id = if REQUEST {
             let (fresh, id) = FlowEntry::requested(flow_id, now_ms, p);
             *e = fresh;
@@ -293,7 +268,7 @@ impl FlowTable {
 
     /// [`find_or_insert_entry`](Self::find_or_insert_entry) for a window of
     /// exactly one tag block ([`BLOCK`] slots, the default): the window's
-    /// tags and chunks as fixed-size arrays, borrowed with one check each,
+    /// tags and entries as fixed-size arrays, borrowed with one check each,
     /// so that no slot index needs a bounds check, and no block loop. Same
     /// result, state change and probe count as the general path.
     #[inline(always)]
@@ -305,23 +280,21 @@ impl FlowTable {
         now_ms: u64,
         p: &Params,
     ) -> Result<(Slot, &mut FlowEntry, u16), Full> {
-        const CHUNKS: usize = BLOCK / CHUNK_SLOTS;
         let t = tag(hash);
-        let FlowTable { tags, chunks, probed, len, .. } = self;
+        let FlowTable { tags, store, off, probed, len, .. } = self;
         let tags: &mut [u8; BLOCK] =
             tags.get_mut(h..).and_then(|x| x.first_chunk_mut()).ok_or(Full)?;
-        let c = h / CHUNK_SLOTS;
-        let chunks: &mut [super::Chunk; CHUNKS] =
-            chunks.get_mut(c..c + CHUNKS).and_then(|c| c.try_into().ok()).ok_or(Full)?;
+        let entries: &mut [FlowEntry; BLOCK] =
+            store.get_mut(*off + h..).and_then(|x| x.first_chunk_mut()).ok_or(Full)?;
         let (mut m, zero) = block_candidates(memhint::byte_masks(tags, t), !0);
         let mut read = 0u64;
         while m != 0 {
             // `j < 32`: the fixed arrays need no bounds check.
             let j = m.trailing_zeros() as usize;
             read += 1;
-            if chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS].flow_id == flow_id {
+            if entries[j].flow_id == flow_id {
                 *probed += read;
-                let e = &mut chunks[j / CHUNK_SLOTS].0[j % CHUNK_SLOTS];
+                let e = &mut entries[j];
                 let id = if REQUEST { e.on_request(now_ms, p) } else { 0 };
                 return Ok((Slot::Found(h + j), e, id));
             }
@@ -331,7 +304,7 @@ impl FlowTable {
         // empty one (`end` = 32 when none is empty). The slots are read in
         // order, so the count read follows from where the scan stopped.
         let end = zero.trailing_zeros() as usize;
-        let idle = first_idle(chunks, end, now_ms, p);
+        let idle = first_idle(entries, end, now_ms, p);
         read += idle.map_or(end, |k| k + 1) as u64;
         *probed += read;
         let k = match idle {
@@ -345,7 +318,7 @@ impl FlowTable {
         let k = k % BLOCK;
         let slot = if idle.is_some() { Slot::Reclaimed(h + k) } else { Slot::Created(h + k) };
         tags[k] = t;
-        let e = &mut chunks[k / CHUNK_SLOTS].0[k % CHUNK_SLOTS];
+        let e = &mut entries[k];
         let id = if REQUEST {
             let (fresh, id) = FlowEntry::requested(flow_id, now_ms, p);
             *e = fresh;
@@ -358,22 +331,22 @@ impl FlowTable {
     }
 }
 
-/// The first slot of `chunks` before slot `end` whose flow is idle
-/// ([`FlowEntry::is_idle`]), walking the entries in order (no slot index
-/// arithmetic per entry).
+/// The first of `entries` before slot `end` whose flow is idle
+/// ([`FlowEntry::is_idle`]), walking the entries in order.
 #[inline(always)]
-fn first_idle(chunks: &[super::Chunk], end: usize, now_ms: u64, p: &Params) -> Option<usize> {
+fn first_idle(entries: &[FlowEntry], end: usize, now_ms: u64, p: &Params) -> Option<usize> {
+    // A counter beside the entry walk (as in the burst insertion, where
+    // `enumerate` and `position` measured more instructions).
     let mut k = 0;
-    for c in chunks {
-        for e in &c.0 {
-            if k >= end {
-                return None;
-            }
-            if e.is_idle(now_ms, p) {
-                return Some(k);
-            }
-            k += 1;
+    #[allow(clippy::explicit_counter_loop)]
+    for e in entries {
+        if k >= end {
+            return None;
         }
+        if e.is_idle(now_ms, p) {
+            return Some(k);
+        }
+        k += 1;
     }
     None
 }

@@ -311,3 +311,35 @@ fn one_block_insertion_equals_the_block_loop() {
         }
     }
 }
+
+#[test]
+fn slots_start_on_a_cache_line_whatever_the_allocation() {
+    let p = Params::default();
+    // Tables of many sizes (kept alive, so that their memory starts at
+    // different offsets from a cache line): slot 0 starts one, every slot
+    // is one entry, and what insertions write is where lookups read it.
+    let mut offs = std::collections::BTreeSet::new();
+    let mut tables = Vec::new();
+    for k in 0..64 {
+        let slots = 64 + 4 * (k % 16) + k / 16;
+        let mut t = FlowTable::new(slots, 32, [k as u64, 9]).unwrap();
+        assert_eq!(t.entries().as_ptr().addr() % 64, 0);
+        assert_eq!(t.entries().len(), t.slots());
+        assert_eq!(t.slots(), slots.div_ceil(CHUNK_SLOTS) * CHUNK_SLOTS);
+        offs.insert(t.off);
+        for f in 1..=(slots as u64) {
+            let h = t.hash(f);
+            if let Ok(s) = t.find_or_insert(f, h, 0, &p) {
+                assert_eq!(t.entry(s.index()).flow_id, f);
+                assert_eq!(t.find(f, h), Some(s.index()));
+                assert_eq!(t.find_tagged(f, h, t.home(h), None), Some(s.index()));
+            }
+        }
+        tables.push(t);
+    }
+    // The vectors' own alignment is 16 bytes: more than one offset occurs.
+    assert!(offs.len() > 1, "{offs:?}");
+    // Above the huge-page threshold (its own mapping).
+    let t = FlowTable::new(1 << 17, 32, [1, 2]).unwrap();
+    assert_eq!(t.entries().as_ptr().addr() % 64, 0);
+}
