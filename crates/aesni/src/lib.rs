@@ -244,7 +244,7 @@ fn portable_chain(
 /// [`LANES`] chains run interleaved, so the CPU overlaps their AES rounds;
 /// the result is exactly that of [`Aes128::cbc_chain`] per lane. `block` is
 /// called once per (lane, step), steps of a group of lanes in order; `key`
-/// is called once per lane and group.
+/// is called once per lane and group (twice for the first lane).
 #[inline]
 #[allow(unsafe_code)]
 pub fn cbc_lanes<'k>(
@@ -253,29 +253,36 @@ pub fn cbc_lanes<'k>(
     steps: usize,
     mut block: impl FnMut(usize, usize) -> Block,
 ) {
-    for (c, chunk) in states.chunks_mut(LANES).enumerate() {
-        let base = c * LANES;
-        #[cfg(target_arch = "x86_64")]
-        {
-            let n = chunk.len();
-            let k = |l: usize| key(base + l.min(n - 1)).round_keys();
-            let b = |l: usize, j: usize| block(base + l, j);
-            // SAFETY (all four): `ni::lanes` runs only with round keys of
-            // every lane present (`Some`), and `Ni` round keys exist only if
-            // AES-NI was detected, the target feature `ni::lanes` needs.
-            let done = match n {
-                1 => unsafe { ni::lanes::<1>(k, chunk, steps, b) },
-                2 => unsafe { ni::lanes::<2>(k, chunk, steps, b) },
-                3 | 4 => unsafe { ni::lanes::<4>(k, chunk, steps, b) },
-                _ => unsafe { ni::lanes::<LANES>(k, chunk, steps, b) },
-            };
-            if done {
-                continue;
-            }
-        }
-        for (l, state) in chunk.iter_mut().enumerate() {
-            key(base + l).cbc_chain(state, steps, |j| block(base + l, j));
-        }
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if !states.is_empty() && key(0).round_keys().is_some() {
+        // SAFETY: the first lane's key has AES-NI round keys, which exist
+        // only if AES-NI was detected (`ni::RoundKeys::new`): the target
+        // feature `ni::lanes` needs.
+        done = unsafe { ni::lanes(|i| key(i).round_keys(), states, steps, &mut block) };
+    }
+    // Lanes from the first group with a key without AES-NI round keys
+    // (or every lane, without AES-NI): one chain at a time.
+    if done < states.len() {
+        chains_from(key, states, done, steps, block);
+    }
+}
+
+/// The chains of `states` from lane `first` on, one at a time, lane `i`
+/// under `key(i)` ([`cbc_lanes`] without interleaving). Out of line: the
+/// callers, inlined into theirs, stay small.
+#[cold]
+#[inline(never)]
+fn chains_from<'k>(
+    key: impl Fn(usize) -> &'k Aes128,
+    states: &mut [Block],
+    first: usize,
+    steps: usize,
+    mut block: impl FnMut(usize, usize) -> Block,
+) {
+    for (l, state) in states.iter_mut().enumerate().skip(first) {
+        key(l).cbc_chain(state, steps, |j| block(l, j));
     }
 }
 
@@ -462,6 +469,106 @@ mod ni {
         store(state, s[0]);
     }
 
+    /// Every chain of `states`, lane `i` under `key(i)`, `steps` blocks
+    /// `block(i, j)` each: in groups of [`LANES`](super::LANES) interleaved
+    /// chains, then the rest as one group. Returns the number of lanes done:
+    /// all, or up to the first group with a lane whose key has no AES-NI
+    /// round keys (that group and the ones after it untouched).
+    ///
+    /// One call for the whole slice: the groups share its set-up, and a
+    /// group's lane `l` is `base | l` with `base` a multiple of the group
+    /// size, so that the closures see lanes at known offsets from the
+    /// group's first (a caller's per-lane tables read through one pointer
+    /// and constant displacements instead of an address per lane).
+    ///
+    /// # Safety
+    /// The CPU must support AES-NI.
+    #[inline]
+    #[target_feature(enable = "aes")]
+    pub(crate) unsafe fn lanes<'k>(
+        key: impl Fn(usize) -> Option<&'k RoundKeys>,
+        states: &mut [Block],
+        steps: usize,
+        mut block: impl FnMut(usize, usize) -> Block,
+    ) -> usize {
+        const N: usize = super::LANES;
+        // (The key gather below names the eight lanes.)
+        const _: () = assert!(N == 8);
+        let mut done = 0;
+        let mut groups = states.chunks_exact_mut(N);
+        for full in groups.by_ref() {
+            // (A multiple of `N`, as the mask tells the compiler.)
+            let base = done & !(N - 1);
+            // Every lane's key first, then one check (the pointers stay in
+            // registers until the array is built).
+            let ks: [Option<&RoundKeys>; N] = core::array::from_fn(|l| key(base | l));
+            let [Some(k0), Some(k1), Some(k2), Some(k3), Some(k4), Some(k5), Some(k6), Some(k7)] =
+                ks
+            else {
+                return done;
+            };
+            let rk = [&k0.0, &k1.0, &k2.0, &k3.0, &k4.0, &k5.0, &k6.0, &k7.0];
+            let mut s = [_mm_setzero_si128(); N];
+            for l in 0..N {
+                s[l] = load(&full[l]);
+            }
+            // One step. The key pointers pass an optimisation barrier
+            // every step: otherwise the compiler copies every lane's round
+            // keys to the stack once (they do not fit in registers)
+            // instead of reading them where they are.
+            macro_rules! step {
+                ($j:expr) => {{
+                    let rk = *core::hint::black_box(&rk);
+                    for l in 0..N {
+                        s[l] = _mm_xor_si128(s[l], load(&block(base | l, $j)));
+                    }
+                    encrypt!(s, rk, N);
+                }};
+            }
+            // Up to three steps written out: each step's index is then a
+            // constant in `block` (which may pick its source by step).
+            match steps {
+                1 => step!(0),
+                2 => {
+                    step!(0);
+                    step!(1);
+                }
+                3 => {
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                }
+                _ => {
+                    for j in 0..steps {
+                        step!(j);
+                    }
+                }
+            }
+            for l in 0..N {
+                store(&mut full[l], s[l]);
+            }
+            done += N;
+        }
+        let tail = groups.into_remainder();
+        let (base, n) = (done, tail.len());
+        // (Padding lanes past the end take the last lane's key.)
+        let k = |l: usize| key(base + l.min(n.saturating_sub(1)));
+        let b = |l: usize, j: usize| block(base + l, j);
+        // SAFETY (all four): AES-NI is this function's precondition.
+        let ok = match tail.len() {
+            0 => true,
+            1 => unsafe { group::<1>(k, tail, steps, b) },
+            2 => unsafe { group::<2>(k, tail, steps, b) },
+            3 | 4 => unsafe { group::<4>(k, tail, steps, b) },
+            _ => unsafe { group::<N>(k, tail, steps, b) },
+        };
+        if ok {
+            done + tail.len()
+        } else {
+            done
+        }
+    }
+
     /// `states.len()` (≤ `N`) chains side by side, lane `l` under `key(l)`
     /// (lanes past the end are padding: the last lane's key, zero blocks,
     /// results discarded). Returns `false`, touching nothing, if some
@@ -471,7 +578,7 @@ mod ni {
     /// The CPU must support AES-NI.
     #[inline]
     #[target_feature(enable = "aes")]
-    pub(crate) unsafe fn lanes<'k, const N: usize>(
+    unsafe fn group<'k, const N: usize>(
         key: impl Fn(usize) -> Option<&'k RoundKeys>,
         states: &mut [Block],
         steps: usize,
@@ -532,7 +639,7 @@ mod ni {
         true
     }
 
-    /// Lane count from which [`lanes`] hides the key pointers from the
+    /// Lane count from which [`group`] hides the key pointers from the
     /// optimiser every step (see there).
     const LANES_BARRIER: usize = 8;
 
@@ -659,6 +766,41 @@ mod tests {
                 let mut bs = [hex16(p); 11];
                 aes.encrypt_blocks(&mut bs);
                 assert!(bs.iter().all(|x| *x == hex16(c)));
+            }
+        }
+    }
+
+    /// Interleaved lanes under a key each equal one chain per lane on the
+    /// portable path, for every lane count up to 70 (whole groups, a
+    /// partial last one) and 1 to 5 steps (written out up to three);
+    /// also with some keys portable (those lanes and every lane after
+    /// the first group holding one take the one-chain path).
+    #[test]
+    fn lanes_with_a_key_each_every_size() {
+        let raw = |i: usize| -> Block { core::array::from_fn(|k| (i * 53 + k * 7) as u8) };
+        let fast: [Aes128; 70] = core::array::from_fn(|i| Aes128::new(&raw(i)));
+        let slow: [Aes128; 70] = core::array::from_fn(|i| Aes128::new_portable(&raw(i)));
+        let mixed: [Aes128; 70] = core::array::from_fn(|i| {
+            if i % 11 == 5 {
+                Aes128::new_portable(&raw(i))
+            } else {
+                Aes128::new(&raw(i))
+            }
+        });
+        let msg =
+            |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 31 + j * 13 + k) as u8) };
+        for steps in 1..=5 {
+            for n in 1..=70 {
+                let init: [Block; 70] = core::array::from_fn(|i| [i as u8 ^ 0x5a; 16]);
+                let mut want = init;
+                for (i, s) in want[..n].iter_mut().enumerate() {
+                    slow[i].cbc_chain(s, steps, |j| msg(i, j));
+                }
+                for keys in [&fast, &mixed] {
+                    let mut got = init;
+                    cbc_lanes(|i| &keys[i], &mut got[..n], steps, msg);
+                    assert_eq!(got, want, "n={n} steps={steps}");
+                }
             }
         }
     }

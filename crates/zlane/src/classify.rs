@@ -13,8 +13,8 @@ use packet::scion::header::common_header_ok;
 use packet::scion::{epic_fields_memo, next_hdr, EpicShape, PathType, ScionHeader};
 use packet::Ia;
 use pipeline::{
-    Batch, Class, DropReason, Invalid, Now, PacketBuf, Reconfigured, Refused, ScionHint, Validate,
-    BURST,
+    Batch, Class, DropReason, Indices, Invalid, Now, PacketBuf, Reconfigured, Refused, ScionHint,
+    Validate, BURST,
 };
 
 use crate::bucket::{rate_units, FixedMap, TokenBucket};
@@ -355,6 +355,14 @@ impl Classifier {
     /// non-EPIC traffic, freshness; EPIC-Z packets go to `bufs.pend`, whose
     /// count it returns. (Its own function: inlined into the MAC passes,
     /// the loop ran out of registers.)
+    ///
+    /// While the remembered layout lies in the reader's window (the usual
+    /// case), a template loop reads each packet that has it (compared as a
+    /// few masked words, [`Layout::read_window`]) straight into its record
+    /// and checks its freshness; any other packet takes the per-packet
+    /// steps ([`parse_one`](Self::parse_one), which learn its layout), out
+    /// of line. After a layout outside the window the rest of the burst
+    /// takes the per-packet loop, where those steps are inlined.
     #[inline(never)]
     fn parse_burst<B: PacketBuf>(
         &mut self,
@@ -364,58 +372,131 @@ impl Classifier {
     ) -> usize {
         let fresh = self.freshness.window(now.unix_ns);
         let strict = self.strict_flags;
+        // Under strict flags a reserved flag bit is a difference from the
+        // layout: such a packet takes `parse_one`, which names the error.
+        let flags = layout::NUM_HVF_MASK | if strict { layout::RESERVED_FLAGS_MASK } else { 0 };
+        let mut n = 0;
+        let mut live = batch.live_mask();
+        while self.layout.in_window() && live != 0 {
+            (n, live) = template_run(&self.layout, batch, &mut bufs.pend, n, live, fresh, flags);
+            if live == 0 {
+                break;
+            }
+            // A packet the layout does not fit, step by step.
+            let i = live.trailing_zeros() as usize;
+            live &= live - 1;
+            let out = &mut bufs.pend[n & (BURST - 1)];
+            if self.parse_miss(batch, i, fresh, out) {
+                out.idx = i as u8;
+                n += 1;
+            }
+        }
+        if live == 0 {
+            return n;
+        }
+        self.parse_rest(batch, fresh, &mut bufs.pend, n, live)
+    }
+
+    /// The per-packet loop of [`parse_burst`](Self::parse_burst) over the
+    /// packets of `live`, records from `pend[n]` on; returns the new count.
+    /// (Its own function: beside the template loop's, its state took
+    /// reloads.)
+    #[inline(never)]
+    fn parse_rest<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        fresh: FreshWindow,
+        pend: &mut [Pending; BURST],
+        mut n: usize,
+        live: u32,
+    ) -> usize {
         // (A local copy: read from `self`, every field took a reload.)
         let mut layout = self.layout;
-        let mut n = 0;
-        for i in batch.live() {
-            // Another path type whose header the parse stage checked: its
-            // class from the hint, without reading the packet.
-            if let Some((t, next)) = batch.meta(i).scion.get() {
-                if t != PathType::EPIC_Z {
-                    self.class_by_path(batch, i, t.0, next);
-                    continue;
-                }
-            }
-            let Some(off) = scion::scion_offset(batch.meta(i)) else {
-                batch.set_class(i, U);
-                continue;
-            };
-            let Some(pkt) = batch.data(i).get(off..) else {
-                batch.drop_packet(i, DropReason::Truncated);
-                continue;
-            };
-            if PathType::peek(pkt) != Some(PathType::EPIC_Z) {
-                // Plain SCION (and EPIC-HP, empty) traffic passes on as U
-                // after the header checks alone.
-                match common_header_ok(pkt) {
-                    Some(c) => self.class_by_path(batch, i, c[8], c[4]),
-                    None => {
-                        let d = other_class(pkt);
-                        self.apply(batch, i, d);
-                    }
-                }
-                continue;
-            }
+        for i in Indices::of(live) {
             // (At most `BURST` live packets, so `n < BURST` here: the mask
             // only spares a bounds check.)
-            let out = &mut bufs.pend[n & (BURST - 1)];
-            let r = if let Some(time_ns) = layout.read(pkt, out) {
-                // (The layout's host kind has keys: see `prepare_epic_learn`.)
-                check_fresh(strict, fresh, out.flags, time_ns)
-            } else {
-                let r = self.prepare_epic_learn(pkt, fresh, out);
-                layout = self.layout;
-                r
-            };
-            match r {
-                Ok(()) => {
-                    out.idx = i as u8;
-                    n += 1;
-                }
-                Err(r) => batch.drop_packet(i, r),
+            let out = &mut pend[n & (BURST - 1)];
+            if self.parse_one(batch, i, fresh, &mut layout, out) {
+                out.idx = i as u8;
+                n += 1;
             }
         }
         n
+    }
+
+    /// [`parse_one`](Self::parse_one) out of line, for the template loop
+    /// of [`parse_burst`](Self::parse_burst).
+    #[inline(never)]
+    fn parse_miss<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        fresh: FreshWindow,
+        out: &mut Pending,
+    ) -> bool {
+        let mut layout = self.layout;
+        self.parse_one(batch, i, fresh, &mut layout, out)
+    }
+
+    /// Pass 1 for packet `i` (live) one step after the other: its class
+    /// from the parse stage's hint or its header if it is not EPIC-Z;
+    /// else read at `layout`'s offsets if it has that layout, or by the
+    /// general reader (whose layout is learned, into `layout` too), and
+    /// checked (flags, freshness). Whether it is an EPIC-Z packet awaiting
+    /// its HVF check, read into `out` (all but `idx`); a packet that failed
+    /// a check is dropped.
+    #[inline(always)]
+    fn parse_one<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        i: usize,
+        fresh: FreshWindow,
+        layout: &mut Layout,
+        out: &mut Pending,
+    ) -> bool {
+        // Another path type whose header the parse stage checked: its
+        // class from the hint, without reading the packet.
+        if let Some((t, next)) = batch.meta(i).scion.get() {
+            if t != PathType::EPIC_Z {
+                self.class_by_path(batch, i, t.0, next);
+                return false;
+            }
+        }
+        let Some(off) = scion::scion_offset(batch.meta(i)) else {
+            batch.set_class(i, U);
+            return false;
+        };
+        let Some(pkt) = batch.data(i).get(off..) else {
+            batch.drop_packet(i, DropReason::Truncated);
+            return false;
+        };
+        if PathType::peek(pkt) != Some(PathType::EPIC_Z) {
+            // Plain SCION (and EPIC-HP, empty) traffic passes on as U
+            // after the header checks alone.
+            match common_header_ok(pkt) {
+                Some(c) => self.class_by_path(batch, i, c[8], c[4]),
+                None => {
+                    let d = other_class(pkt);
+                    self.apply(batch, i, d);
+                }
+            }
+            return false;
+        }
+        let r = if let Some(time_ns) = layout.read(pkt, out) {
+            // (The layout's host kind has keys: see `prepare_epic_learn`.)
+            check_fresh(self.strict_flags, fresh, out.flags, time_ns)
+        } else {
+            let r = self.prepare_epic_learn(pkt, fresh, out);
+            *layout = self.layout;
+            r
+        };
+        match r {
+            Ok(()) => true,
+            Err(r) => {
+                batch.drop_packet(i, r);
+                false
+            }
+        }
     }
 
     /// Passes 2 to 4 of [`classify_burst`](Self::classify_burst) over the
@@ -437,18 +518,19 @@ impl Classifier {
         }
         // Pass 2: key slots under the first acceptable epoch, and whether
         // every packet's key was found (a uniform burst, the usual one, also
-        // has only Q packets of one source AS: `verify_uniform` checks).
+        // has only Q packets of one source AS: `uniform_macs` checks).
         let first = sel.iter().next();
         let misses_before = self.host_keys.stats().misses;
-        let mut uniform = false;
+        let mut found = false;
         if let Some(epoch) = first {
             let hosts = scratch.iter().map(|p| (p.src(), p.type_len, padded_host(p)));
-            uniform = self.host_keys.get_slots(&mut self.keys, EpochWord::new(epoch), hosts, slot);
+            found = self.host_keys.get_slots(&mut self.keys, EpochWord::new(epoch), hosts, slot);
         }
         // Without a miss in pass 2 nothing was replaced: every slot still
         // holds its packet's keys.
         let replaced = self.host_keys.stats().misses != misses_before;
-        if uniform && !replaced && self.verify_uniform(batch, now, sel, scratch, slot, msgs, tags) {
+        if found && !replaced && self.uniform_macs(pend, n, slot, msgs, tags) {
+            self.uniform_verdicts(batch, now, sel, scratch, tags);
             return;
         }
         // Pass 3: MACs. A slot evicted by a later packet of the same burst
@@ -546,46 +628,43 @@ impl Classifier {
         }
     }
 
-    /// Passes 3 and 4 of [`verify_burst`](Self::verify_burst) for a uniform
-    /// burst (every packet a Q packet of one source AS whose keys are in
-    /// `slot`, none replaced since): lane k is packet k, and every Ṽ_i runs
-    /// under the one level-1 key. Decides exactly as the general passes.
-    /// `false` (nothing done) if the burst is not uniform after all.
-    #[allow(clippy::too_many_arguments)]
+    /// Pass 3 of [`verify_burst`](Self::verify_burst) for a uniform burst,
+    /// the first `n` packets of `pend`: every one a Q packet of one source
+    /// AS whose keys are in `slot`, none replaced since (else `false`,
+    /// nothing done). Lane k is packet k: its V_i into `tags[k]` and its
+    /// Ṽ_i into `tags[BURST + k]`, every Ṽ_i under the one level-1 key.
     #[inline(always)]
-    fn verify_uniform<B: PacketBuf>(
-        &mut self,
-        batch: &mut Batch<B>,
-        now: Now,
-        sel: Selection,
-        scratch: &[Pending],
+    fn uniform_macs(
+        &self,
+        pend: &[Pending; BURST],
+        n: usize,
         slot: &[usize; BURST],
         msgs: &mut [[Block; 3]; BURST],
         tags: &mut [Block; 2 * BURST],
     ) -> bool {
+        let scratch = &pend[..n.min(BURST)];
         let m = scratch.len();
         let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
         // (Indices are below BURST, a power of two: the masks only spare
         // the loops and closures their bounds checks.)
         let lane_of = |j: usize| j & (BURST - 1);
-        let src0 = scratch.first().map_or(0, |p| p.src());
+        let src0 = scratch.first().map_or(0, |p| p.src_wire());
         // (Zipped: one pointer step per table, no index arithmetic.)
         let lanes = slot.iter().zip(hk.iter_mut()).zip(msgs.iter_mut());
         for (p, ((&s, hk_j), msg)) in scratch.iter().zip(lanes) {
-            if !p.q() || p.src() != src0 {
+            if !p.q() || p.src_wire() != src0 {
                 return false;
             }
             let Some(h) = self.host_keys.at(s) else { return false };
             *hk_j = h;
-            // The V_i input with CMAC's subkey K2 XORed into its padded last block.
-            msg[0] = p.blocks[0];
-            msg[1] = p.blocks[1];
+            // The padded last block of the V_i input with CMAC's subkey
+            // K2 XORed in (the first two are read from the record).
             msg[2] = xor_block(&p.blocks[2], h.host.subkeys().1);
         }
         Aes::cbc_mac_multi(
             3,
             |j| hk[lane_of(j)].host.aes(),
-            |j, b| msgs[lane_of(j)][b],
+            |j, b| if b < 2 { pend[lane_of(j)].blocks[b] } else { msgs[lane_of(j)][2] },
             &mut tags[..m],
         );
         // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1 key.
@@ -599,6 +678,23 @@ impl Classifier {
             *t = xor_block(&vi_block(v), &k1);
         }
         h.as_aes.encrypt_blocks(&mut as_tags[..m]);
+        true
+    }
+
+    /// Pass 4 of [`verify_burst`](Self::verify_burst) for a uniform burst
+    /// (`scratch`, whose Ṽ_i [`uniform_macs`](Self::uniform_macs) put into
+    /// `tags` from `BURST` on). Decides exactly as the general passes.
+    #[inline(always)]
+    fn uniform_verdicts<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        now: Now,
+        sel: Selection,
+        scratch: &[Pending],
+        tags: &[Block; 2 * BURST],
+    ) {
+        let lane_of = |j: usize| j & (BURST - 1);
+        let as_tags = &tags[BURST..];
         // Pass 4: compare each HVF (Ṽ_i), then police in packet order.
         // Without a replay filter, every packet (all Q, one source AS)
         // draws from the one bucket `police` would find for it: a tight
@@ -620,29 +716,46 @@ impl Classifier {
             };
             let burst = self.burst;
             if let Some(slot_b) = slot.and_then(|s| self.buckets.at_mut(s)) {
-                // (A local copy, written back after the loop: the bucket
+                // (A local copy, written back after the loops: the bucket
                 // stays in a register instead of a load and store per packet.)
                 let mut b = *slot_b;
-                let mut g = 0;
-                // (Once settled at this instant, a bucket stays settled for
-                // the burst: only its tokens are read from then on.)
+                // The packets done (bit = batch index) and those of them
+                // that conformed (G; the others go to A): their classes are
+                // set after the loops, for the whole burst at once if every
+                // live packet is G.
+                let (mut checked, mut conformed) = (0u32, 0u32);
+                let mut record = |p: &Pending, conform: bool| {
+                    let i = u32::from(p.idx) & (BURST as u32 - 1);
+                    checked |= 1 << i;
+                    conformed |= u32::from(conform) << i;
+                };
+                let hvf_ok = |k: usize| hvf_eq(&mac::truncate::<4>(&as_tags[k]), &scratch[k].hvf);
+                // Up to the packet that settles the bucket at this instant
+                // (usually the first), then (settled, it stays so for the
+                // burst: only its tokens are read) a tighter loop.
                 let mut settled = false;
-                for (p, t) in scratch.iter().zip(as_tags.iter()) {
-                    if !hvf_eq(&mac::truncate::<4>(t), &p.hvf) {
-                        break;
-                    }
-                    let conform = if settled {
-                        b.take_settled(p.len())
-                    } else {
-                        let c = b.take_in_burst(p.len(), burst, now.mono_ns);
-                        settled = b.settled(burst, now.mono_ns);
-                        c
-                    };
-                    g += u64::from(conform);
-                    batch.set_class(usize::from(p.idx) & (BURST - 1), if conform { G } else { A });
+                while done < scratch.len() && !settled && hvf_ok(done) {
+                    let p = &scratch[done];
+                    record(p, b.take_in_burst(p.len(), burst, now.mono_ns));
+                    settled = b.settled(burst, now.mono_ns);
                     done += 1;
                 }
+                if settled {
+                    while done < scratch.len() && hvf_ok(done) {
+                        let p = &scratch[done];
+                        record(p, b.take_settled(p.len()));
+                        done += 1;
+                    }
+                }
                 *slot_b = b;
+                if conformed == batch.live_mask() {
+                    batch.class_all(G);
+                } else {
+                    for i in Indices::of(checked) {
+                        batch.set_class(i, if conformed >> i & 1 != 0 { G } else { A });
+                    }
+                }
+                let g = u64::from(conformed.count_ones());
                 let a = done as u64 - g;
                 self.counters.classes[G_QUEUE] += g;
                 self.counters.classes[A_QUEUE] += a;
@@ -658,7 +771,6 @@ impl Classifier {
             let d = v.and_then(|()| self.police(p, now));
             self.apply(batch, usize::from(p.idx) & (BURST - 1), d);
         }
-        true
     }
 
     /// Classes packet `i`, not EPIC-Z, of a checked header with
@@ -766,6 +878,51 @@ impl Classifier {
             }
         }
     }
+}
+
+/// The template loop of [`Classifier::parse_burst`]: reads the packets of
+/// `live` (lowest first) that have `layout` into `pend` from its entry `n`
+/// on, up to the first packet the layout does not fit or that is not
+/// fresh (or the end); returns the new count and the packets left, that
+/// one first. Without calls or writes to the batch, so that its state
+/// stays in registers (and its own function, so that the per-packet steps
+/// around it take no registers from it). `flags`: as
+/// [`Layout::read_window`] takes it.
+#[inline(never)]
+fn template_run<B: PacketBuf>(
+    layout: &Layout,
+    batch: &Batch<B>,
+    pend: &mut [Pending; BURST],
+    mut n: usize,
+    mut live: u32,
+    fresh: FreshWindow,
+    flags: u32,
+) -> (usize, u32) {
+    while live != 0 {
+        let i = live.trailing_zeros() as usize;
+        let m = batch.meta(i);
+        // (At most `BURST` live packets, so `n < BURST` here: the mask
+        // only spares a bounds check.)
+        let out = &mut pend[n & (BURST - 1)];
+        // A packet the parse stage found to have another path type is
+        // not read (the per-packet steps class it by its hint).
+        let time = match m.scion.path_type() {
+            None | Some(PathType::EPIC_Z) => scion::scion_offset(m)
+                .and_then(|off| batch.data(i).get(off..))
+                .and_then(|pkt| layout.read_burst(pkt, flags, out)),
+            Some(_) => None,
+        };
+        // (The layout's host kind has keys: see `prepare_epic_learn`;
+        // reserved flags were compared under `flags`.)
+        match time {
+            Some(t) if check_fresh(false, fresh, 0, t).is_ok() => {}
+            _ => break,
+        }
+        out.idx = i as u8;
+        n += 1;
+        live &= live - 1;
+    }
+    (n, live)
 }
 
 /// Whether DRKey derives keys for source hosts of type/length code
@@ -937,6 +1094,8 @@ mod layout {
     const SRC_IA: usize = COMMON_LEN + 8;
     /// Offset of the destination host address in the SCION header.
     const ADDR_HOSTS: usize = COMMON_LEN + ADDR_FIXED_LEN;
+    /// Offset of the path type (followed by DT/DL/ST/SL) in the common header.
+    const PATH_TYPE: usize = 8;
     /// Offset of `NumHVF` in the EPIC block.
     const NUM_HVF: usize = 9;
     /// Offset of the flags byte in the EPIC block.
@@ -999,6 +1158,14 @@ mod layout {
             u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
         }
 
+        /// [`src`](Self::src) as the bytes are on the wire, read as a
+        /// little-endian word (for compares: no byte swap).
+        #[inline(always)]
+        pub fn src_wire(&self) -> u64 {
+            let b = &self.blocks[0];
+            u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+        }
+
         /// SCION packet length (header + payload).
         #[inline(always)]
         pub fn len(&self) -> usize {
@@ -1040,7 +1207,30 @@ mod layout {
         /// each, where the compiler packed the `u16` ones into a vector
         /// register (two instructions each).
         win: Window,
+        /// The words [`read_window`](Self::read_window) compares (besides
+        /// the version): HdrLen in bytes 4-7 of the common header (see
+        /// [`HDR_LEN_MASK`]; `1`, which no masked word equals, in a layout
+        /// not `in_window`), bytes 8-9 (PathType, DT/DL/ST/SL), bytes 8-11
+        /// of the EPIC block with only `NumHVF` kept, and the meta-header
+        /// word, each as a little-endian load gives it.
+        head: u32,
+        types: u16,
+        epic: u32,
+        meta_le: u32,
     }
+
+    /// HdrLen in the little-endian word at byte 4 of the common header
+    /// (`NextHdr`, HdrLen, `PayloadLen`).
+    const HDR_LEN_MASK: u32 = 0xff00;
+
+    /// `NumHVF` in the little-endian word at byte 8 of the EPIC block
+    /// (flags, `NumHVF`, reserved).
+    pub(crate) const NUM_HVF_MASK: u32 = 0xff00;
+
+    /// The flag bits besides Q in that word: with `strict_flags`, the
+    /// burst reader compares them too (with zero), so that a packet with
+    /// a reserved flag set leaves it for the checks that name the error.
+    pub(crate) const RESERVED_FLAGS_MASK: u32 = (!FLAG_Q) as u32;
 
     /// The offsets of a layout `in_window` (see [`Layout`]).
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1086,6 +1276,10 @@ mod layout {
                 hop_egress: 0,
                 in_window: false,
                 win: Window::default(),
+                head: 1,
+                types: 0,
+                epic: 0,
+                meta_le: 0,
             }
         }
     }
@@ -1129,6 +1323,10 @@ mod layout {
                 hop_egress: off(po + hops + curr_hf * HOP_LEN + 4)?,
                 in_window: false,
                 win: Window::default(),
+                head: 1,
+                types: u16::from_le_bytes([c[8], c[9]]),
+                epic: u32::from(u8::try_from(n).ok()?) << 8,
+                meta_le: w.swap_bytes(),
             };
             let ends = [
                 layout.src_host + 16,
@@ -1139,6 +1337,7 @@ mod layout {
             ];
             layout.in_window = ends.iter().all(|&e| usize::from(e) <= WINDOW);
             if layout.in_window {
+                layout.head = u32::from(c[5]) << 8;
                 let b = |o: u16| u8::try_from(o).ok();
                 layout.win = Window {
                     src_host: b(layout.src_host)?,
@@ -1157,6 +1356,20 @@ mod layout {
                 .then_some(layout)
         }
 
+        /// Whether every field of this layout lies in the window
+        /// [`read_burst`](Self::read_burst) reads.
+        #[inline(always)]
+        pub fn in_window(&self) -> bool {
+            self.in_window
+        }
+
+        /// [`read_window`](Self::read_window) for `pkt`, which must be at
+        /// least [`SPAN`] bytes long (`None` otherwise).
+        #[inline(always)]
+        pub fn read_burst(&self, pkt: &[u8], flags: u32, out: &mut Pending) -> Option<u64> {
+            self.read_window(pkt.first_chunk()?, pkt.len(), flags, out)
+        }
+
         /// The source host's type/length code of packets of this layout.
         pub fn type_len(&self) -> u8 {
             self.addr_types & 0x0f
@@ -1170,48 +1383,62 @@ mod layout {
         #[inline(always)]
         pub fn read(&self, pkt: &[u8], out: &mut Pending) -> Option<u64> {
             match pkt.first_chunk::<SPAN>() {
-                Some(w) if self.in_window => self.read_window(w, pkt.len(), out),
+                Some(w) if self.in_window => self.read_window(w, pkt.len(), NUM_HVF_MASK, out),
                 _ => self.read_opt(pkt, out),
             }
         }
 
-        /// [`read`](Self::read) for a layout `in_window` and a packet of at
-        /// least [`SPAN`] bytes (`len`), whose first bytes are `w`: every
-        /// field from the one window (the same checks and values).
+        /// [`read`](Self::read) for a packet of at least [`SPAN`] bytes
+        /// (`len`), whose first bytes are `w`: every field from the one
+        /// window, the layout's bytes compared as four masked words (the
+        /// same checks and values; `None` for any packet if the layout is
+        /// not `in_window`). `flags` selects the bits of the EPIC block's
+        /// word at byte 8 that must equal the layout's: [`NUM_HVF_MASK`],
+        /// and [`RESERVED_FLAGS_MASK`] to also require the reserved flags
+        /// clear.
         #[inline(always)]
-        fn read_window(&self, w: &[u8; SPAN], len: usize, out: &mut Pending) -> Option<u64> {
-            let c: &[u8; ADDR_HOSTS] = w.first_chunk().unwrap_or(&[0; ADDR_HOSTS]);
-            let hl = usize::from(c[5]) * 4;
-            // PayloadLen as on the wire (for the V_i input) and as a number.
-            let payload_wire = u16::from_le_bytes([c[6], c[7]]);
-            let payload = usize::from(payload_wire.swap_bytes());
+        pub fn read_window(
+            &self,
+            w: &[u8; SPAN],
+            len: usize,
+            flags: u32,
+            out: &mut Pending,
+        ) -> Option<u64> {
             let o = self.win;
-            let head: [u8; EPIC_LEN] = at(w, o.path);
-            let meta: [u8; META_LEN + INFO_LEN] = at(w, o.meta_at);
-            let same = c[0] >> 4 == 0
-                && c[8] == PathType::EPIC_Z.0
-                && c[5] == self.hdr_len
-                && c[9] == self.addr_types
-                && hl + payload <= len
-                && head[NUM_HVF] == self.n
-                && u32::from_be_bytes([meta[0], meta[1], meta[2], meta[3]]) == self.meta;
-            if !same {
+            // Version and traffic class, then NextHdr, HdrLen, PayloadLen.
+            let v = w[0];
+            let c = u32::from_le_bytes(at(w, 4));
+            let types = u16::from_le_bytes(at(w, PATH_TYPE as u8));
+            // PktID, then flags, NumHVF and the reserved bytes.
+            let head = u128::from_le_bytes(at(w, o.path));
+            // The meta-header word and the first info field.
+            let meta = u128::from_le_bytes(at(w, o.meta_at));
+            let epic = (head >> 64) as u32;
+            let differ = u32::from(v >> 4)
+                | ((c & HDR_LEN_MASK) ^ self.head)
+                | u32::from(types ^ self.types)
+                | ((epic & flags) ^ self.epic)
+                | (meta as u32 ^ self.meta_le);
+            // PayloadLen as on the wire (for the V_i input) and as a number.
+            let payload_wire = (c >> 16) as u16;
+            let total = usize::from(self.hdr_len) * 4 + usize::from(payload_wire.swap_bytes());
+            if differ != 0 || total > len {
                 return None;
             }
+            let src = u64::from_le_bytes(at(w, SRC_IA as u8));
             let host = u128::from_ne_bytes(at(w, o.src_host)) & self.host_mask;
             let hop = u64::from_le_bytes(at(w, o.hop_egress));
-            let pkt_id = [head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]];
-            let src = [c[20], c[21], c[22], c[23], c[24], c[25], c[26], c[27]];
-            let b0 =
-                u128::from(u64::from_le_bytes(pkt_id)) | u128::from(u64::from_le_bytes(src)) << 64;
+            // The blocks are byte strings: little-endian words keep each
+            // byte where it is on the wire (no byte swaps).
+            let b0 = u128::from(head as u64) | u128::from(src) << 64;
             let b2 = u128::from(hop >> 16 | u64::from(payload_wire) << 48) | 0x80 << 64;
-            let ts_rel = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-            let info0_ts = u32::from_be_bytes([meta[8], meta[9], meta[10], meta[11]]);
             out.blocks = [b0.to_le_bytes(), host.to_ne_bytes(), b2.to_le_bytes()];
             out.type_len = self.addr_types & 0x0f;
-            out.flags = head[FLAGS];
+            out.flags = epic as u8;
             out.hvf = at(w, o.hvf);
-            out.len = (hl + payload) as u32;
+            out.len = total as u32;
+            let ts_rel = (head as u32).swap_bytes();
+            let info0_ts = ((meta >> 64) as u32).swap_bytes();
             Some(packet_time_ns(info0_ts, ts_rel))
         }
 

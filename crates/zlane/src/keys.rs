@@ -445,18 +445,26 @@ impl HostKeyCache {
     ) -> bool {
         let mut hits = 0;
         let mut all = true;
-        for (out, (src, type_len, padded)) in slots.iter_mut().zip(hosts) {
-            let tag = HostTag::new(epoch, src, type_len, padded);
-            *out = match self.find(&tag) {
-                Ok(i) => {
-                    hits += 1;
-                    i
+        let mut lookups = slots.iter_mut().zip(hosts);
+        loop {
+            // Hits in a loop of their own, without the call a miss makes
+            // (its state stays in registers); a miss leaves it.
+            let miss = loop {
+                let Some((out, (src, type_len, padded))) = lookups.next() else { break None };
+                let tag = HostTag::new(epoch, src, type_len, padded);
+                match self.find(&tag) {
+                    Ok(i) => {
+                        *out = i;
+                        hits += 1;
+                    }
+                    Err(i) => break Some((out, i, tag, padded)),
                 }
-                Err(i) => self.fill(keys, i, tag, padded).unwrap_or_else(|| {
-                    all = false;
-                    usize::MAX
-                }),
             };
+            let Some((out, i, tag, padded)) = miss else { break };
+            *out = self.fill(keys, i, tag, padded).unwrap_or_else(|| {
+                all = false;
+                usize::MAX
+            });
         }
         self.stats.hits += hits;
         all
