@@ -104,9 +104,11 @@
 //! for callers that keep only the MAC input). That is what [`ScionForward`]
 //! does on this workspace's pipeline, where it also reuses the plan, MAC
 //! and checks of a packet whose hop is exactly the previous packet's (the
-//! next packet of a flow); [`ScionForward::from_config`] builds the stage
-//! and a live change of its [`ScionForwardConfig`] (`Element::reconfigure`)
-//! replaces key and interfaces in place, keeping its counters.
+//! next packet of a flow), and finishes the common hop (inside a segment)
+//! from a few fixed-offset reads without a plan;
+//! [`ScionForward::from_config`] builds the stage and a live change of its
+//! [`ScionForwardConfig`] (`Element::reconfigure`) replaces key and
+//! interfaces in place, keeping its counters.
 #![forbid(unsafe_code)]
 
 pub mod build;
@@ -115,6 +117,7 @@ pub mod epic;
 pub mod forward;
 pub mod hopmac;
 pub mod interfaces;
+mod lane;
 pub mod locate;
 mod run;
 pub mod stage;

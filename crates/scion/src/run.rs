@@ -125,7 +125,7 @@ impl RunKey {
 /// The parser's findings that fix where a packet's SCION header lies, as
 /// one word: protocol, network layer and protocol offset.
 #[inline(always)]
-fn parsed_key(m: &Meta) -> u32 {
+pub(crate) fn parsed_key(m: &Meta) -> u32 {
     u32::from(m.proto_off) | u32::from(m.l3 as u8) << 16 | u32::from(m.proto as u8) << 24
 }
 

@@ -8,14 +8,16 @@ use packet::scion::epic_hp::EPIC_HP_META_LEN;
 use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
 use packet::scion::{EpicHpPath, HvfOrigin, PathType, ScionHeader};
 use pipeline::{
-    config_of, Batch, DropReason, Element, Indices, Now, PacketBuf, Reconfigured, Refused, Stage,
-    Validate, BURST,
+    config_of, Batch, DropReason, Element, Indices, Meta, Now, PacketBuf, Reconfigured, Refused,
+    Stage, Validate, BURST,
 };
 
 use crate::config::ScionForwardConfig;
 use crate::epic::{hvf_with, FreshWindow};
 use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan, PlainExit};
 use crate::hopmac::HopMac;
+use crate::interfaces::INTERNAL_IF;
+use crate::lane::{Hop, LaneHop, Read, Template};
 use crate::locate::{locate, scion_offset};
 use crate::run::{finish_plain, layout_word, run_plain, Layout, Run, RunKey, LAYOUT_MASK};
 
@@ -64,6 +66,16 @@ pub struct ForwardCounters {
 /// updates (SegID, CurrINF/CurrHF). A packet whose meta header, current
 /// info field and current hop field equal the previous packet's (the next
 /// packet of a flow) shares that packet's plan, MAC and verification.
+///
+/// The common hop takes a lane of its own (in a stage without addresses):
+/// plain SCION at a hop field that is not the last of its segment, so
+/// without a cross-over and not the path's last. Its common header is
+/// recognised by a few word compares as laid out like the last one located,
+/// its info and hop fields are read at the offsets its meta header fixes,
+/// and everything but the MAC is decided and written in pass 1 (undone if
+/// the MAC then fails); its MAC is computed in the burst's batch, and pass 3
+/// only compares it. A lane packet that repeats the last lane packet's hop
+/// field starts a run instead (below).
 ///
 /// Once a packet repeats the previous one's hop, the packets that follow
 /// it with the same header layout and the same hop bytes form a run: they
@@ -257,24 +269,15 @@ enum Parsed {
     New(HopPlan, Option<HopPlan>),
 }
 
-/// Locates the packet at `hdr` and parses its current hop once, or finds
-/// it the same as `prev` (`Ok(None)`: a path type the stage leaves alone).
+/// Parses the current hop of `path` once, or finds it the same as `prev`.
 #[inline(always)]
-fn parse(
-    data: &[u8],
-    hdr: usize,
-    prev: Option<&HopPlan>,
-) -> Result<Option<(Range<usize>, bool, Parsed)>, DropReason> {
-    let Some((range, epic_hp)) = locate_path(data, hdr)? else {
-        return Ok(None);
-    };
-    let path = data.get(range.clone()).ok_or(DropReason::Truncated)?;
+fn parse(path: &[u8], prev: Option<&HopPlan>) -> Result<Parsed, DropReason> {
     if prev.is_some_and(|p| p.matches(path)) {
-        return Ok(Some((range, epic_hp, Parsed::Same)));
+        return Ok(Parsed::Same);
     }
     let plan = HopPlan::parse(path)?;
     let next = if plan.crosses_over() { plan.next(path).ok() } else { None };
-    Ok(Some((range, epic_hp, Parsed::New(plan, next))))
+    Ok(Parsed::New(plan, next))
 }
 
 /// Per-burst working arrays, kept with the stage so that a burst does not
@@ -296,6 +299,12 @@ struct Scratch {
     plain: [Option<PlainExit>; BURST],
     /// Runs of packets that repeat a plan.
     runs: [Run; BURST],
+    /// The lane hops of the burst ([`crate::lane`]); their MAC inputs, then tags,
+    /// are gathered in `tags` from the end downwards.
+    lanes: [LaneHop; BURST],
+    /// The lane's template (kept across bursts: it depends on the packets
+    /// alone).
+    template: Template,
 }
 
 impl Default for Scratch {
@@ -313,6 +322,8 @@ impl Default for Scratch {
                 tag: 0,
                 mask: 0,
             }; BURST],
+            lanes: [LaneHop::EMPTY; BURST],
+            template: Template::NONE,
         }
     }
 }
@@ -326,138 +337,134 @@ impl core::fmt::Debug for Scratch {
 impl<B: PacketBuf> Stage<B> for ScionForward {
     fn process(&mut self, batch: &mut Batch<B>, now: Now) {
         let sc = &mut *self.scratch;
-        let (slots, tags, plans) = (&mut sc.slots, &mut sc.tags, &mut sc.plans);
-        let (plan_xover, xplans) = (&mut sc.plan_xover, &mut sc.xplans);
-        let (checks, plain, runs) = (&mut sc.checks, &mut sc.plain, &mut sc.runs);
-        let (mut n, mut u, mut x, mut nr) = (0, 0, 0, 0);
         let addressed = self.fwd.config().local_ia.is_some();
-        // The last plan parsed anew (without a cross-over): consecutive
-        // packets of a flow share it and its MAC.
-        let mut prev: Option<usize> = None;
+        // The lane needs no address checks (see `lane`).
+        let lane_on = !addressed;
+        // Every hop field's MAC input is one complete block, so its CMAC is
+        // AES(input ⊕ K1): inputs are stored masked, then encrypted.
+        let k1 = *self.fwd.key().cmac().subkeys().0;
+        // As a number for the plans' inputs, as two little-endian words for
+        // the lane's.
+        let k1_words = (
+            u64::from_le_bytes(*k1.first_chunk().unwrap_or(&[0; 8])),
+            u64::from_le_bytes(*k1.last_chunk().unwrap_or(&[0; 8])),
+        );
+        let k1 = u128::from_be_bytes(k1);
         // Pass 1: locate and parse each packet once; gather MAC inputs.
         let mut live = batch.live();
         // A packet that ended a run, still to be handled.
         let mut carry = None;
         // The packets that continue the previous burst's last run.
         if let Some(m) = self.memo.filter(|_| !addressed) {
-            if let Some(e) = self.fwd.check(&m.plan, &m.mac, None, now.unix_ns).plain() {
-                carry = run_plain(&self.fwd, &mut self.counters, batch, &mut live, &m.key, &e);
-            }
+            carry = continue_memo(&self.fwd, &mut self.counters, batch, &mut live, &m, now);
         }
+        let mut g = General {
+            fwd: &self.fwd,
+            counters: &mut self.counters,
+            memo: &mut self.memo,
+            slots: &mut sc.slots,
+            tags: &mut sc.tags,
+            plans: &mut sc.plans,
+            plan_xover: &mut sc.plan_xover,
+            xplans: &mut sc.xplans,
+            runs: &mut sc.runs,
+            n: 0,
+            u: 0,
+            x: 0,
+            nr: 0,
+            prev: None,
+            addressed,
+            k1,
+            now,
+        };
+        let lanes = &mut sc.lanes;
+        // A local copy, written back after the loop; without the lane, one
+        // that reads every packet as a miss.
+        let mut t = if lane_on { sc.template } else { Template::NONE };
+        let fwd = g.fwd;
+        let mut l = 0;
+        // The last lane hop: a packet that repeats it starts a run instead.
+        let mut last = Hop::NONE;
+        // The ingress interface of the last arrival port (most of a burst
+        // shares it; no port is u32::MAX).
+        let (mut last_port, mut last_if) = (u32::MAX, INTERNAL_IF);
+        // The packet whose layout became the template last.
+        let mut relaid = None;
         while let Some(i) = carry.take().or_else(|| live.next()) {
-            let Some(off) = scion_offset(batch.meta(i)) else {
-                self.counters.skipped += 1;
-                continue;
-            };
-            let data = batch.data(i);
-            let prev_plan = prev.and_then(|k| plans.get(k));
-            let (range, epic_hp, parsed) = match parse(data, off, prev_plan) {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    self.counters.skipped += 1;
-                    continue;
-                }
-                Err(r) => {
-                    batch.drop_packet(i, r);
-                    continue;
-                }
-            };
-            let repeated = matches!(parsed, Parsed::Same);
-            let tag = match (parsed, prev) {
-                (Parsed::Same, Some(k)) => k as u8,
-                (Parsed::New(plan, next), _) => {
-                    let tag = u as u8;
-                    tags[u] = plan.mac_input();
-                    plans[u] = plan;
-                    let mut xover = NO_XOVER;
-                    match next {
-                        Some(next) => {
-                            tags[BURST + x] = next.mac_input();
-                            xplans[x] = next;
-                            xover = x as u8;
-                            x += 1;
-                            prev = None;
-                        }
-                        None => prev = Some(u),
+            let (buf, meta) = batch.buf_mut_meta(i);
+            let data = buf.data_mut();
+            let read = t.read(meta, data);
+            // A lane hop is decided here but for its MAC, unless it repeats
+            // the last lane hop: then it starts a run as a repeated plan.
+            let mut again = false;
+            let (hdr, range, epic_hp) = match read {
+                Read::Lane(h, fields) if !h.repeats(&last) => {
+                    last = h;
+                    if u32::from(meta.port) != last_port {
+                        last_port = u32::from(meta.port);
+                        last_if = fwd.interfaces().ingress_if(meta.port);
                     }
-                    plan_xover[u] = xover;
-                    u += 1;
-                    tag
-                }
-                // `Same` only comes with a previous plan.
-                (Parsed::Same, None) => {
-                    batch.drop_packet(i, DropReason::Malformed);
+                    // Gathered downwards from the end of `tags`.
+                    g.tags[2 * BURST - 1 - l] = h.masked_input(k1_words);
+                    lanes[l] = h.settle(fwd, fields, i, last_if, now.unix_ns);
+                    l += 1;
                     continue;
                 }
-            };
-            // Once a packet repeats the previous one's hop, a run starts
-            // with it: later packets laid out as it (if its path type is
-            // located from the common header alone) skip locating.
-            let c = data.get(off..).and_then(|b| b.first_chunk::<COMMON_LEN>());
-            match (repeated, c, runs.get_mut(nr)) {
-                (true, Some(c), Some(r))
-                    if matches!(PathType(c[8]), PathType::SCION | PathType::EPIC_HP) =>
-                {
-                    let at = Layout {
-                        hdr: off,
-                        key: layout_word(c) & LAYOUT_MASK,
-                        path: (range.start, range.end),
-                        epic_hp,
-                    };
-                    // The rest of the run: the packets that follow with the
-                    // same layout and hop.
-                    let plan = &plans[usize::from(tag)];
-                    let key = RunKey::new(batch.meta(i), &at, plan);
-                    // A run of plain SCION is finished right here, in one
-                    // pass, with the MAC of its plan computed alone (at most
-                    // once a burst per run; without a cross-over, so only
-                    // this one hop field).
-                    let plain = match (addressed || epic_hp || plan.crosses_over(), &self.fwd) {
-                        (false, fwd) => {
-                            let mac = fwd.key().mac(&plan.mac_input());
-                            let e = fwd.check(plan, &mac, None, now.unix_ns).plain();
-                            e.map(|e| (e, mac))
+                Read::Lane(..) => {
+                    again = true;
+                    t.at()
+                }
+                Read::Laid { hdr, path } => (hdr, path, false),
+                Read::Miss => match locate_packet(meta, data) {
+                    Ok(Some((hdr, range, epic_hp))) => {
+                        // A new layout of plain SCION becomes the template,
+                        // and the packet is read again (once).
+                        if lane_on
+                            && !epic_hp
+                            && relaid != Some(i)
+                            && t.relayout(meta, data, hdr, &range)
+                        {
+                            relaid = Some(i);
+                            carry = Some(i);
+                            continue;
                         }
-                        _ => None,
-                    };
-                    if let Some((e, mac)) = plain {
-                        self.memo = Some(Memo { key, plan: *plan, mac });
-                        let (fwd, counters) = (&self.fwd, &mut self.counters);
-                        finish_plain(fwd, counters, batch, i, range, &e);
-                        carry = run_plain(fwd, counters, batch, &mut live, &key, &e);
+                        (hdr, range, epic_hp)
+                    }
+                    Ok(None) => {
+                        g.counters.skipped += 1;
                         continue;
                     }
-                    let mut mask = 1 << i;
-                    for j in live.by_ref() {
-                        if !key.hit(batch.meta(j), batch.data(j)) {
-                            carry = Some(j);
-                            break;
-                        }
-                        mask |= 1 << j;
+                    Err(r) => {
+                        batch.drop_packet(i, r);
+                        continue;
                     }
-                    *r = Run { at, tag, mask };
-                    nr += 1;
-                    continue;
-                }
-                _ => {}
-            }
-            slots[n] = Slot {
-                hdr: off as u16,
-                path: range.start as u16,
-                path_end: range.end as u16,
-                i: i as u8,
-                tag,
-                epic_hp,
+                },
             };
-            n += 1;
+            carry = g.packet(batch, &mut live, i, hdr, range, epic_hp, again);
         }
-        if n == 0 && nr == 0 {
+        let General { n, u, x, nr, .. } = g;
+        self.scratch.template = t;
+        if n == 0 && nr == 0 && l == 0 {
             return;
         }
+        let sc = &mut *self.scratch;
+        let (slots, tags, plans) = (&mut sc.slots, &mut sc.tags, &sc.plans);
+        let (plan_xover, xplans) = (&sc.plan_xover, &sc.xplans);
+        let (checks, plain, runs) = (&mut sc.checks, &mut sc.plain, &sc.runs);
         // Pass 2: every distinct hop-field MAC of the burst in one batch
-        // (full 16-byte tags: EPIC-HP keys its HVFs with them).
+        // (full 16-byte tags: EPIC-HP keys its HVFs with them): the plans'
+        // at 0..u, the cross-overs' moved down after them, the lane's moved
+        // down after those, unless there are none of the others. Lane hop
+        // k's tag is at `top - k`.
         tags.copy_within(BURST..BURST + x, u);
-        self.fwd.key().full_mac_in_place(&mut tags[..u + x]);
+        let planned = u + x;
+        let (macs, top) = if planned == 0 {
+            (2 * BURST - l..2 * BURST, 2 * BURST - 1)
+        } else {
+            tags.copy_within(2 * BURST - l..2 * BURST, planned);
+            (0..planned + l, (planned + l).wrapping_sub(1))
+        };
+        self.fwd.key().cmac().aes().encrypt_blocks(&mut tags[macs]);
         // Verify each distinct plan once: MACs, expiry, interfaces, port.
         for (j, (plan, c)) in plans[..u].iter().zip(&mut checks[..u]).enumerate() {
             let x = usize::from(plan_xover[j]);
@@ -484,6 +491,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
         for s in &slots[..n] {
             done.one(batch, s, plain.get(usize::from(s.tag)).copied().flatten());
         }
+        finish_lane(done.counters, batch, &sc.lanes[..l], done.tags, top);
         for r in &runs[..nr] {
             let (start, end) = r.at.path;
             let t = usize::from(r.tag);
@@ -510,6 +518,233 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             }
         }
     }
+}
+
+/// The packets of `live` that continue the memo's run, finished as
+/// [`run_plain`] does while its hop still verifies; returns the first that
+/// does not. Out of line, so that the run's loop is compiled on its own.
+#[inline(never)]
+fn continue_memo<B: PacketBuf>(
+    fwd: &Forwarder,
+    counters: &mut ForwardCounters,
+    batch: &mut Batch<B>,
+    live: &mut Indices,
+    m: &Memo,
+    now: Now,
+) -> Option<usize> {
+    let e = fwd.check(&m.plan, &m.mac, None, now.unix_ns).plain()?;
+    run_plain(fwd, counters, batch, live, &m.key, &e)
+}
+
+/// The SCION header offset and standard path of the packet `data` with
+/// `meta` and whether it is EPIC-HP (`Ok(None)`: not SCION, or a path type
+/// the stage leaves alone).
+#[inline(always)]
+fn locate_packet(
+    meta: &Meta,
+    data: &[u8],
+) -> Result<Option<(usize, Range<usize>, bool)>, DropReason> {
+    let Some(hdr) = scion_offset(meta) else {
+        return Ok(None);
+    };
+    Ok(locate_path(data, hdr)?.map(|(range, epic_hp)| (hdr, range, epic_hp)))
+}
+
+/// Pass 1's state outside the lane: the distinct plans and their MAC
+/// inputs, the packets to finish from them, and the runs.
+struct General<'a> {
+    fwd: &'a Forwarder,
+    counters: &'a mut ForwardCounters,
+    memo: &'a mut Option<Memo>,
+    slots: &'a mut [Slot; BURST],
+    tags: &'a mut [Block; 2 * BURST],
+    plans: &'a mut [HopPlan; BURST],
+    plan_xover: &'a mut [u8; BURST],
+    xplans: &'a mut [HopPlan; BURST],
+    runs: &'a mut [Run; BURST],
+    /// Slots, distinct plans, cross-over plans and runs so far.
+    n: usize,
+    u: usize,
+    x: usize,
+    nr: usize,
+    /// The last plan parsed anew (without a cross-over): consecutive
+    /// packets of a flow share it and its MAC.
+    prev: Option<usize>,
+    addressed: bool,
+    k1: u128,
+    now: Now,
+}
+
+impl General<'_> {
+    /// Packet `i`, its SCION header at `hdr` and its standard path at
+    /// `range` (inside EPIC-HP's if `epic_hp`): parsed once, or found the
+    /// same as the previous plan's; then finished with the rest of its run
+    /// when it repeats a hop (`again`: the last lane hop's), else kept for
+    /// pass 3. Returns the packet that ended its run, still to be handled.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn packet<B: PacketBuf>(
+        &mut self,
+        batch: &mut Batch<B>,
+        live: &mut Indices,
+        i: usize,
+        hdr: usize,
+        range: Range<usize>,
+        epic_hp: bool,
+        again: bool,
+    ) -> Option<usize> {
+        let data = batch.data(i);
+        let Some(path) = data.get(range.clone()) else {
+            batch.drop_packet(i, DropReason::Truncated);
+            return None;
+        };
+        let prev_plan = self.prev.filter(|_| !again).and_then(|k| self.plans.get(k));
+        let parsed = match parse(path, prev_plan) {
+            Ok(p) => p,
+            Err(r) => {
+                batch.drop_packet(i, r);
+                return None;
+            }
+        };
+        let repeated = again || matches!(parsed, Parsed::Same);
+        let (u, x, k1) = (self.u, self.x, self.k1);
+        let tag = match (parsed, self.prev) {
+            (Parsed::Same, Some(k)) => k as u8,
+            (Parsed::New(plan, next), _) => {
+                self.tags[u] = masked(plan.mac_input(), k1);
+                self.plans[u] = plan;
+                let mut xover = NO_XOVER;
+                match next {
+                    Some(next) => {
+                        self.tags[BURST + x] = masked(next.mac_input(), k1);
+                        self.xplans[x] = next;
+                        xover = x as u8;
+                        self.x += 1;
+                        self.prev = None;
+                    }
+                    None => self.prev = Some(u),
+                }
+                self.plan_xover[u] = xover;
+                self.u += 1;
+                u as u8
+            }
+            // `Same` only comes with a previous plan.
+            (Parsed::Same, None) => {
+                batch.drop_packet(i, DropReason::Malformed);
+                return None;
+            }
+        };
+        // Once a packet repeats the previous one's hop, a run starts
+        // with it: later packets laid out as it (if its path type is
+        // located from the common header alone) skip locating.
+        let c = data.get(hdr..).and_then(|b| b.first_chunk::<COMMON_LEN>());
+        match (repeated, c, self.nr < BURST) {
+            (true, Some(c), true)
+                if matches!(PathType(c[8]), PathType::SCION | PathType::EPIC_HP) =>
+            {
+                let at = Layout {
+                    hdr,
+                    key: layout_word(c) & LAYOUT_MASK,
+                    path: (range.start, range.end),
+                    epic_hp,
+                };
+                // The rest of the run: the packets that follow with the
+                // same layout and hop.
+                let plan = &self.plans[usize::from(tag)];
+                let key = RunKey::new(batch.meta(i), &at, plan);
+                // A run of plain SCION is finished right here, in one
+                // pass, with the MAC of its plan computed alone (at most
+                // once a burst per run; without a cross-over, so only
+                // this one hop field).
+                let fwd = self.fwd;
+                let plain = match self.addressed || epic_hp || plan.crosses_over() {
+                    false => {
+                        let mac = fwd.key().mac(&plan.mac_input());
+                        let e = fwd.check(plan, &mac, None, self.now.unix_ns).plain();
+                        e.map(|e| (e, mac))
+                    }
+                    true => None,
+                };
+                if let Some((e, mac)) = plain {
+                    *self.memo = Some(Memo { key, plan: *plan, mac });
+                    finish_plain(fwd, self.counters, batch, i, range, &e);
+                    return run_plain(fwd, self.counters, batch, live, &key, &e);
+                }
+                let mut mask = 1 << i;
+                let mut carry = None;
+                for j in live.by_ref() {
+                    if !key.hit(batch.meta(j), batch.data(j)) {
+                        carry = Some(j);
+                        break;
+                    }
+                    mask |= 1 << j;
+                }
+                self.runs[self.nr] = Run { at, tag, mask };
+                self.nr += 1;
+                return carry;
+            }
+            _ => {}
+        }
+        self.slots[self.n] = Slot {
+            hdr: hdr as u16,
+            path: range.start as u16,
+            path_end: range.end as u16,
+            i: i as u8,
+            tag,
+            epic_hp,
+        };
+        self.n += 1;
+        None
+    }
+}
+
+/// Pass 3 for the lane hops `lanes`, hop k's full MAC at `tags[top - k]`.
+#[inline(always)]
+fn finish_lane<B: PacketBuf>(
+    counters: &mut ForwardCounters,
+    batch: &mut Batch<B>,
+    lanes: &[LaneHop],
+    tags: &[Block],
+    top: usize,
+) {
+    // The packets forwarded on the first lane packet's port (most, when
+    // a burst goes one way): their verdicts are set at the end in one step.
+    let (mut mask, mut port0, mut forwarded) = (0u32, None, 0u64);
+    for (k, h) in lanes.iter().enumerate() {
+        let i = usize::from(h.i);
+        let verdict = match tags.get(top.wrapping_sub(k)) {
+            Some(tag) => h.verdict(tag),
+            None => Err(DropReason::BadMac),
+        };
+        match verdict {
+            Ok(port) => {
+                forwarded += 1;
+                if *port0.get_or_insert(port) == port {
+                    mask |= 1 << i;
+                } else {
+                    let class = batch.meta(i).class().unwrap_or_default();
+                    batch.forward(i, port, class);
+                }
+            }
+            Err(r) => {
+                if r == DropReason::BadMac {
+                    h.undo(batch.buf_mut(i).data_mut());
+                }
+                batch.drop_packet(i, r);
+            }
+        }
+    }
+    counters.forwarded += forwarded;
+    if let Some(port) = port0 {
+        batch.forward_some(mask, port);
+    }
+}
+
+/// A hop field's MAC input masked with K1 (the CMAC of one complete block
+/// is the AES of that).
+#[inline(always)]
+fn masked(input: Block, k1: u128) -> Block {
+    (u128::from_be_bytes(input) ^ k1).to_be_bytes()
 }
 
 /// Pass 3 of a burst: finishing each packet from its plan's check.

@@ -1,0 +1,523 @@
+//! The lane of [`ScionForward`](crate::ScionForward) for the common hop: a
+//! standard SCION path (PathType 1) at a hop field that is not the last of
+//! its segment, in a stage that does not check addresses. Such a hop has no
+//! cross-over and is not the path's last, so its processing is fixed:
+//! verify MAC and expiry, chain the SegID (unless it is a peering hop),
+//! check the ingress interface, leave through the egress interface's port,
+//! advance CurrHF by one.
+//!
+//! A lane packet is read without locating or parsing it in full: its
+//! common header is recognised as laid out like the last one located, and
+//! the position of its current info and hop fields follows from its meta
+//! header alone ([`Template`]). In pass 1 everything but the MAC is decided
+//! and the path is updated as if the MAC verified ([`Hop::settle`]); pass 3
+//! compares the MAC and gives the verdict, undoing the updates if it fails
+//! ([`LaneHop::verdict`], [`LaneHop::undo`]).
+
+use core::ops::Range;
+
+use mac::Block;
+use packet::scion::header::COMMON_LEN;
+use packet::scion::path::{HOP_LEN, INFO_LEN, INF_FLAG_CONS_DIR, INF_FLAG_PEER, META_LEN};
+use packet::scion::{curr_segment_bounds, meta_word_valid, path_len_of, PathType};
+use pipeline::{DropReason, Meta, ScionHint};
+
+use crate::forward::Forwarder;
+use crate::hopmac::is_expired;
+use crate::interfaces::INTERNAL_IF;
+use crate::run::{layout_word, parsed_key, LAYOUT_MASK};
+
+/// The lane's template: where the standard path of a SCION packet
+/// (PathType 1) lies when its common header is laid out like the last one
+/// located, and where the current info and hop fields lie when its meta
+/// header is also the template's.
+///
+/// Laid out alike means the same parser findings and hint (so the header
+/// is at the same offset), the same [`LAYOUT_MASK`] bytes (header length,
+/// path type, address types and lengths), and version 0 and a payload that
+/// fits, unless the parse stage checked those ([`crate::run::RunKey`]
+/// decides a run the same way): then `stage::locate_path` finds the same
+/// path. The same meta header then means the same path length, so the
+/// template's [`Shape`] holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Template {
+    parsed: u32,
+    hint: ScionHint,
+    layout: u64,
+    /// Offsets in the packet: the SCION header, its path, the path's end.
+    hdr: usize,
+    path: usize,
+    end: usize,
+    /// The meta header's shape.
+    shape: Shape,
+}
+
+/// The fields of a lane packet that its processing writes.
+pub(crate) struct Fields<'a> {
+    /// The meta header.
+    head: &'a mut [u8; META_LEN],
+    /// The SegID of the current info field.
+    seg: &'a mut [u8; 2],
+}
+
+/// What [`Template::read`] found.
+pub(crate) enum Read<'a> {
+    /// A lane hop, and the fields its processing writes.
+    Lane(Hop, Fields<'a>),
+    /// A SCION packet laid out as the template, its hop not a lane hop:
+    /// its header is at `hdr` and its path at `path`.
+    Laid { hdr: usize, path: Range<usize> },
+    /// Laid out otherwise.
+    Miss,
+}
+
+impl Template {
+    /// Reads every packet as a miss: its header and path are empty, so no
+    /// common header fits.
+    pub(crate) const NONE: Template = Template {
+        parsed: 0,
+        hint: ScionHint::UNCHECKED,
+        layout: 0,
+        hdr: 0,
+        path: 0,
+        end: 0,
+        shape: Shape::NONE,
+    };
+
+    /// Takes the layout of the packet `data` with `meta`, whose SCION
+    /// header at `hdr` was located with its standard path at `path`, if it
+    /// is of PathType 1 (else keeps the template as it is). Whether it did.
+    #[inline]
+    pub(crate) fn relayout(
+        &mut self,
+        meta: &Meta,
+        data: &[u8],
+        hdr: usize,
+        path: &Range<usize>,
+    ) -> bool {
+        let Some(c) = data.get(hdr..).and_then(|b| b.first_chunk::<COMMON_LEN>()) else {
+            return false;
+        };
+        if PathType(c[8]) != PathType::SCION {
+            return false;
+        }
+        *self = Template {
+            parsed: parsed_key(meta),
+            hint: meta.scion,
+            layout: layout_word(c) & LAYOUT_MASK,
+            hdr,
+            path: path.start,
+            end: path.end,
+            ..Template::NONE
+        };
+        true
+    }
+
+    /// Reads the packet `data` with `meta` (see [`Read`]). A packet whose
+    /// layout was just taken ([`relayout`](Self::relayout)) is not a miss.
+    #[inline(always)]
+    pub(crate) fn read<'a>(&mut self, meta: &Meta, data: &'a mut [u8]) -> Read<'a> {
+        if (parsed_key(meta) != self.parsed) | (meta.scion != self.hint) {
+            return Read::Miss;
+        }
+        // What is left for the payload after the path.
+        let Some(rest) = data.len().checked_sub(self.end) else {
+            return Read::Miss;
+        };
+        let Some((c, path)) = data
+            .get_mut(self.hdr..self.end)
+            .and_then(|h| h.split_at_mut_checked(self.path - self.hdr))
+        else {
+            return Read::Miss;
+        };
+        let Some(c) = c.first_chunk::<COMMON_LEN>() else {
+            return Read::Miss;
+        };
+        let checked = self.hint != ScionHint::UNCHECKED || {
+            let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
+            (c[0] >> 4 == 0) & (rest >= payload)
+        };
+        if !(checked & (layout_word(c) & LAYOUT_MASK == self.layout)) {
+            return Read::Miss;
+        }
+        let laid = Read::Laid { hdr: self.hdr, path: self.path..self.end };
+        let Some((head, _)) = path.split_first_chunk_mut::<META_LEN>() else {
+            return laid;
+        };
+        // The fields are kept as loaded (little-endian words of the wire
+        // bytes): compares and the MAC input need no byte swaps.
+        let w = u32::from_le_bytes(*head);
+        if u64::from(w) != self.shape.w && !self.reshape(w) {
+            return laid;
+        }
+        let s = &self.shape;
+        // The meta header, the info field, the hop field (in this order in
+        // every path), with what lies between them.
+        let Some((head, fields)) =
+            path.get_mut(..s.hop_off + HOP_LEN).and_then(|p| p.split_first_chunk_mut::<META_LEN>())
+        else {
+            return laid;
+        };
+        let Some((info, hop)) = fields
+            .get_mut(s.info_off - META_LEN..)
+            .and_then(|f| f.split_first_chunk_mut::<INFO_LEN>())
+        else {
+            return laid;
+        };
+        let Some(hop) = hop.last_chunk::<HOP_LEN>() else {
+            return laid;
+        };
+        let (hop_head, tail) = hop.split_at(8);
+        let info_word = u64::from_le_bytes(*info);
+        // The SegID: bytes 2-3 of the info field.
+        let [_, _, seg @ .., _, _, _, _] = info;
+        Read::Lane(
+            Hop {
+                meta: w,
+                tail: u32::from_le_bytes(tail.try_into().unwrap_or_default()),
+                info: info_word,
+                hop: u64::from_le_bytes(hop_head.try_into().unwrap_or_default()),
+                seg_at: (self.path + s.info_off + 2) as u32,
+                path: self.path as u32,
+                // The P flag in the info field's flags (byte 0).
+                peering: s.peer_at & (info_word as u8 & INF_FLAG_PEER != 0),
+            },
+            Fields { head, seg },
+        )
+    }
+
+    /// The header offset and the path of a packet laid out as the template,
+    /// and that it is not EPIC-HP.
+    #[inline(always)]
+    pub(crate) fn at(&self) -> (usize, Range<usize>, bool) {
+        (self.hdr, self.path..self.end, false)
+    }
+
+    /// Takes the shape of the meta header `w` (as loaded, little-endian) if
+    /// it is a lane hop's in a path of the template's length. Whether it did.
+    #[cold]
+    #[inline(never)]
+    fn reshape(&mut self, w: u32) -> bool {
+        match Shape::of(w) {
+            Some(s) if s.len == self.end - self.path => {
+                self.shape = s;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What a PathMetaHdr word fixes of a lane hop: the path's length and where
+/// its current info and hop fields lie.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    /// The word as loaded (little-endian); wider, so that
+    /// [`NONE`](Self::NONE) matches no word.
+    w: u64,
+    /// Length of the path.
+    len: usize,
+    /// Offsets of the current info field and of the current hop field.
+    info_off: usize,
+    hop_off: usize,
+    /// Whether an info field with the P flag makes this hop a peering hop
+    /// (the first hop field of segment 1 of a two-segment path).
+    peer_at: bool,
+}
+
+impl Shape {
+    /// Matches no meta header.
+    const NONE: Shape = Shape { w: u64::MAX, len: 0, info_off: 0, hop_off: 0, peer_at: false };
+
+    /// The shape of the meta header `raw` (as loaded, little-endian) if it
+    /// is valid ([`meta_word_valid`]) and its current hop field is not the
+    /// last of its segment.
+    #[inline]
+    fn of(raw: u32) -> Option<Shape> {
+        let w = u32::from_be_bytes(raw.to_le_bytes());
+        if !meta_word_valid(w) {
+            return None;
+        }
+        let (inf, hf) = (w >> 30, (w >> 24) & 0x3f);
+        if hf + 1 >= curr_segment_bounds(w).1 {
+            return None;
+        }
+        let (s0, s1, s2) = ((w >> 12) & 0x3f, (w >> 6) & 0x3f, w & 0x3f);
+        let n_inf = u32::from(s0 != 0) + u32::from(s1 != 0) + u32::from(s2 != 0);
+        Some(Shape {
+            w: u64::from(raw),
+            len: path_len_of(w),
+            info_off: META_LEN + inf as usize * INFO_LEN,
+            hop_off: META_LEN + n_inf as usize * INFO_LEN + hf as usize * HOP_LEN,
+            // As `HopPlan`: the last hop field of segment 0 (never a lane
+            // hop) or the first of segment 1.
+            peer_at: s0 != 0 && s1 != 0 && s2 == 0 && (hf + 1 == s0 || hf == s0),
+        })
+    }
+}
+
+/// The current hop of a lane packet as read: meta header, current info
+/// field and current hop field, each as loaded (little-endian words of the
+/// wire bytes: byte k of a field is bits 8k..8k+8).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hop {
+    /// The meta header.
+    meta: u32,
+    /// Offset of the path in the packet.
+    path: u32,
+    /// Bytes 8-11 of the hop field (the MAC's last four bytes).
+    tail: u32,
+    /// The info field.
+    info: u64,
+    /// Bytes 0-7 of the hop field.
+    hop: u64,
+    /// Offset of the SegID in the packet.
+    seg_at: u32,
+    /// A peering hop (its SegID is not chained).
+    peering: bool,
+}
+
+impl Hop {
+    /// Repeated by no lane hop whose MAC is not all zero.
+    pub(crate) const NONE: Hop =
+        Hop { meta: 0, path: 0, tail: 0, info: 0, hop: 0, seg_at: 0, peering: false };
+
+    /// Whether `o` has the same hop field, MAC included: most likely a
+    /// packet at the same hop of the same path. Only a hint: a packet that
+    /// repeats the last lane hop starts a run, which compares it in full.
+    #[inline(always)]
+    pub(crate) fn repeats(&self, o: &Hop) -> bool {
+        (self.hop == o.hop) & (self.tail == o.tail)
+    }
+
+    /// Whether the info field is in construction direction.
+    #[inline(always)]
+    fn cons(&self) -> bool {
+        self.info as u8 & INF_FLAG_CONS_DIR != 0
+    }
+
+    /// The CMAC input of the hop field
+    /// ([`HopPlan::mac_input`](crate::HopPlan::mac_input)) masked with
+    /// `k1` (as two little-endian words).
+    #[inline(always)]
+    pub(crate) fn masked_input(&self, k1: (u64, u64)) -> Block {
+        // Bytes 0-7: zero, SegID, Timestamp (the info field with its flags
+        // and reserved byte cleared). β_i is the SegID as is in construction
+        // direction and on peering hops, else β_{i+1} ⊕ σ_i[0:2] (σ's first
+        // two bytes are the hop field's bytes 6-7).
+        let mut lo = self.info & !0xffff;
+        if !(self.cons() | self.peering) {
+            lo ^= (self.hop >> 48) << 16;
+        }
+        // Bytes 8-15: zero, ExpTime, ConsIngress, ConsEgress, zero (the hop
+        // field's bytes 0-7 with its flags and MAC cleared).
+        let hi = self.hop & 0x0000_ffff_ffff_ff00;
+        let mut b = [0; 16];
+        b[..8].copy_from_slice(&(lo ^ k1.0).to_le_bytes());
+        b[8..].copy_from_slice(&(hi ^ k1.1).to_le_bytes());
+        b
+    }
+
+    /// Decides everything [`Forwarder::apply_checked`] decides for this hop
+    /// but the MAC, for packet `i` that arrived on interface `ingress_if`,
+    /// and updates its `fields` as it would once the MAC verifies
+    /// ([`LaneHop::undo`] reverts that if it does not).
+    #[inline(always)]
+    pub(crate) fn settle(
+        &self,
+        fwd: &Forwarder,
+        fields: Fields<'_>,
+        i: usize,
+        ingress_if: u16,
+        now_unix_ns: u64,
+    ) -> LaneHop {
+        let ts = u32::from_be_bytes(((self.info >> 32) as u32).to_le_bytes());
+        let expired = is_expired(ts, (self.hop >> 8) as u8, now_unix_ns);
+        let be16 = |v: u64| u16::from_be_bytes((v as u16).to_le_bytes());
+        let (ing, egr) = (be16(self.hop >> 16), be16(self.hop >> 32));
+        let (ingress, egress) = if self.cons() { (ing, egr) } else { (egr, ing) };
+        // In `apply_checked`'s order: expiry (before any write), then the
+        // SegID update, the ingress interface, the exit; interface 0 has no
+        // port and this is not the last hop field, so it is `no_route`.
+        let then = if expired {
+            Err(DropReason::Expired)
+        } else if fwd.config().check_ingress && ingress_if != INTERNAL_IF && ingress != ingress_if {
+            Err(DropReason::WrongInterface)
+        } else {
+            fwd.interfaces().port(egress).ok_or(DropReason::NoRoute)
+        };
+        let mut seg_at = 0;
+        if !(self.peering | expired) {
+            // Both directions apply the same XOR (`chain_seg_id`), here on
+            // the bytes as loaded.
+            let seg = (self.info >> 16) as u16 ^ (self.hop >> 48) as u16;
+            *fields.seg = seg.to_le_bytes();
+            seg_at = self.seg_at;
+        }
+        if then.is_ok() {
+            // CurrHF + 1 (byte 0, below CurrINF: at most 63, inside the
+            // segment, so CurrINF stays).
+            *fields.head = (self.meta + 1).to_le_bytes();
+        }
+        LaneHop {
+            wire: (self.hop >> 48) | (u64::from(self.tail) << 16),
+            then,
+            seg_at,
+            path: self.path,
+            i: i as u8,
+        }
+    }
+}
+
+/// A lane packet between pass 1 and pass 3: what it becomes once its MAC
+/// verifies, and how to undo its path updates if it does not.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LaneHop {
+    /// The MAC on the wire (its six bytes as a little-endian word).
+    wire: u64,
+    /// The exit port, or why the packet is dropped after its MAC verified.
+    then: Result<u16, DropReason>,
+    /// Offset of the SegID in the packet if it was updated, else 0.
+    seg_at: u32,
+    /// Offset of the path in the packet (the meta header was updated when
+    /// `then` is `Ok`).
+    path: u32,
+    /// Index in the batch.
+    pub(crate) i: u8,
+}
+
+impl LaneHop {
+    /// A placeholder for arrays filled in pass 1.
+    pub(crate) const EMPTY: LaneHop =
+        LaneHop { wire: 0, then: Err(DropReason::Malformed), seg_at: 0, path: 0, i: 0 };
+
+    /// The verdict with the hop field's full MAC `tag`: `then` if the MAC
+    /// verifies, else `bad_mac` (the path updates are then undone).
+    #[inline(always)]
+    pub(crate) fn verdict(&self, tag: &Block) -> Result<u16, DropReason> {
+        let computed = u64::from_le_bytes(*tag.first_chunk::<8>().unwrap_or(&[0; 8]));
+        // One XOR kept opaque to the optimiser, as `mac_eq`.
+        if core::hint::black_box((computed & 0xffff_ffff_ffff) ^ self.wire) != 0 {
+            return Err(DropReason::BadMac);
+        }
+        self.then
+    }
+
+    /// Restores the SegID and meta header [`Hop::settle`] updated in the
+    /// packet bytes `data`: the SegID was XORed with the MAC's first two
+    /// bytes, CurrHF was incremented.
+    #[cold]
+    pub(crate) fn undo(&self, data: &mut [u8]) {
+        let at = self.seg_at as usize;
+        if let (true, Some(f)) = (at != 0, data.get_mut(at..at + 2)) {
+            let seg = u16::from_le_bytes([f[0], f[1]]) ^ self.wire as u16;
+            f.copy_from_slice(&seg.to_le_bytes());
+        }
+        let path = self.path as usize;
+        let head = data.get_mut(path..).and_then(|b| b.first_chunk_mut::<META_LEN>());
+        if let (true, Some(head)) = (self.then.is_ok(), head) {
+            *head = (u32::from_le_bytes(*head) - 1).to_le_bytes();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{self, HopSpec};
+    use crate::hopmac::ForwardingKey;
+    use mac::Key;
+    use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
+    use packet::{HostAddr, Ia};
+
+    /// A bare SCION packet over two segments of 3 and 2 hop fields at hop
+    /// `hf`, with IPv4 or IPv6 host addresses.
+    fn packet(hf: u8, v6: bool) -> Vec<u8> {
+        let key = ForwardingKey::new(&Key::from([3; 16]));
+        let hs = |i, e| HopSpec { key: key.clone(), cons_ingress: i, cons_egress: e, exp_time: 9 };
+        let s0 = build::segment(false, 0x1111, 1_700_000_000, &[hs(0, 1), hs(2, 3), hs(4, 5)]);
+        let s1 = build::segment(true, 0x2222, 1_700_000_050, &[hs(0, 4), hs(5, 0)]);
+        let mut path = build::path(&[s0, s1]).expect("path");
+        path.curr_hf = hf;
+        path.curr_inf = u8::from(hf >= 3);
+        let host = RawHostAddr::from(if v6 { HostAddr::V6([1; 16]) } else { HostAddr::V4([1; 4]) });
+        let hdr = AddrHdrRepr {
+            qos: 0,
+            flow_id: 1,
+            next_hdr: 17,
+            payload_len: 8,
+            dst_ia: Ia::new(1, 2),
+            src_ia: Ia::new(1, 1),
+            dst_host: host,
+            src_host: host,
+        };
+        let r = ScionRepr { hdr, path: PathRepr::Scion(path.repr()) };
+        let mut b = vec![0; r.buffer_len() + 8];
+        r.emit(&mut b).expect("packet");
+        b
+    }
+
+    /// A template taken from `pkt` (bare, header at 0).
+    fn template(pkt: &[u8]) -> Template {
+        let h = packet::scion::ScionHeader::new_checked(pkt).expect("valid");
+        let mut t = Template::NONE;
+        assert!(t.relayout(&Meta::new(0), pkt, 0, &(h.path_offset()..h.header_len())));
+        t
+    }
+
+    fn kind(t: &mut Template, pkt: &mut [u8]) -> &'static str {
+        match t.read(&Meta::new(0), pkt) {
+            Read::Lane(..) => "lane",
+            Read::Laid { .. } => "laid",
+            Read::Miss => "miss",
+        }
+    }
+
+    #[test]
+    fn hops_inside_a_segment_take_the_lane() {
+        let mut t = template(&packet(1, false));
+        // Inside segment 0 (either hop before its last), and the first
+        // hop of segment 1: the lane; the meta header's shape changes.
+        for hf in [0, 1, 3] {
+            assert_eq!(kind(&mut t, &mut packet(hf, false)), "lane", "hop {hf}");
+        }
+        // The end of segment 0 (a cross-over) and the last hop: laid out
+        // alike, for the general parse.
+        for hf in [2, 4] {
+            assert_eq!(kind(&mut t, &mut packet(hf, false)), "laid", "hop {hf}");
+        }
+        // Another layout, another version, a payload longer than the packet.
+        assert_eq!(kind(&mut t, &mut packet(1, true)), "miss");
+        let mut p = packet(1, false);
+        p[0] |= 0x10;
+        assert_eq!(kind(&mut t, &mut p), "miss");
+        let mut p = packet(1, false);
+        p.truncate(p.len() - 1);
+        assert_eq!(kind(&mut t, &mut p), "miss");
+        // A meta header that is not valid is left to the general parse
+        // (the shape that matches no word is not taken for it).
+        let mut p = packet(1, false);
+        let path = p.len() - 8 - (4 + 2 * 8 + 5 * 12);
+        p[path..path + 4].fill(0);
+        let none = || Template::NONE;
+        assert_eq!(kind(&mut none(), &mut p), "miss");
+        assert_eq!(kind(&mut template(&p), &mut p), "laid");
+        // No packet fits the empty template.
+        assert_eq!(kind(&mut none(), &mut packet(1, false)), "miss");
+    }
+
+    #[test]
+    fn the_mac_input_is_the_plans() {
+        let mut t = template(&packet(1, false));
+        for hf in [0, 1, 3] {
+            let mut p = packet(hf, false);
+            let h = packet::scion::ScionHeader::new_checked(&p[..]).expect("valid");
+            let path = h.path_offset()..h.header_len();
+            let plan = crate::HopPlan::parse(&p[path]).expect("valid");
+            let Read::Lane(hop, _) = t.read(&Meta::new(0), &mut p) else {
+                panic!("hop {hf}: not a lane hop");
+            };
+            assert_eq!(hop.masked_input((0, 0)), plan.mac_input(), "hop {hf}");
+        }
+    }
+}
