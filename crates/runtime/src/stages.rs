@@ -488,10 +488,15 @@ impl Ipv4Forward {
         (masks, rest)
     }
 
-    /// Packet `i` through the general checks (any layout, any outcome).
+    /// Packet `i` through the checks (any layout, any outcome). `GENERAL`
+    /// goes straight to [`check_general`](Self::check_general): for a frame
+    /// [`fast_one`](Self::fast_one) already turned down, the common-layout
+    /// test of [`check`](Self::check) would be made a second time.
     #[inline(always)]
-    fn one<B: PacketBuf>(&self, batch: &mut Batch<B>, i: usize) {
-        let dst = match self.check(batch.data(i)) {
+    fn one<const GENERAL: bool, B: PacketBuf>(&self, batch: &mut Batch<B>, i: usize) {
+        let d = batch.data(i);
+        let checked = if GENERAL { self.check_general(d) } else { self.check(d) };
+        let dst = match checked {
             Ok((_, dst)) => dst,
             Err(r) => {
                 batch.drop_packet(i, r);
@@ -537,7 +542,7 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
     fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
         if !batch.all_live() || self.routes.len() > FAST_ROUTES {
             for i in batch.live() {
-                self.one(batch, i);
+                self.one::<false, B>(batch, i);
             }
             return;
         }
@@ -556,7 +561,7 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
             }
         }
         for i in Indices::of(rest) {
-            self.one(batch, i);
+            self.one::<true, B>(batch, i);
         }
     }
 }
