@@ -14,7 +14,7 @@ use pipeline::{Now, Stage, BURST};
 #[path = "support/burst.rs"]
 mod support;
 
-use support::{burst, burst_packets, burst_packets_distinct, restore, transit, NOW};
+use support::{burst, burst_packets, burst_packets_distinct, restore, transit, workload, NOW};
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("scion_burst");
@@ -26,7 +26,11 @@ fn bench(c: &mut Criterion) {
         ("forward_burst32_epic_hp_distinct", true, true),
     ];
     for (name, epic_hp, distinct) in workloads {
-        let pkts = if distinct { burst_packets_distinct(epic_hp) } else { burst_packets(epic_hp) };
+        let pkts = workload(if distinct {
+            burst_packets_distinct(epic_hp)
+        } else {
+            burst_packets(epic_hp)
+        });
         let (mut s, mut b) = (transit(), burst(&pkts));
         restore(&mut b, &pkts);
         s.process(&mut b, Now::from_unix_ns(NOW));
@@ -38,7 +42,7 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
-    let pkts = burst_packets(false);
+    let pkts = workload(burst_packets(false));
     let mut b = burst(&pkts);
     g.bench_function("restore_only", |it| {
         it.iter(|| {

@@ -40,7 +40,9 @@ mod burst_support;
 #[path = "../benches/support/decode.rs"]
 mod support;
 
-use burst_support::{burst, burst_packets, burst_packets_distinct, restore, transit, NOW};
+use burst_support::{
+    burst, burst_packets, burst_packets_distinct, restore, transit, workload, Workload, NOW,
+};
 use support::{alloc_decode, fixed64, hop_checksum, packet_15_hops};
 
 /// Packets per measured function.
@@ -112,7 +114,7 @@ fn run_decode_alloc_read(pkt: &[u8]) {
 }
 
 #[inline(never)]
-fn run_restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn run_restore(b: &mut Batch<Vec<u8>>, pkts: &Workload) {
     for _ in 0..N / BURST as u64 {
         restore(b, pkts);
         black_box(&mut *b);
@@ -123,7 +125,7 @@ fn run_restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
 /// so that the compiler does not merge them into one symbol (callgrind
 /// attributes costs by symbol).
 #[inline(always)]
-fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>], tag: u32) {
+fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload, tag: u32) {
     black_box(tag);
     for _ in 0..N / BURST as u64 {
         restore(b, pkts);
@@ -132,29 +134,29 @@ fn forward_bursts(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]
 }
 
 #[inline(never)]
-fn run_forward_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn run_forward_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload) {
     forward_bursts(s, b, pkts, 0)
 }
 
 #[inline(never)]
-fn run_forward_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn run_forward_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload) {
     forward_bursts(s, b, pkts, 1)
 }
 
 #[inline(never)]
-fn run_forward_distinct_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn run_forward_distinct_scion(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload) {
     forward_bursts(s, b, pkts, 2)
 }
 
 #[inline(never)]
-fn run_forward_distinct_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
+fn run_forward_distinct_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload) {
     forward_bursts(s, b, pkts, 3)
 }
 
 /// One measured function.
 type Run = fn(&[u8]);
 /// One measured forwarding function.
-type ForwardRun = fn(&mut ScionForward, &mut Batch<Vec<u8>>, &[Vec<u8>]);
+type ForwardRun = fn(&mut ScionForward, &mut Batch<Vec<u8>>, &Workload);
 
 fn main() {
     let filter = std::env::args().nth(1).unwrap_or_default();
@@ -185,7 +187,11 @@ fn main() {
         if !name.contains(filter.as_str()) {
             continue;
         }
-        let pkts = if distinct { burst_packets_distinct(epic_hp) } else { burst_packets(epic_hp) };
+        let pkts = workload(if distinct {
+            burst_packets_distinct(epic_hp)
+        } else {
+            burst_packets(epic_hp)
+        });
         let (mut s, mut b) = (transit(), burst(&pkts));
         // Every packet of the workload is forwarded (checked once, natively).
         restore(&mut b, &pkts);

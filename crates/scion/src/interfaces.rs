@@ -11,11 +11,22 @@ pub(crate) const NONE: u16 = u16::MAX;
 
 /// Interface → port and port → interface tables of one router.
 ///
-/// Both are flat arrays (interface IDs are 16-bit), so a lookup is one load.
+/// Both are flat arrays indexed by a 16-bit number (interface ID, port), so
+/// a lookup is one load, without a bounds check.
 #[derive(Clone, Debug)]
 pub struct InterfaceTable {
-    if_to_port: Vec<u16>,
-    port_to_if: Vec<u16>,
+    if_to_port: Box<[u16; 1 << 16]>,
+    port_to_if: Box<[u16; 1 << 16]>,
+}
+
+/// A table of 2^16 entries of `v`, allocated in place.
+fn table(v: u16) -> Box<[u16; 1 << 16]> {
+    let b = vec![v; 1 << 16].into_boxed_slice();
+    match b.try_into() {
+        Ok(t) => t,
+        // The vector has exactly 2^16 entries.
+        Err(_) => unreachable!("2^16 entries"),
+    }
 }
 
 impl Default for InterfaceTable {
@@ -27,7 +38,7 @@ impl Default for InterfaceTable {
 impl InterfaceTable {
     /// An empty table (every interface unknown, every port internal).
     pub fn new() -> Self {
-        InterfaceTable { if_to_port: vec![NONE; 1 << 16], port_to_if: Vec::new() }
+        InterfaceTable { if_to_port: table(NONE), port_to_if: table(INTERNAL_IF) }
     }
 
     /// A table with `bindings` (checked by
@@ -40,10 +51,10 @@ impl InterfaceTable {
     }
 
     /// Replaces every binding with `bindings`, in place: the tables keep
-    /// their allocation (the port index only grows).
+    /// their allocation.
     pub fn rebind(&mut self, bindings: &[IfBinding]) {
         self.if_to_port.fill(NONE);
-        self.port_to_if.clear();
+        self.port_to_if.fill(INTERNAL_IF);
         for b in bindings {
             self.bind(b.ifid, b.port);
         }
@@ -55,11 +66,7 @@ impl InterfaceTable {
             return;
         }
         self.if_to_port[usize::from(ifid)] = port;
-        let p = usize::from(port);
-        if self.port_to_if.len() <= p {
-            self.port_to_if.resize(p + 1, INTERNAL_IF);
-        }
-        self.port_to_if[p] = ifid;
+        self.port_to_if[usize::from(port)] = ifid;
     }
 
     /// Builder form of [`bind`](Self::bind).
@@ -71,11 +78,11 @@ impl InterfaceTable {
     /// Removes interface `ifid`.
     pub fn unbind(&mut self, ifid: u16) {
         let port = std::mem::replace(&mut self.if_to_port[usize::from(ifid)], NONE);
-        if let Some(slot) = self.port_to_if.get_mut(usize::from(port)) {
-            // The port may have been bound to another interface since.
-            if *slot == ifid {
-                *slot = INTERNAL_IF;
-            }
+        let slot = &mut self.port_to_if[usize::from(port)];
+        // The port may have been bound to another interface since (and
+        // the unused slot's port, NONE, to none).
+        if *slot == ifid && port != NONE {
+            *slot = INTERNAL_IF;
         }
     }
 
@@ -92,14 +99,14 @@ impl InterfaceTable {
     /// for ports not bound to an external interface.
     #[inline]
     pub fn ingress_if(&self, port: u16) -> u16 {
-        self.port_to_if.get(usize::from(port)).copied().unwrap_or(INTERNAL_IF)
+        self.port_to_if[usize::from(port)]
     }
 
     /// The bound interfaces, by interface ID (a scan of the table: control
     /// path only).
     pub fn bindings(&self) -> impl Iterator<Item = IfBinding> + '_ {
         (0..=u16::MAX)
-            .zip(&self.if_to_port)
+            .zip(self.if_to_port.iter())
             .filter(|&(_, &port)| port != NONE)
             .map(|(ifid, &port)| IfBinding { ifid, port })
     }

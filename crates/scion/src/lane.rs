@@ -151,33 +151,40 @@ impl Template {
             return laid;
         }
         let s = &self.shape;
-        // The meta header, the info field, the hop field (in this order in
-        // every path), with what lies between them.
-        let Some((head, fields)) =
-            path.get_mut(..s.hop_off + HOP_LEN).and_then(|p| p.split_first_chunk_mut::<META_LEN>())
+        // The hop field is read first, then the meta header and the info
+        // field (after the meta header, before the hop field, in every
+        // path) are taken to write; the offsets are 16-bit, so each range
+        // costs one compare.
+        let (info_off, hop_off) = (usize::from(s.info_off), usize::from(s.hop_off));
+        let Some(hop) =
+            path.get(hop_off..hop_off + HOP_LEN).and_then(|h| h.first_chunk::<HOP_LEN>())
         else {
-            return laid;
-        };
-        let Some((info, hop)) = fields
-            .get_mut(s.info_off - META_LEN..)
-            .and_then(|f| f.split_first_chunk_mut::<INFO_LEN>())
-        else {
-            return laid;
-        };
-        let Some(hop) = hop.last_chunk::<HOP_LEN>() else {
             return laid;
         };
         let (hop_head, tail) = hop.split_at(8);
+        let (hop_head, tail) = (
+            u64::from_le_bytes(hop_head.try_into().unwrap_or_default()),
+            u32::from_le_bytes(tail.try_into().unwrap_or_default()),
+        );
+        let Some((head, fields)) = path.split_first_chunk_mut::<META_LEN>() else {
+            return laid;
+        };
+        let at = info_off - META_LEN;
+        let Some(info) =
+            fields.get_mut(at..at + INFO_LEN).and_then(|f| f.first_chunk_mut::<INFO_LEN>())
+        else {
+            return laid;
+        };
         let info_word = u64::from_le_bytes(*info);
         // The SegID: bytes 2-3 of the info field.
         let [_, _, seg @ .., _, _, _, _] = info;
         Read::Lane(
             Hop {
                 meta: w,
-                tail: u32::from_le_bytes(tail.try_into().unwrap_or_default()),
+                tail,
                 info: info_word,
-                hop: u64::from_le_bytes(hop_head.try_into().unwrap_or_default()),
-                seg_at: (self.path + s.info_off + 2) as u32,
+                hop: hop_head,
+                seg_at: (self.path + info_off + 2) as u32,
                 path: self.path as u32,
                 // The P flag in the info field's flags (byte 0).
                 peering: s.peer_at & (info_word as u8 & INF_FLAG_PEER != 0),
@@ -217,9 +224,10 @@ struct Shape {
     w: u64,
     /// Length of the path.
     len: usize,
-    /// Offsets of the current info field and of the current hop field.
-    info_off: usize,
-    hop_off: usize,
+    /// Offsets of the current info field (at least [`META_LEN`]) and of
+    /// the current hop field (16-bit: a path is shorter than 2^16 bytes).
+    info_off: u16,
+    hop_off: u16,
     /// Whether an info field with the P flag makes this hop a peering hop
     /// (the first hop field of segment 1 of a two-segment path).
     peer_at: bool,
@@ -247,8 +255,8 @@ impl Shape {
         Some(Shape {
             w: u64::from(raw),
             len: path_len_of(w),
-            info_off: META_LEN + inf as usize * INFO_LEN,
-            hop_off: META_LEN + n_inf as usize * INFO_LEN + hf as usize * HOP_LEN,
+            info_off: (META_LEN + inf as usize * INFO_LEN) as u16,
+            hop_off: (META_LEN + n_inf as usize * INFO_LEN + hf as usize * HOP_LEN) as u16,
             // As `HopPlan`: the last hop field of segment 0 (never a lane
             // hop) or the first of segment 1.
             peer_at: s0 != 0 && s1 != 0 && s2 == 0 && (hf + 1 == s0 || hf == s0),

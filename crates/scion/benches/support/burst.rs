@@ -1,14 +1,17 @@
 //! The transit workload of the forwarding measurements, shared by the
 //! `forward_burst` bench and the `scion_profile` example (included into both
 //! with `#[path]`, so the two measure the same packets): bursts of 32
-//! packets arriving at the transit AS of a one-segment path.
+//! packets arriving at the transit AS of a one-segment path, as SCION over
+//! UDP/IPv4 in Ethernet frames, with the metadata the parse stage leaves
+//! for them (as in the router's SCION pipelines, where the parse stage runs
+//! first).
 
 #![allow(dead_code)]
 
 use mac::Key;
 use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
 use packet::{HostAddr, Ia};
-use pipeline::{Batch, Meta, BURST};
+use pipeline::{Batch, Meta, Now, Parse, ParseConfig, Proto, Stage, BURST};
 use scion::build::{self, HopSpec};
 use scion::{ForwardConfig, Forwarder, ForwardingKey, InterfaceTable, ScionForward};
 
@@ -25,10 +28,18 @@ pub fn transit() -> ScionForward {
     ScionForward::new(Forwarder::new(key, ifaces, ForwardConfig::default()))
 }
 
+/// A burst's frames as they arrive and the metadata the parse stage leaves
+/// for them.
+pub struct Workload {
+    pub frames: Vec<Vec<u8>>,
+    pub metas: Vec<Meta>,
+}
+
 /// 32 packets of host `i` over the path of [`transit`], as they arrive at
 /// AS 2 (CurrHF 1 of 3 hops, so for EPIC-HP AS 2 is the penultimate hop
 /// and checks the PHVF): one path, as a burst of one flow (or of flows
-/// that share their path) brings it.
+/// that share their path) brings it. Bare SCION packets: [`workload`]
+/// puts them in frames.
 pub fn burst_packets(epic_hp: bool) -> Vec<Vec<u8>> {
     packets(epic_hp, false)
 }
@@ -38,6 +49,47 @@ pub fn burst_packets(epic_hp: bool) -> Vec<Vec<u8>> {
 /// applies to the next.
 pub fn burst_packets_distinct(epic_hp: bool) -> Vec<Vec<u8>> {
     packets(epic_hp, true)
+}
+
+/// The SCION packets `scion` in Ethernet frames over UDP/IPv4 (port
+/// 30041), with the parse stage's metadata (all arrived on port 0).
+pub fn workload(scion: Vec<Vec<u8>>) -> Workload {
+    let frames: Vec<Vec<u8>> = scion.iter().enumerate().map(|(i, p)| underlay(i, p)).collect();
+    let mut b = Batch::new();
+    for f in &frames {
+        b.push(f.clone(), 0).expect("32 fit");
+    }
+    Parse::new(ParseConfig::default()).process(&mut b, Now::from_unix_ns(NOW));
+    let metas = b.metas().to_vec();
+    assert!(
+        metas.iter().all(|m| m.proto == Proto::Scion && m.scion.get().is_some()),
+        "the parse stage checked every SCION header"
+    );
+    Workload { frames, metas }
+}
+
+/// SCION packet `p` of host `i` in an Ethernet frame over UDP/IPv4.
+fn underlay(i: usize, p: &[u8]) -> Vec<u8> {
+    let mut udp = vec![0u8; 8];
+    udp[0..2].copy_from_slice(&(30042 + i as u16).to_be_bytes());
+    udp[2..4].copy_from_slice(&30041u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&((8 + p.len()) as u16).to_be_bytes());
+    udp.extend_from_slice(p);
+    let mut ip = vec![0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[192, 0, 2, 1]);
+    ip[16..20].copy_from_slice(&[192, 0, 2, 2]);
+    let c = packet::checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut f = vec![0u8; 14];
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&udp);
+    f
 }
 
 fn packets(epic_hp: bool, distinct: bool) -> Vec<Vec<u8>> {
@@ -85,22 +137,21 @@ fn packets(epic_hp: bool, distinct: bool) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// A burst of `pkts`, all arrived on port 0.
-pub fn burst(pkts: &[Vec<u8>]) -> Batch<Vec<u8>> {
+/// A burst of `w`'s frames, all arrived on port 0.
+pub fn burst(w: &Workload) -> Batch<Vec<u8>> {
     let mut b = Batch::new();
-    for p in pkts {
+    for p in &w.frames {
         b.push(p.clone(), 0).expect("32 fit");
     }
     b
 }
 
-/// Puts the packets of `pkts` back into `b` as they arrived.
+/// Puts the frames of `w` back into `b` as they arrived, with the parse
+/// stage's metadata.
 #[inline(always)]
-pub fn restore(b: &mut Batch<Vec<u8>>, pkts: &[Vec<u8>]) {
-    for (i, p) in pkts.iter().enumerate() {
+pub fn restore(b: &mut Batch<Vec<u8>>, w: &Workload) {
+    for (i, p) in w.frames.iter().enumerate() {
         b.buf_mut(i).copy_from_slice(p);
     }
-    for m in b.metas_mut() {
-        *m = Meta::new(0);
-    }
+    b.metas_mut().copy_from_slice(&w.metas);
 }
