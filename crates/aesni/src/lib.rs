@@ -74,6 +74,8 @@ extern crate std;
 
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 
+mod groups;
+
 /// Size of an AES block in bytes.
 pub const BLOCK: usize = 16;
 
@@ -642,6 +644,8 @@ mod ni {
     /// Lane count from which [`group`] hides the key pointers from the
     /// optimiser every step (see there).
     const LANES_BARRIER: usize = 8;
+
+    pub(crate) mod groups;
 
     /// Four blocks, 64 bytes, loaded as one `zmm`.
     type Quad = [Block; 4];

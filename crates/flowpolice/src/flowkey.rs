@@ -38,6 +38,13 @@ impl FlowKeying {
         }
     }
 
+    /// Whether some IPv4 destination is a protected server (otherwise every
+    /// IPv4 flow ID is the destination's).
+    #[inline]
+    pub(crate) fn has_secure_v4(&self) -> bool {
+        !self.secure_v4.is_empty()
+    }
+
     /// Whether `dst` is a protected server.
     #[inline]
     pub fn is_secure_v4(&self, dst: u32) -> bool {

@@ -115,23 +115,62 @@ impl FlowPolice {
         // Raw IP input no stage parsed (the usual case): the IP header at
         // 0, checked for the burst once.
         let ip = self.link == LinkLayer::Ip && Self::all_fresh(batch.metas());
-        match (ip, b.slot_hints, b.check_binding) {
-            (true, true, true) => self.pass1_common_with::<B, true, true, true>(batch, b.lag),
-            (true, true, false) => self.pass1_common_with::<B, true, true, false>(batch, b.lag),
-            (true, false, true) => self.pass1_common_with::<B, true, false, true>(batch, b.lag),
-            (true, false, false) => self.pass1_common_with::<B, true, false, false>(batch, b.lag),
-            (false, true, true) => self.pass1_common_with::<B, false, true, true>(batch, b.lag),
-            (false, true, false) => self.pass1_common_with::<B, false, true, false>(batch, b.lag),
-            (false, false, true) => self.pass1_common_with::<B, false, false, true>(batch, b.lag),
-            (false, false, false) => self.pass1_common_with::<B, false, false, false>(batch, b.lag),
+        // Without protected IPv4 destinations (the usual case) a raw IP
+        // packet's flow ID of the addresses is its destination.
+        let plain = ip && !self.keying.has_secure_v4();
+        let lag = b.lag;
+        match (ip, plain, b.slot_hints, b.check_binding) {
+            (true, true, true, true) => {
+                self.pass1_common_with::<B, true, true, true, true>(batch, lag)
+            }
+            (true, true, true, false) => {
+                self.pass1_common_with::<B, true, true, true, false>(batch, lag)
+            }
+            (true, true, false, true) => {
+                self.pass1_common_with::<B, true, true, false, true>(batch, lag)
+            }
+            (true, true, false, false) => {
+                self.pass1_common_with::<B, true, true, false, false>(batch, lag)
+            }
+            (true, false, true, true) => {
+                self.pass1_common_with::<B, true, false, true, true>(batch, lag)
+            }
+            (true, false, true, false) => {
+                self.pass1_common_with::<B, true, false, true, false>(batch, lag)
+            }
+            (true, false, false, true) => {
+                self.pass1_common_with::<B, true, false, false, true>(batch, lag)
+            }
+            (true, false, false, false) => {
+                self.pass1_common_with::<B, true, false, false, false>(batch, lag)
+            }
+            (false, _, true, true) => {
+                self.pass1_common_with::<B, false, false, true, true>(batch, lag)
+            }
+            (false, _, true, false) => {
+                self.pass1_common_with::<B, false, false, true, false>(batch, lag)
+            }
+            (false, _, false, true) => {
+                self.pass1_common_with::<B, false, false, false, true>(batch, lag)
+            }
+            (false, _, false, false) => {
+                self.pass1_common_with::<B, false, false, false, false>(batch, lag)
+            }
         }
     }
 
     /// [`Self::pass1_common`] with slot hints (`HINTS`) and the flow
     /// binding check (`BINDING`) on or off; `IP`: every packet is raw IP
-    /// (no metadata to consult).
+    /// (no metadata to consult); `PLAIN` (with `IP`): no protected IPv4
+    /// destinations ([`Self::fast_regular_at`]).
     #[inline(always)]
-    fn pass1_common_with<B: PacketBuf, const IP: bool, const HINTS: bool, const BINDING: bool>(
+    fn pass1_common_with<
+        B: PacketBuf,
+        const IP: bool,
+        const PLAIN: bool,
+        const HINTS: bool,
+        const BINDING: bool,
+    >(
         &mut self,
         batch: &Batch<B>,
         lag: usize,
@@ -145,7 +184,7 @@ impl FlowPolice {
         let entries = table.entries();
         for (k, (m, buf)) in batch.metas().iter().zip(batch.bufs()).enumerate() {
             let c = if IP {
-                Self::fast_regular_at(0, keying, buf.data())?
+                Self::fast_regular_at::<PLAIN>(0, keying, buf.data())?
             } else {
                 Self::fast_regular_with(link, keying, m, buf.data())?
             };
@@ -267,7 +306,20 @@ mod tests {
     }
 
     fn stage(common: bool, hints: bool, lag: usize, binding: bool, eth: bool) -> FlowPolice {
+        stage_protecting(common, hints, lag, binding, eth, &[])
+    }
+
+    /// [`stage`] with protected IPv4 destinations (flows keyed by source).
+    fn stage_protecting(
+        common: bool,
+        hints: bool,
+        lag: usize,
+        binding: bool,
+        eth: bool,
+        protected: &[Ipv4Addr],
+    ) -> FlowPolice {
         let mut c = Config::new(mac::Key::from([7; 16]), [1, 2], 256, seeds());
+        c.protected_v4 = protected.to_vec();
         c.link = if eth { LinkLayer::Ethernet } else { LinkLayer::Ip };
         c.puzzle = PuzzlePolicy { epoch_ms: 60_000, min_level: 1, accept_previous_epoch: true };
         c.slot_hints = Some(hints);
@@ -313,22 +365,27 @@ mod tests {
     /// loop: same verdicts, bytes, counters and table, for slot hints on and
     /// off, several lags, with and without the flow binding check, on raw
     /// IP and on Ethernet, with and without metadata of a parse stage (right
-    /// or wrong).
+    /// or wrong), with and without protected destinations (one of them a
+    /// destination the bursts use: its packets' flow IDs are the source's).
     #[test]
     fn common_bursts_equal_the_general_pass() {
         let mut common_runs = 0;
-        for (hints, lag, binding, eth) in [
-            (true, 8, true, false),
-            (true, 1, true, false),
-            (false, 8, true, false),
-            (true, 32, false, false),
-            (true, 3, false, false),
-            (true, 8, true, true),
-            (false, 2, false, true),
+        for (hints, lag, binding, eth, protect) in [
+            (true, 8, true, false, false),
+            (true, 1, true, false, false),
+            (false, 8, true, false, false),
+            (true, 32, false, false, false),
+            (true, 3, false, false, false),
+            (true, 8, true, true, false),
+            (false, 2, false, true, false),
+            (true, 8, true, false, true),
+            (true, 3, false, false, true),
         ] {
             let l2 = if eth { 14 } else { 0 };
-            let mut a = stage(true, hints, lag, binding, eth);
-            let mut b = stage(false, hints, lag, binding, eth);
+            let protected: &[Ipv4Addr] =
+                if protect { &[Ipv4Addr::new(192, 0, 2, 1), dst(3)] } else { &[] };
+            let mut a = stage_protecting(true, hints, lag, binding, eth, protected);
+            let mut b = stage_protecting(false, hints, lag, binding, eth, protected);
             let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ lag as u64;
             let mut rnd = move || {
                 x ^= x << 13;
@@ -436,8 +493,10 @@ mod tests {
                     batch.drain(|buf, _| bytes.push(buf));
                     outs.push((v, bytes));
                 }
-                let ctx =
-                    format!("hints {hints} lag {lag} binding {binding} eth {eth} round {round}");
+                let ctx = format!(
+                    "hints {hints} lag {lag} binding {binding} eth {eth} protect {protect} \
+                     round {round}"
+                );
                 assert_eq!(outs[0], outs[1], "{ctx}");
                 assert_eq!(a.counters(), b.counters(), "{ctx}");
                 let all_regular = outs[0].0.iter().all(|v| !matches!(v, Verdict::Drop(_)));
@@ -489,12 +548,29 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
 
+        /// The capability fields and MAC input block read from a regular
+        /// shim's bytes equal its fields as the shim view reads them and the
+        /// block built from them.
+        #[test]
+        fn the_carried_capability_is_the_shims(h in proptest::prelude::any::<[u8; 28]>()) {
+            let c = FlowPolice::carried(&h, 20, 5);
+            let s = packet::flowpolice::FlowPolice::new_unchecked(&h[..]);
+            let (pid, fid, ts) = (s.p_id(), s.flow_id(), s.ts());
+            proptest::prop_assert_eq!(c.pid, pid);
+            proptest::prop_assert_eq!(c.fid, fid);
+            proptest::prop_assert_eq!(c.ts, ts);
+            proptest::prop_assert_eq!(c.mac, u64::from_ne_bytes(s.mac()));
+            proptest::prop_assert_eq!(c.block, crate::capability::mac_block(pid, fid, ts));
+            proptest::prop_assert_eq!((c.shim, c.addr_fid), (20, 5));
+        }
+
         /// The common-packet reader (`fast_regular_at`, the first loop of
         /// pass 1) against the generic walk (`locate`, `classify`), over
         /// random changes to the header and shim bytes and the length of a
         /// regular IPv4 packet: whatever it takes is a regular packet the
         /// generic walk reads the same way, and it takes every packet whose
-        /// changes lie in bits it ignores.
+        /// changes lie in bits it ignores. Its variant for a keying without
+        /// protected destinations reads the same.
         #[test]
         fn the_common_packet_reader_agrees_with_the_generic_walk(
             changes in proptest::collection::vec((0usize..48, proptest::prelude::any::<u8>()), 0..4),
@@ -514,7 +590,11 @@ mod tests {
             } else {
                 p.truncate(p.len() - cut);
             }
-            let fast = FlowPolice::fast_regular_at(0, &st.keying, &p);
+            let fast = FlowPolice::fast_regular_at::<false>(0, &st.keying, &p);
+            // Without protected destinations (as here) the plain reader
+            // reads the same.
+            let plain = FlowPolice::fast_regular_at::<true>(0, &st.keying, &p);
+            proptest::prop_assert_eq!(plain.as_ref().map(fields), fast.as_ref().map(fields));
             let expected = (grow || cut == 0)
                 && (0..48).all(|k| (p[k] ^ orig[k]) & !ignored(k) == 0);
             if expected {

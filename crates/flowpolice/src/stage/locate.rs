@@ -162,7 +162,7 @@ impl FlowPolice {
         {
             return None;
         }
-        Self::fast_regular_at(l3_off, keying, data)
+        Self::fast_regular_at::<false>(l3_off, keying, data)
     }
 
     /// Whether every one of `metas` is fresh metadata (no stage found a
@@ -176,9 +176,10 @@ impl FlowPolice {
     }
 
     /// [`Self::fast_regular_with`] past the metadata, with the IP header at
-    /// `l3_off`.
+    /// `l3_off`. `PLAIN`: `keying` has no protected IPv4 destination, so
+    /// the flow ID of the addresses is the destination (no lookup).
     #[inline(always)]
-    pub(super) fn fast_regular_at(
+    pub(super) fn fast_regular_at<const PLAIN: bool>(
         l3_off: usize,
         keying: &FlowKeying,
         data: &[u8],
@@ -186,18 +187,24 @@ impl FlowPolice {
         let shim = l3_off + 20;
         let p: &[u8; 48] = data.get(l3_off..)?.first_chunk()?;
         let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        // The fixed fields, each a compare of the bytes in place (small
-        // immediates): version/IHL 0x45 and a zero fragment offset; the
-        // protocol; the shim's type bit (regular: 10 or 11, the top bit of
-        // its byte 1) and its length field, 28.
-        let frag = u16::from_le_bytes([p[6], p[7]]);
-        let shim_len = usize::from(u16::from_be_bytes([p[22], p[23]]));
+        // The fixed fields as masked compares of little-endian words: IP
+        // bytes 0–7 hold version/IHL 0x45 (byte 0) and the fragment offset
+        // (bytes 6–7, zero); shim bytes 0–3 hold the type bit (regular: 10
+        // or 11, the top bit of byte 1) and the length field, 28 (bytes
+        // 2–3, big-endian). The protocol is one byte compare.
+        let (w0, _) = p.split_first_chunk::<8>()?;
+        let (_, shim_word) = p.split_first_chunk::<20>()?;
+        let (shim_word, _) = shim_word.split_first_chunk::<4>()?;
+        const IP_MASK: u64 = 0xff | (FRAG_MASK as u64) << 48;
+        const SHIM_MASK: u32 = u32::from_le_bytes([0, 0x80, 0xff, 0xff]);
+        const SHIM_WORD: u32 = {
+            let len = (packet::flowpolice::REGULAR_LEN as u16).to_be_bytes();
+            u32::from_le_bytes([0, 0x80, len[0], len[1]])
+        };
         // `total ≥ 48`: the 28-byte shim lies inside the datagram.
-        if p[0] != 0x45
-            || frag & FRAG_MASK != 0
+        if u64::from_le_bytes(*w0) & IP_MASK != 0x45
             || p[9] != protocol::FLOWPOLICE
-            || p[21] & 0x80 == 0
-            || shim_len != packet::flowpolice::REGULAR_LEN
+            || u32::from_le_bytes(*shim_word) & SHIM_MASK != SHIM_WORD
             || total < 20 + packet::flowpolice::REGULAR_LEN
             || l3_off + total > data.len()
             || shim > usize::from(u16::MAX - 1)
@@ -208,34 +215,35 @@ impl FlowPolice {
         let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
         let (_, h) = p.split_first_chunk::<20>()?;
         let h: &[u8; 28] = h.first_chunk()?;
-        Some(Self::carried(h, shim, keying.v4(src, dst)))
+        let addr_fid = if PLAIN { u64::from(dst) } else { keying.v4(src, dst) };
+        Some(Self::carried(h, shim, addr_fid))
     }
 
     /// The capability a regular shim carries and its MAC input (bytes 4..18
     /// as on the wire, then two zero bytes): each field one load at its
-    /// offset, the block two 8-byte loads (the second with its top two
-    /// bytes cleared).
+    /// offset, the block two 8-byte loads (the second from two bytes
+    /// earlier, shifted down: its top two bytes zero, its top half `ts`).
     #[inline(always)]
     pub(super) fn carried(h: &[u8; 28], shim: usize, addr_fid: u64) -> Carried {
         let (_, rest) = h.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
         let rest: &[u8; 24] = rest.first_chunk().unwrap_or(&[0; 24]);
         let (pid, rest_pid) = rest.split_first_chunk::<2>().unwrap_or((&[0; 2], &[]));
         let (fid, rest_fid) = rest_pid.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let (ts, rest_ts) = rest_fid.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+        let (_, rest_ts) = rest_fid.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
         let (mac, _) = rest_ts.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let (lo, rest_lo) = rest.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let (hi, _) = rest_lo.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let lo = u64::from_le_bytes(*lo);
-        let hi = u64::from_le_bytes(*hi) & 0x0000_ffff_ffff_ffff;
+        let (lo, _) = rest.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
+        // Bytes 6..14: the end of the flow ID, then `ts`.
+        let w: &[u8; 8] = rest.get(6..14).and_then(|w| w.try_into().ok()).unwrap_or(&[0; 8]);
+        let w = u64::from_le_bytes(*w);
         let mut block = [0u8; 16];
-        block[..8].copy_from_slice(&lo.to_le_bytes());
-        block[8..].copy_from_slice(&hi.to_le_bytes());
+        block[..8].copy_from_slice(lo);
+        block[8..].copy_from_slice(&(w >> 16).to_le_bytes());
         Carried {
             shim,
             addr_fid,
             pid: u16::from_be_bytes(*pid),
             fid: u64::from_be_bytes(*fid),
-            ts: u32::from_be_bytes(*ts),
+            ts: ((w >> 32) as u32).swap_bytes(),
             mac: u64::from_ne_bytes(*mac),
             block,
         }

@@ -385,7 +385,7 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         let (n, request) = self.pass1(batch, now);
         // Pass 2: verify every carried capability in one batched AES call
         // (while the entries load).
-        self.router.key().mac_blocks(&mut self.blocks[..n]);
+        self.router.key().mac_burst(&mut self.blocks, n);
         // Pass 3: table updates in arrival order; new capabilities' MAC
         // inputs gathered for pass 4.
         let mut m = 0;
@@ -430,14 +430,19 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         // `P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, whose flow
         // ID and `ts` are there already) with one bounds check.
         let m = m.min(BURST);
-        self.router.key().mac_blocks(&mut self.blocks[..m]);
-        // All buffers at once: their slice stays in registers.
+        self.router.key().mac_burst(&mut self.blocks, m);
+        // All buffers at once: their slice stays in registers. (An index
+        // loop: a little shorter per packet than zipped iterators.)
         let (bufs, _) = batch.bufs_mut_metas();
-        for (st, mac) in self.s.stamp[..m].iter().zip(&self.blocks[..m]) {
-            let Some(d) = capability_bytes(bufs, st.i, st.at) else { continue };
-            d[1] = st.ty;
-            d[4..6].copy_from_slice(&st.pid.to_be_bytes());
-            d[18..26].copy_from_slice(&mac[..8]);
+        let mut k = 0;
+        while k < m {
+            let (st, mac) = (&self.s.stamp[k % BURST], &self.blocks[k % BURST]);
+            if let Some(d) = capability_bytes(bufs, st.i, st.at) {
+                d[1] = st.ty;
+                d[4..6].copy_from_slice(&st.pid.to_be_bytes());
+                d[18..26].copy_from_slice(&mac[..8]);
+            }
+            k += 1;
         }
         // Per-burst tallies into the counters.
         let c = &mut self.counters;
