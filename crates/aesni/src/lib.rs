@@ -75,6 +75,8 @@ extern crate std;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 
 mod groups;
+mod nested;
+pub use nested::cbc_lanes_nested;
 
 /// Size of an AES block in bytes.
 pub const BLOCK: usize = 16;
@@ -737,6 +739,9 @@ mod ni {
             }
         }
     }
+
+    /// The kernel of [`cbc_lanes_nested`](crate::cbc_lanes_nested).
+    pub(crate) mod nested;
 }
 
 #[cfg(test)]

@@ -145,6 +145,29 @@ impl Aes {
         aesni::cbc_lanes(|i| &key(i).0, tags, blocks, block);
     }
 
+    /// [`cbc_mac_multi`](Self::cbc_mac_multi) with one more block per
+    /// message under `outer`: `tags[i] = AES_outer((t_i & mask) ^ whiten)`
+    /// for message `i`'s CBC-MAC `t_i` under `key(i)` (e.g. a CMAC of one
+    /// complete block over a truncated first MAC: `mask` keeps the
+    /// truncated bytes, `whiten` is the CMAC subkey K1).
+    ///
+    /// The same tags as `cbc_mac_multi` followed by
+    /// [`encrypt_blocks`](Self::encrypt_blocks) of the masked, whitened
+    /// tags, in one pass: each first tag stays in its register (it is not
+    /// returned).
+    #[inline]
+    pub fn cbc_mac_multi_nested<'k>(
+        blocks: usize,
+        key: impl Fn(usize) -> &'k Aes,
+        block: impl FnMut(usize, usize) -> Block,
+        outer: &Aes,
+        mask: &Block,
+        whiten: &Block,
+        tags: &mut [Block],
+    ) {
+        aesni::cbc_lanes_nested(|i| &key(i).0, &outer.0, mask, whiten, tags, blocks, block);
+    }
+
     /// Like [`cbc_mac_multi`](Self::cbc_mac_multi), but each lane's chain
     /// starts from the value already in `states[i]` (e.g. a block to
     /// encrypt, or a partial chain) instead of zero.
@@ -264,6 +287,37 @@ mod tests {
                         "b={blocks} n={n} i={i}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn nested_multi_equals_multi_then_one_block() {
+        let keys: [Aes; 5] = core::array::from_fn(|i| Aes::from_bytes(&[i as u8 * 29 + 1; 16]));
+        let outer = Aes::from_bytes(&[0x42; 16]);
+        let mask: Block = core::array::from_fn(|k| if k < 4 { 0xff } else { 0 });
+        let whiten: Block = core::array::from_fn(|k| (k * 11 + 5) as u8);
+        let msg =
+            |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 7 + j * 3 + k) as u8) };
+        for blocks in [0usize, 1, 3] {
+            for n in [0usize, 1, 5, 8, 32, 33, 70] {
+                let mut want = [[0u8; 16]; 70];
+                Aes::cbc_mac_multi(blocks, |i| &keys[i % 5], msg, &mut want[..n]);
+                for t in &mut want[..n] {
+                    *t = core::array::from_fn(|b| (t[b] & mask[b]) ^ whiten[b]);
+                }
+                outer.encrypt_blocks(&mut want[..n]);
+                let mut got = [[0xffu8; 16]; 70];
+                Aes::cbc_mac_multi_nested(
+                    blocks,
+                    |i| &keys[i % 5],
+                    msg,
+                    &outer,
+                    &mask,
+                    &whiten,
+                    &mut got[..n],
+                );
+                assert_eq!(got[..n], want[..n], "b={blocks} n={n}");
             }
         }
     }

@@ -516,23 +516,46 @@ impl Classifier {
         if scratch.is_empty() {
             return;
         }
-        // Pass 2: key slots under the first acceptable epoch, and whether
-        // every packet's key was found (a uniform burst, the usual one, also
-        // has only Q packets of one source AS: `uniform_macs` checks).
+        // Pass 2: key slots under the first acceptable epoch. A uniform burst
+        // (the usual one: only Q packets of one source AS, every key cached)
+        // is looked up in one loop that also gathers each lane's keys and
+        // the last block of its V_i input, and takes the uniform passes; any
+        // other burst is looked up again (the same state at the end) for
+        // the general passes.
         let first = sel.iter().next();
         let misses_before = self.host_keys.stats().misses;
-        let mut found = false;
         if let Some(epoch) = first {
+            let ew = EpochWord::new(epoch);
+            let src0 = scratch[0].src_wire();
+            let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
+            // (Zipped: one pointer step per table, no index arithmetic.)
+            let lanes = hk.iter_mut().zip(msgs.iter_mut());
+            let uniform =
+                scratch.iter().zip(lanes).take_while(|(p, _)| p.q() & (p.src_wire() == src0));
+            let hosts = uniform.map(|(p, lane)| (p.type_len, padded_host(p), (p, lane)));
+            let all = self.host_keys.hit_run(
+                ew,
+                scratch[0].src(),
+                scratch.len(),
+                hosts,
+                |(p, (hk_j, msg)), h| {
+                    *hk_j = h;
+                    // The padded last block of the V_i input with CMAC's subkey
+                    // K2 XORed in (the first two are read from the record).
+                    msg[2] = xor_block(&p.blocks[2], h.host.subkeys().1);
+                },
+            );
+            if all {
+                uniform_macs(pend, scratch.len(), &hk, msgs, tags);
+                self.uniform_verdicts(batch, now, sel, scratch, tags);
+                return;
+            }
             let hosts = scratch.iter().map(|p| (p.src(), p.type_len, padded_host(p)));
-            found = self.host_keys.get_slots(&mut self.keys, EpochWord::new(epoch), hosts, slot);
+            self.host_keys.get_slots(&mut self.keys, ew, hosts, slot);
         }
         // Without a miss in pass 2 nothing was replaced: every slot still
         // holds its packet's keys.
         let replaced = self.host_keys.stats().misses != misses_before;
-        if found && !replaced && self.uniform_macs(pend, n, slot, msgs, tags) {
-            self.uniform_verdicts(batch, now, sel, scratch, tags);
-            return;
-        }
         // Pass 3: MACs. A slot evicted by a later packet of the same burst
         // (cache collision) is not trusted: that packet takes the slow path.
         // Every trusted packet's V_i (a 3-block CMAC under its own host key)
@@ -628,61 +651,8 @@ impl Classifier {
         }
     }
 
-    /// Pass 3 of [`verify_burst`](Self::verify_burst) for a uniform burst,
-    /// the first `n` packets of `pend`: every one a Q packet of one source
-    /// AS whose keys are in `slot`, none replaced since (else `false`,
-    /// nothing done). Lane k is packet k: its V_i into `tags[k]` and its
-    /// Ṽ_i into `tags[BURST + k]`, every Ṽ_i under the one level-1 key.
-    #[inline(always)]
-    fn uniform_macs(
-        &self,
-        pend: &[Pending; BURST],
-        n: usize,
-        slot: &[usize; BURST],
-        msgs: &mut [[Block; 3]; BURST],
-        tags: &mut [Block; 2 * BURST],
-    ) -> bool {
-        let scratch = &pend[..n.min(BURST)];
-        let m = scratch.len();
-        let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
-        // (Indices are below BURST, a power of two: the masks only spare
-        // the loops and closures their bounds checks.)
-        let lane_of = |j: usize| j & (BURST - 1);
-        let src0 = scratch.first().map_or(0, |p| p.src_wire());
-        // (Zipped: one pointer step per table, no index arithmetic.)
-        let lanes = slot.iter().zip(hk.iter_mut()).zip(msgs.iter_mut());
-        for (p, ((&s, hk_j), msg)) in scratch.iter().zip(lanes) {
-            if !p.q() || p.src_wire() != src0 {
-                return false;
-            }
-            let Some(h) = self.host_keys.at(s) else { return false };
-            *hk_j = h;
-            // The padded last block of the V_i input with CMAC's subkey
-            // K2 XORed in (the first two are read from the record).
-            msg[2] = xor_block(&p.blocks[2], h.host.subkeys().1);
-        }
-        Aes::cbc_mac_multi(
-            3,
-            |j| hk[lane_of(j)].host.aes(),
-            |j, b| if b < 2 { pend[lane_of(j)].blocks[b] } else { msgs[lane_of(j)][2] },
-            &mut tags[..m],
-        );
-        // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1 key.
-        let (v_tags, as_tags) = tags.split_at_mut(BURST);
-        // (One complete block from a zero IV: the block encrypted, in
-        // place, its input written first in a loop of its own.)
-        let h = hk[0];
-        // (K1 copied out: read through `h`, it was reloaded for every block.)
-        let k1 = h.as_k1;
-        for (t, v) in as_tags[..m].iter_mut().zip(v_tags.iter()) {
-            *t = xor_block(&vi_block(v), &k1);
-        }
-        h.as_aes.encrypt_blocks(&mut as_tags[..m]);
-        true
-    }
-
     /// Pass 4 of [`verify_burst`](Self::verify_burst) for a uniform burst
-    /// (`scratch`, whose Ṽ_i [`uniform_macs`](Self::uniform_macs) put into
+    /// (`scratch`, whose Ṽ_i [`uniform_macs`] put into
     /// `tags` from `BURST` on). Decides exactly as the general passes.
     #[inline(always)]
     fn uniform_verdicts<B: PacketBuf>(
@@ -925,6 +895,37 @@ fn template_run<B: PacketBuf>(
     (n, live)
 }
 
+/// Pass 3 of [`Classifier::verify_burst`] for a uniform burst, the first
+/// `m` packets of `pend`, every one a Q packet of one source AS whose keys
+/// are `hk` and the last blocks of whose V_i inputs (K2 XORed in) are in
+/// `msgs`. Lane k is packet k: its full Ṽ_i tag into `tags[BURST + k]`
+/// (the V_i tags are not written).
+#[inline(always)]
+fn uniform_macs(
+    pend: &[Pending; BURST],
+    m: usize,
+    hk: &[&HostKeys; BURST],
+    msgs: &[[Block; 3]; BURST],
+    tags: &mut [Block; 2 * BURST],
+) {
+    // (Indices are below BURST, a power of two: the masks only spare the
+    // closures their bounds checks.)
+    let lane_of = |j: usize| j & (BURST - 1);
+    let m = m.min(BURST);
+    // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1
+    // key, each V_i straight from its own MAC (only the Ṽ_i are written).
+    let h = hk[0];
+    Aes::cbc_mac_multi_nested(
+        3,
+        |j| hk[lane_of(j)].host.aes(),
+        |j, b| if b < 2 { pend[lane_of(j)].blocks[b] } else { msgs[lane_of(j)][2] },
+        &h.as_aes,
+        &FIRST4,
+        &h.as_k1,
+        &mut tags[BURST..BURST + m],
+    );
+}
+
 /// Whether DRKey derives keys for source hosts of type/length code
 /// `type_len`: IPv4, IPv6 and service addresses only.
 #[inline(always)]
@@ -1008,10 +1009,11 @@ fn padded_host(p: &Pending) -> &[u8; 16] {
 /// one 128-bit AND, no byte shuffling.
 #[inline(always)]
 fn vi_block(tag: &Block) -> Block {
-    const FIRST4: u128 =
-        u128::from_ne_bytes([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    (u128::from_ne_bytes(*tag) & FIRST4).to_ne_bytes()
+    (u128::from_ne_bytes(*tag) & u128::from_ne_bytes(FIRST4)).to_ne_bytes()
 }
+
+/// Keeps the first four bytes of a block (V_i of its full tag).
+const FIRST4: Block = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
 
 /// `a ⊕ b` as one 128-bit operation.
 #[inline(always)]

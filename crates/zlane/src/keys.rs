@@ -283,31 +283,7 @@ impl HostKeyCache {
     /// The set of `t` (its slots are `2 * set` and `2 * set + 1`).
     #[inline(always)]
     fn set(&self, t: &HostTag) -> usize {
-        // The host's words as little-endian numbers: the same set for the
-        // same host on every platform and layout of the tag. The set is
-        // the address's last four bytes (as a number) with its next higher
-        // bits folded onto its low ones, XORed with a hash of everything
-        // else (source AS, epoch, type/length, the IPv6 address's middle
-        // bytes, the number's top bits). Hosts numbered in sequence then
-        // spread evenly over the sets (an aligned block of 2 × sets
-        // addresses: exactly two per set) instead of by chance, and
-        // addresses that differ only in higher bits (one host per subnet)
-        // still spread. On the EPIC-Z replay (2048 hosts from 10.0.0.1 in
-        // 2048 slots, round robin) one set gets a third host: 3 key
-        // derivations per 2048 packets in steady state, where a hash of
-        // the whole address derived about 0.33 per packet.
-        let [a, b] = t.host.map(u64::from_le);
-        // Bytes 0-3 (IPv4 and service addresses; IPv6: its prefix, one
-        // value per site) XOR bytes 12-15 (IPv6), as a big-endian number.
-        let low = u64::from((a as u32 ^ (b >> 32) as u32).swap_bytes());
-        // Bytes 4-11 (zero for IPv4 and service addresses).
-        let mid = a >> 32 | b << 32;
-        let fold = low >> self.set_bits;
-        // (Under one epoch and host type, the `meta` word is a constant:
-        // XORed in, it keeps distinct sources distinct.)
-        let h = (t.src ^ self.seed ^ mid ^ (fold >> self.set_bits) ^ t.meta)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ((h >> 32) ^ low ^ fold) as usize & self.mask
+        set_of(self.set_bits, self.mask, t.src ^ self.seed ^ t.meta, &t.host)
     }
 
     /// The first slot of `t`'s set (even; the set is it and the next slot).
@@ -436,12 +412,12 @@ impl HostKeyCache {
     /// most `slots.len()` lookups). Whether every key was found. Counts
     /// exactly as the lookups one by one.
     #[inline(never)]
-    pub fn get_slots<'a, const N: usize>(
+    pub fn get_slots<'a>(
         &mut self,
         keys: &mut RouterKeys,
         epoch: EpochWord,
         hosts: impl Iterator<Item = (u64, u8, &'a [u8; 16])>,
-        slots: &mut [usize; N],
+        slots: &mut [usize],
     ) -> bool {
         let mut hits = 0;
         let mut all = true;
@@ -468,6 +444,58 @@ impl HostKeyCache {
         }
         self.stats.hits += hits;
         all
+    }
+
+    /// The lookups of [`get_slots`](Self::get_slots) for `n` hosts of one
+    /// source AS (`src`, as `Ia::to_u64`) under `epoch`, if every one hits:
+    /// each `(type/length code, padded host, item)` of `hosts` in turn, a
+    /// hit's keys passed to `hit(item, keys)`; `true` (the hits counted and
+    /// every way used marked most recently used, exactly as by those
+    /// lookups one by one) if there were `n` and all hit. Otherwise `false`
+    /// after the first lookup that missed (or the last host), with no hit
+    /// counted: looking the same hosts up again with `get_slots` then ends
+    /// in the same state as if only that had run (a hit's outcome does not
+    /// depend on which way is marked, and the marks are set again in the
+    /// same order).
+    ///
+    /// (The keys are handed out while the ways are marked, so one loop
+    /// does what `get_slots` and a pass over its slots did; the source AS
+    /// and the seed are folded into the set hash once.)
+    #[inline(always)]
+    pub fn hit_run<'s, 'a, T>(
+        &'s mut self,
+        epoch: EpochWord,
+        src: u64,
+        n: usize,
+        hosts: impl Iterator<Item = (u8, &'a [u8; 16], T)>,
+        mut hit: impl FnMut(T, &'s HostKeys),
+    ) -> bool {
+        let HostKeyCache { sets, keys, mask, set_bits, seed, stats, .. } = self;
+        let keys: &'s [Option<HostKeys>] = keys;
+        let base = src ^ *seed;
+        let mut k = 0;
+        for (type_len, padded, item) in hosts {
+            let tag = HostTag::new(epoch, src, type_len, padded);
+            let set = set_of(*set_bits, *mask, base ^ tag.meta, &tag.host);
+            let Some(s) = sets.get_mut(set) else { return false };
+            let way = if s.ways[0].same(&tag) {
+                0
+            } else if s.ways[1].same(&tag) {
+                1
+            } else {
+                return false;
+            };
+            // (A tag matches only a slot `install` filled: never `None`.)
+            let Some(Some(h)) = keys.get(set * 2 + way) else { return false };
+            s.victim = 1 - way as u8;
+            hit(item, h);
+            k += 1;
+        }
+        if k != n {
+            return false;
+        }
+        stats.hits += k as u64;
+        true
     }
 
     /// Derives the keys for `tag` into slot `i` (a miss).
@@ -524,6 +552,36 @@ impl core::fmt::Debug for HostKeyCache {
             .field("stats", &self.stats)
             .finish()
     }
+}
+
+/// The set of a tag whose source AS, seed and `meta` word XOR to `key`,
+/// for host words `host`, in a cache of `mask + 1` sets (`2^set_bits`).
+///
+/// The host's words as little-endian numbers: the same set for the same
+/// host on every platform and layout of the tag. The set is the address's
+/// last four bytes (as a number) with its next higher bits folded onto its
+/// low ones, XORed with a hash of everything else (source AS, epoch,
+/// type/length, the IPv6 address's middle bytes, the number's top bits).
+/// Hosts numbered in sequence then spread evenly over the sets (an aligned
+/// block of 2 × sets addresses: exactly two per set) instead of by chance,
+/// and addresses that differ only in higher bits (one host per subnet)
+/// still spread. On the EPIC-Z replay (2048 hosts from 10.0.0.1 in 2048
+/// slots, round robin) one set gets a third host: 3 key derivations per
+/// 2048 packets in steady state, where a hash of the whole address derived
+/// about 0.33 per packet.
+#[inline(always)]
+fn set_of(set_bits: u32, mask: usize, key: u64, host: &[u64; 2]) -> usize {
+    let [a, b] = host.map(u64::from_le);
+    // Bytes 0-3 (IPv4 and service addresses; IPv6: its prefix, one value
+    // per site) XOR bytes 12-15 (IPv6), as a big-endian number.
+    let low = u64::from((a as u32 ^ (b >> 32) as u32).swap_bytes());
+    // Bytes 4-11 (zero for IPv4 and service addresses).
+    let mid = a >> 32 | b << 32;
+    let fold = low >> set_bits;
+    // (Under one epoch and host type, the `meta` word in `key` is a
+    // constant: XORed in, it keeps distinct sources distinct.)
+    let h = (key ^ mid ^ (fold >> set_bits)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((h >> 32) ^ low ^ fold) as usize & mask
 }
 
 /// Derives and expands the keys of one host from its source AS's level-1 key.
@@ -819,6 +877,124 @@ mod tests {
         assert_eq!(c.stats().misses, 3);
         c.get_slot_raw(&mut rk, e, src, 0, &raw(a).padded()).unwrap();
         assert_eq!(c.stats().misses, 4);
+    }
+
+    #[test]
+    fn a_hit_run_marks_the_ways_it_uses() {
+        let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
+        let sv = SecretValue::derive(b"transit master", Protocol::GENERIC, e).unwrap();
+        let mut rk = RouterKeys::new(16, 1, DEFAULT_GRACE_NS);
+        rk.install(sv).unwrap();
+        let src = Ia::new(1, 10);
+        let mut c = HostKeyCache::new(64, 7, EPIC_Z_PROTOCOL);
+        let raw = |n: u32| RawHostAddr::from(HostAddr::V4(n.to_be_bytes()));
+        let tag = |n: u32| HostTag::new(EpochWord::new(e), src.to_u64(), 0, &raw(n).padded());
+        // Three hosts of the same set; a, then b (the most recently used).
+        let set = c.slot(&tag(1));
+        let same: Vec<u32> = (2..100_000).filter(|&n| c.slot(&tag(n)) == set).take(2).collect();
+        let (a, b, third) = (1, same[0], same[1]);
+        for n in [a, b] {
+            c.get_slot_raw(&mut rk, e, src, 0, &raw(n).padded()).unwrap();
+        }
+        // A run over a alone hits, counts one hit and marks a's way used.
+        let pa = raw(a).padded();
+        let mut hits = 0;
+        let ew = EpochWord::new(e);
+        assert!(c.hit_run(ew, src.to_u64(), 1, [(0, &pa, ())].into_iter(), |(), _| hits += 1));
+        assert_eq!((hits, c.stats().hits, c.stats().misses), (1, 1, 2));
+        // So the third host replaces b, and a still hits.
+        c.get_slot_raw(&mut rk, e, src, 0, &raw(third).padded()).unwrap();
+        c.get_slot_raw(&mut rk, e, src, 0, &pa).unwrap();
+        assert_eq!(c.stats().misses, 3);
+        // A run that reaches a miss counts nothing.
+        let pb = raw(b).padded();
+        let run = [(0, &pa, ()), (0, &pb, ())];
+        assert!(!c.hit_run(ew, src.to_u64(), 2, run.into_iter(), |(), _| {}));
+        assert_eq!((c.stats().hits, c.stats().misses), (2, 3));
+    }
+
+    /// Tags and LRU marks of every set, and the statistics.
+    fn cache_state(c: &HostKeyCache) -> (Vec<([HostTag; 2], u8)>, HostKeyStats) {
+        (c.sets.iter().map(|s| (s.ways, s.victim)).collect(), c.stats())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// `hit_run` against `get_slots`: after a common history, a run
+        /// that hits throughout hands out the keys of the slots
+        /// `get_slots` finds and leaves the cache as `get_slots` does; a
+        /// run that stops, followed by `get_slots` over the same hosts,
+        /// ends as `get_slots` alone (slots, keys, marks, statistics).
+        #[test]
+        fn hit_runs_end_as_the_general_lookups(
+            pool in proptest::prelude::prop_oneof![
+                proptest::strategy::Just(6u32),
+                proptest::strategy::Just(12),
+                proptest::strategy::Just(24),
+            ],
+            history in proptest::collection::vec((0..24u32, 0..8u8), 0..80),
+            run in proptest::collection::vec((0..24u32, 0..8u8), 0..40),
+            capacity in proptest::prelude::prop_oneof![
+                proptest::strategy::Just(4usize),
+                proptest::strategy::Just(16),
+                proptest::strategy::Just(64),
+            ],
+        ) {
+            let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
+            let sv = SecretValue::derive(b"transit master", Protocol::GENERIC, e).unwrap();
+            let mut rk = RouterKeys::new(16, 1, DEFAULT_GRACE_NS);
+            rk.install(sv).unwrap();
+            let src = Ia::new(1, 10).to_u64();
+            let ew = EpochWord::new(e);
+            // Hosts `n % pool` (most runs then hit throughout), mostly IPv4
+            // (code 0x0), some IPv6 (code 0x3).
+            let host = |(n, kind): (u32, u8)| -> (u8, [u8; 16]) {
+                let n = n % pool;
+                let raw = if kind != 0 {
+                    RawHostAddr::from(HostAddr::V4((0x0a00_0000 + n).to_be_bytes()))
+                } else {
+                    let mut v6 = [0u8; 16];
+                    v6[0] = 0x20;
+                    v6[12..].copy_from_slice(&n.to_be_bytes());
+                    RawHostAddr::from(HostAddr::V6(v6))
+                };
+                (raw.type_len(), raw.padded())
+            };
+            let mut fast = HostKeyCache::new(capacity, 7, EPIC_Z_PROTOCOL);
+            let mut general = HostKeyCache::new(capacity, 7, EPIC_Z_PROTOCOL);
+            for h in &history {
+                let (tl, padded) = host(*h);
+                for c in [&mut fast, &mut general] {
+                    c.get_slot_word(&mut rk, ew, src, tl, &padded);
+                }
+            }
+            let hosts: Vec<(u8, [u8; 16])> = run.iter().map(|h| host(*h)).collect();
+            let mut want = vec![usize::MAX; hosts.len()];
+            general.get_slots(&mut rk, ew, hosts.iter().map(|(tl, p)| (src, *tl, p)), &mut want);
+            // The keys handed out, as addresses (compared with the slots'
+            // below, once the run's borrow has ended).
+            let mut got: Vec<usize> = Vec::new();
+            let run_hosts = hosts.iter().map(|(tl, p)| (*tl, p, ()));
+            let all = fast.hit_run(ew, src, hosts.len(), run_hosts, |(), h| {
+                got.push(h as *const HostKeys as usize)
+            });
+            if all {
+                let slots: Vec<usize> =
+                    want.iter().map(|&i| fast.at(i).unwrap() as *const HostKeys as usize).collect();
+                proptest::prop_assert_eq!(got, slots);
+            } else {
+                let mut slots = vec![usize::MAX; hosts.len()];
+                fast.get_slots(&mut rk, ew, hosts.iter().map(|(tl, p)| (src, *tl, p)), &mut slots);
+                proptest::prop_assert_eq!(&slots, &want);
+            }
+            proptest::prop_assert_eq!(cache_state(&fast), cache_state(&general));
+            // Every slot holds the same host's keys in both.
+            for i in 0..fast.capacity() {
+                let mac = |c: &HostKeyCache| c.at(i).map(|k| k.host.mac(b"probe"));
+                proptest::prop_assert_eq!(mac(&fast), mac(&general));
+            }
+        }
     }
 
     #[test]
