@@ -56,7 +56,7 @@ fn main() {
         .allowlist_function("rte_eal_(init|cleanup|process_type)")
         .allowlist_function("rte_eth_(dev_count_avail|dev_configure|rx_queue_setup|tx_queue_setup|dev_start|dev_stop|dev_close|dev_info_get|stats_get|promiscuous_enable|dev_socket_id|dev_get_port_by_name|dev_get_name_by_port|stats_reset)")
         .allowlist_function("rte_pktmbuf_pool_create|rte_pktmbuf_free_bulk|rte_mempool_free|rte_mempool_avail_count|rte_mempool_in_use_count")
-        .allowlist_function("rte_socket_id|rte_thread_register|rte_thread_unregister|rte_strerror|rte_lcore_count")
+        .allowlist_function("rte_socket_id|rte_get_tsc_hz|rte_thread_register|rte_thread_unregister|rte_strerror|rte_lcore_count")
         .allowlist_type("rte_eth_conf|rte_eth_dev_info|rte_eth_stats|rte_mbuf|rte_mempool|rte_eth_rxconf|rte_eth_txconf")
         .derive_default(true)
         .layout_tests(false)

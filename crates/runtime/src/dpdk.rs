@@ -37,7 +37,7 @@ use dpdk_sys as sys;
 use pipeline::{Batch, NoRoom, Now, PacketBuf, BURST};
 
 use crate::config::{ConfigError, DpdkConfig, RouterConfig};
-use crate::io::{WallClock, WorkerIo};
+use crate::io::{TscClock, WorkerIo};
 use crate::rss::{hash_by, RssKey};
 use crate::stats::LocalCounters;
 use crate::RuntimeError;
@@ -288,7 +288,9 @@ pub fn check(cfg: &RouterConfig) -> Result<(), ConfigError> {
 pub struct DpdkIo {
     queue: u16,
     ports: Vec<u16>,
-    clock: WallClock,
+    /// The worker's clock, read once per loop iteration: the TSC,
+    /// anchored to the monotonic clock (see [`TscClock`] for its bounds).
+    clock: TscClock,
     /// `[io.dpdk] unix_time_s` in ns: the pinned Unix clock, if any.
     pinned_unix_ns: Option<u64>,
     registered: bool,
@@ -427,11 +429,13 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             let _ = unsafe { sys::rte_eth_promiscuous_enable(port) };
         }
     }
+    // SAFETY: the EAL is initialised; it measured the TSC rate then.
+    let tsc_hz = unsafe { sys::rte_get_tsc_hz() };
     let ios = (0..workers)
         .map(|q| DpdkIo {
             queue: q,
             ports: ports.clone(),
-            clock: WallClock::new(),
+            clock: TscClock::new(tsc_hz),
             pinned_unix_ns: c.unix_time_s.map(|s| s.saturating_mul(1_000_000_000)),
             registered: false,
             software_hash: c.software_hash,
@@ -567,13 +571,17 @@ impl WorkerIo for DpdkIo {
         let sent = usize::from(unsafe {
             sys::shim_tx_burst(port, self.queue, pkts.as_mut_ptr().cast(), n as u16)
         });
+        let rest = pkts.len() - sent;
         // SAFETY: elements [sent, len) are still owned and initialised; they
         // move to the front (overlapping copy) and the length shrinks, so the
         // transmitted ones are never dropped and the rest stay for the caller.
+        // Usually everything was sent: then there is nothing to copy (and
+        // `copy` of nothing is still a `memmove` call).
         unsafe {
-            let p = pkts.as_mut_ptr();
-            let rest = pkts.len() - sent;
-            std::ptr::copy(p.add(sent), p, rest);
+            if rest > 0 {
+                let p = pkts.as_mut_ptr();
+                std::ptr::copy(p.add(sent), p, rest);
+            }
             pkts.set_len(rest);
         }
         sent

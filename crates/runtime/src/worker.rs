@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! loop {
-//!     apply queued commands            (configuration changes, between bursts)
+//!     apply queued commands            (configuration changes, between bursts;
+//!                                       looked for every `COMMAND_EVERY` busy iterations
+//!                                       and after every idle one)
 //!     now = io.now()                   (one clock read per burst)
 //!     for each RX port: receive -> pipeline -> dispatch (TX vectors, egress queues, free list)
 //!     transmit: staged TX vectors, then what each egress discipline releases
@@ -178,6 +180,13 @@ fn common_port(metas: &[Meta]) -> Option<u16> {
     same.then_some(port)
 }
 
+/// Loop iterations that moved packets between two looks at the command
+/// queue (after an iteration that moved nothing, the next one looks): a
+/// command waits for at most this many bursts per RX port, microseconds
+/// under load. An empty check of the queue costs about 30 instructions,
+/// more than the rest of an iteration's bookkeeping.
+pub const COMMAND_EVERY: u32 = 8;
+
 /// How long a stopping worker waits for its packets on the slow path.
 const SLOW_DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -204,8 +213,15 @@ struct Loop<I: WorkerIo> {
     direct: Vec<bool>,
     /// Slots whose egress discipline queues.
     shaped: Vec<usize>,
+    /// Port id → slot if the port's egress discipline is a pass-through,
+    /// `NO_SLOT` otherwise (one look-up for a burst that goes to TX whole).
+    direct_slot: Vec<usize>,
     /// Per slot: packets bound for TX in this burst.
     staged: Vec<Vec<I::Buf>>,
+    /// Whether a `staged` vector may hold packets (set when one is pushed
+    /// to, cleared when [`Loop::transmit`] has sent them all), so that an
+    /// iteration whose bursts went to TX whole does not visit every port.
+    staged_any: bool,
     batch: Batch<I::Buf>,
     /// What an egress discipline released, on its way to TX.
     txv: Vec<I::Buf>,
@@ -220,6 +236,8 @@ struct Loop<I: WorkerIo> {
     publish_every: u32,
     /// Counts down to the next publication (no division per burst).
     publish_in: u32,
+    /// Counts down to the next look at the command queue.
+    commands_in: u32,
     slow: Option<crate::slowpath::WorkerLink<I::Buf>>,
 }
 
@@ -228,7 +246,11 @@ impl<I: WorkerIo> Worker<I> {
     pub fn run(self) -> Result<(), RuntimeError> {
         let mut w = Loop::start(self)?;
         loop {
-            w.apply_commands();
+            w.commands_in -= 1;
+            if w.commands_in == 0 {
+                w.commands_in = COMMAND_EVERY;
+                w.apply_commands();
+            }
             if w.stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -265,6 +287,8 @@ impl<I: WorkerIo> Worker<I> {
                 if exhausted || (!rx_open && queued == 0) {
                     break;
                 }
+                // An idle worker looks at its commands every iteration.
+                w.commands_in = 1;
                 w.io.idle();
             }
         }
@@ -315,12 +339,14 @@ impl<I: WorkerIo> Loop<I> {
             io,
             pipeline,
             staged: port_ids.iter().map(|_| Vec::with_capacity(BURST)).collect(),
+            staged_any: false,
             local: LocalCounters {
                 ports: vec![PortCounters::default(); port_ids.len()],
                 ..Default::default()
             },
             direct: Vec::new(),
             shaped: Vec::new(),
+            direct_slot: Vec::new(),
             egress,
             port_ids,
             stats,
@@ -337,6 +363,8 @@ impl<I: WorkerIo> Loop<I> {
             last_now: start,
             publish_every,
             publish_in: publish_every,
+            // The first iteration looks.
+            commands_in: 1,
             slow,
         };
         w.classify_egress();
@@ -348,6 +376,12 @@ impl<I: WorkerIo> Loop<I> {
     fn classify_egress(&mut self) {
         self.direct = self.egress.iter().map(|e| e.is_pass_through()).collect();
         self.shaped = (0..self.egress.len()).filter(|&e| !self.direct[e]).collect();
+        let direct = &self.direct;
+        self.direct_slot = self
+            .slot
+            .iter()
+            .map(|&s| if s != NO_SLOT && direct[s] { s } else { NO_SLOT })
+            .collect();
     }
 
     /// Runs the queued commands. Commands are rare: the empty check is two
@@ -412,16 +446,29 @@ impl<I: WorkerIo> Loop<I> {
     fn dispatch(&mut self, pslot: usize, now: Now) {
         // The batch may already know that every packet goes to one port.
         let hint = if self.batch.all_live() { self.batch.egress_port() } else { None };
-        let Loop { io, slot, direct, staged, egress, local, dead, port_ids, batch, slow, .. } =
-            self;
+        let Loop {
+            io,
+            slot,
+            direct,
+            direct_slot,
+            staged,
+            staged_any,
+            egress,
+            local,
+            dead,
+            port_ids,
+            batch,
+            slow,
+            ..
+        } = self;
         batch.drain_with(|bufs, metas| {
             // Fast path: the whole burst leaves on one pass-through port;
             // packets staged for it earlier go first.
             if let Some(port) = hint.or_else(|| common_port(metas)) {
-                let s = slot.get(usize::from(port)).copied().unwrap_or(NO_SLOT);
-                if s != NO_SLOT && direct[s] {
+                let s = direct_slot.get(usize::from(port)).copied().unwrap_or(NO_SLOT);
+                if s != NO_SLOT {
                     let pc = &mut local.ports[s];
-                    if !staged[s].is_empty() {
+                    if *staged_any && !staged[s].is_empty() {
                         transmit(io, port, &mut staged[s], pc, now);
                     }
                     transmit(io, port, bufs, pc, now);
@@ -446,6 +493,7 @@ impl<I: WorkerIo> Loop<I> {
                             dead.push(buf);
                         } else if direct[s] {
                             staged[s].push(buf);
+                            *staged_any = true;
                             if staged[s].len() == BURST {
                                 transmit(io, port_ids[s], &mut staged[s], &mut local.ports[s], now);
                             }
@@ -514,6 +562,7 @@ impl<I: WorkerIo> Loop<I> {
                 self.dead.push(r.buf);
             } else if self.direct[s] {
                 self.staged[s].push(r.buf);
+                self.staged_any = true;
                 if self.staged[s].len() >= BURST {
                     let pc = &mut self.local.ports[s];
                     transmit(&mut self.io, port, &mut self.staged[s], pc, now);
@@ -530,13 +579,28 @@ impl<I: WorkerIo> Loop<I> {
 
     /// Sends the staged TX vectors, then what each queueing egress
     /// discipline releases now; returns (packets sent, packets still queued).
-    #[inline]
+    #[inline(always)]
     fn transmit(&mut self, now: Now) -> (usize, usize) {
+        // Nothing staged and no queueing discipline: nothing to do (the
+        // usual case when whole bursts go to TX).
+        if !self.staged_any && self.shaped.is_empty() {
+            return (0, 0);
+        }
+        self.transmit_all(now)
+    }
+
+    /// [`Loop::transmit`] with something to look at.
+    #[inline(never)]
+    fn transmit_all(&mut self, now: Now) -> (usize, usize) {
         let mut moved = 0;
-        for (e, v) in self.staged.iter_mut().enumerate() {
-            if !v.is_empty() {
-                moved += transmit(&mut self.io, self.port_ids[e], v, &mut self.local.ports[e], now);
+        if self.staged_any {
+            for (e, v) in self.staged.iter_mut().enumerate() {
+                if !v.is_empty() {
+                    let pc = &mut self.local.ports[e];
+                    moved += transmit(&mut self.io, self.port_ids[e], v, pc, now);
+                }
             }
+            self.staged_any = false;
         }
         let mut queued = 0;
         for &e in &self.shaped {
@@ -729,6 +793,76 @@ mod tests {
         let snap = Snapshot::collect(&[stats], &["by-first-byte".into()], &port_ids, &[]);
         let rec = std::mem::take(&mut *rec.lock().unwrap());
         (rec, snap)
+    }
+
+    /// Forwards like [`ByFirstByte`]; at the packet whose second byte is
+    /// `at`, queues a command that records the time it runs at.
+    struct Cue {
+        at: u8,
+        commands: crossbeam_channel::Sender<Command>,
+        seen: Arc<Mutex<Vec<(&'static str, u64)>>>,
+    }
+    impl Element for Cue {
+        fn name(&self) -> &str {
+            "cue"
+        }
+    }
+    impl Stage<Vec<u8>> for Cue {
+        fn process(&mut self, batch: &mut Batch<Vec<u8>>, now: Now) {
+            if batch.live().any(|i| batch.data(i)[1] == self.at) {
+                self.seen.lock().unwrap().push(("sent", now.mono_ns));
+                let seen = self.seen.clone();
+                let _ = self.commands.send(Command::Apply(Box::new(move |_, now: Now| {
+                    seen.lock().unwrap().push(("applied", now.mono_ns));
+                })));
+            }
+            ByFirstByte.process(batch, now);
+        }
+    }
+
+    #[test]
+    fn commands_are_applied_within_command_every_busy_bursts() {
+        // 40 bursts on port 2 keep the worker busy; the mock clock advances
+        // 1000 ns per loop iteration. A command queued before the start runs
+        // before the first burst; one queued at burst 10 within
+        // COMMAND_EVERY iterations.
+        let port_ids = vec![2u16, 3, 4];
+        let stats = Arc::new(WorkerStats::new(1, port_ids.len(), 0));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s1 = seen.clone();
+        let _ = tx.send(Command::Apply(Box::new(move |_, now: Now| {
+            s1.lock().unwrap().push(("first", now.mono_ns));
+        })));
+        let rec = Arc::new(Mutex::new(Rec::default()));
+        let input = (0..40).map(|i| (2, vec![pkt(4, i, 60)])).collect();
+        let io = Mock { ports: port_ids.clone(), input, tx_room: 64, t: 0, rec: rec.clone() };
+        let w = Worker {
+            index: 0,
+            io,
+            pipeline: Pipeline::new().with(Cue { at: 10, commands: tx, seen: seen.clone() }),
+            egress: port_ids
+                .iter()
+                .map(|_| Box::new(PassThrough(Fifo::new(64))) as Box<dyn Egress<Vec<u8>>>)
+                .collect(),
+            port_ids: port_ids.clone(),
+            stats,
+            commands: rx,
+            stop: Arc::new(AtomicBool::new(false)),
+            limits: Limits::default(),
+            publish_every: 1,
+            core: None,
+            slow: None,
+        };
+        w.run().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        // The start reads the clock once (1000 ns), the first burst at 2000.
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(seen[0], ("first", 1000));
+        let (("sent", sent), ("applied", applied)) = (seen[1], seen[2]) else { panic!("{seen:?}") };
+        assert_eq!(sent, 12_000);
+        assert!(applied >= sent && applied < sent + u64::from(COMMAND_EVERY) * 1000, "{seen:?}");
+        assert_eq!(rec.lock().unwrap().sent.len(), 40);
     }
 
     fn pkt(first: u8, id: u8, len: usize) -> Vec<u8> {
