@@ -44,10 +44,13 @@ pub(crate) struct Template {
     parsed: u32,
     hint: ScionHint,
     layout: u64,
-    /// Offsets in the packet: the SCION header, its path, the path's end.
-    hdr: usize,
+    /// Offsets in the packet: the SCION header (32-bit, so that the end of
+    /// its common header cannot overflow), its path, the path's end; and
+    /// the path's length.
+    hdr: u32,
     path: usize,
     end: usize,
+    len: usize,
     /// The meta header's shape.
     shape: Shape,
 }
@@ -81,6 +84,7 @@ impl Template {
         hdr: 0,
         path: 0,
         end: 0,
+        len: 0,
         shape: Shape::NONE,
     };
 
@@ -98,9 +102,9 @@ impl Template {
         let Some(c) = data.get(hdr..).and_then(|b| b.first_chunk::<COMMON_LEN>()) else {
             return false;
         };
-        if PathType(c[8]) != PathType::SCION {
+        let (true, Ok(hdr)) = (PathType(c[8]) == PathType::SCION, u32::try_from(hdr)) else {
             return false;
-        }
+        };
         *self = Template {
             parsed: parsed_key(meta),
             hint: meta.scion,
@@ -108,6 +112,7 @@ impl Template {
             hdr,
             path: path.start,
             end: path.end,
+            len: path.len(),
             ..Template::NONE
         };
         true
@@ -120,27 +125,30 @@ impl Template {
         if (parsed_key(meta) != self.parsed) | (meta.scion != self.hint) {
             return Read::Miss;
         }
-        // What is left for the payload after the path.
-        let Some(rest) = data.len().checked_sub(self.end) else {
+        // The packet up to the path, and from the path on.
+        let Some((c, path)) = data.split_at_mut_checked(self.path) else {
             return Read::Miss;
         };
-        let Some((c, path)) = data
-            .get_mut(self.hdr..self.end)
-            .and_then(|h| h.split_at_mut_checked(self.path - self.hdr))
+        // The path, and what is left for the payload after it.
+        let Some((path, rest)) = path.split_at_mut_checked(self.len) else {
+            return Read::Miss;
+        };
+        let rest = rest.len();
+        let hdr = self.hdr as usize;
+        let Some(c) = c.get(hdr..hdr + COMMON_LEN).and_then(|c| c.first_chunk::<COMMON_LEN>())
         else {
             return Read::Miss;
         };
-        let Some(c) = c.first_chunk::<COMMON_LEN>() else {
-            return Read::Miss;
-        };
-        let checked = self.hint != ScionHint::UNCHECKED || {
+        if self.hint == ScionHint::UNCHECKED {
             let payload = usize::from(u16::from_be_bytes([c[6], c[7]]));
-            (c[0] >> 4 == 0) & (rest >= payload)
-        };
-        if !(checked & (layout_word(c) & LAYOUT_MASK == self.layout)) {
+            if !((c[0] >> 4 == 0) & (rest >= payload)) {
+                return Read::Miss;
+            }
+        }
+        if layout_word(c) & LAYOUT_MASK != self.layout {
             return Read::Miss;
         }
-        let laid = Read::Laid { hdr: self.hdr, path: self.path..self.end };
+        let laid = Read::Laid { hdr, path: self.path..self.end };
         let Some((head, _)) = path.split_first_chunk_mut::<META_LEN>() else {
             return laid;
         };
@@ -155,7 +163,7 @@ impl Template {
         // field (after the meta header, before the hop field, in every
         // path) are taken to write; the offsets are 16-bit, so each range
         // costs one compare.
-        let (info_off, hop_off) = (usize::from(s.info_off), usize::from(s.hop_off));
+        let (info_at, hop_off) = (usize::from(s.info_at), usize::from(s.hop_off));
         let Some(hop) =
             path.get(hop_off..hop_off + HOP_LEN).and_then(|h| h.first_chunk::<HOP_LEN>())
         else {
@@ -169,9 +177,9 @@ impl Template {
         let Some((head, fields)) = path.split_first_chunk_mut::<META_LEN>() else {
             return laid;
         };
-        let at = info_off - META_LEN;
-        let Some(info) =
-            fields.get_mut(at..at + INFO_LEN).and_then(|f| f.first_chunk_mut::<INFO_LEN>())
+        let Some(info) = fields
+            .get_mut(info_at..info_at + INFO_LEN)
+            .and_then(|f| f.first_chunk_mut::<INFO_LEN>())
         else {
             return laid;
         };
@@ -184,10 +192,10 @@ impl Template {
                 tail,
                 info: info_word,
                 hop: hop_head,
-                seg_at: (self.path + info_off + 2) as u32,
+                seg_at: (self.path + META_LEN + info_at + 2) as u32,
                 path: self.path as u32,
                 // The P flag in the info field's flags (byte 0).
-                peering: s.peer_at & (info_word as u8 & INF_FLAG_PEER != 0),
+                peering: info_word as u8 & s.peer != 0,
             },
             Fields { head, seg },
         )
@@ -197,7 +205,7 @@ impl Template {
     /// and that it is not EPIC-HP.
     #[inline(always)]
     pub(crate) fn at(&self) -> (usize, Range<usize>, bool) {
-        (self.hdr, self.path..self.end, false)
+        (self.hdr as usize, self.path..self.end, false)
     }
 
     /// Takes the shape of the meta header `w` (as loaded, little-endian) if
@@ -206,7 +214,7 @@ impl Template {
     #[inline(never)]
     fn reshape(&mut self, w: u32) -> bool {
         match Shape::of(w) {
-            Some(s) if s.len == self.end - self.path => {
+            Some(s) if s.len == self.len => {
                 self.shape = s;
                 true
             }
@@ -224,18 +232,19 @@ struct Shape {
     w: u64,
     /// Length of the path.
     len: usize,
-    /// Offsets of the current info field (at least [`META_LEN`]) and of
-    /// the current hop field (16-bit: a path is shorter than 2^16 bytes).
-    info_off: u16,
+    /// Offsets of the current info field after the meta header, and of
+    /// the current hop field in the path (16-bit: a path is shorter than
+    /// 2^16 bytes).
+    info_at: u16,
     hop_off: u16,
-    /// Whether an info field with the P flag makes this hop a peering hop
-    /// (the first hop field of segment 1 of a two-segment path).
-    peer_at: bool,
+    /// The info field's P flag if it makes this hop a peering hop (the
+    /// first hop field of segment 1 of a two-segment path), else 0.
+    peer: u8,
 }
 
 impl Shape {
     /// Matches no meta header.
-    const NONE: Shape = Shape { w: u64::MAX, len: 0, info_off: 0, hop_off: 0, peer_at: false };
+    const NONE: Shape = Shape { w: u64::MAX, len: 0, info_at: 0, hop_off: 0, peer: 0 };
 
     /// The shape of the meta header `raw` (as loaded, little-endian) if it
     /// is valid ([`meta_word_valid`]) and its current hop field is not the
@@ -255,11 +264,15 @@ impl Shape {
         Some(Shape {
             w: u64::from(raw),
             len: path_len_of(w),
-            info_off: (META_LEN + inf as usize * INFO_LEN) as u16,
+            info_at: (inf as usize * INFO_LEN) as u16,
             hop_off: (META_LEN + n_inf as usize * INFO_LEN + hf as usize * HOP_LEN) as u16,
             // As `HopPlan`: the last hop field of segment 0 (never a lane
             // hop) or the first of segment 1.
-            peer_at: s0 != 0 && s1 != 0 && s2 == 0 && (hf + 1 == s0 || hf == s0),
+            peer: if s0 != 0 && s1 != 0 && s2 == 0 && (hf + 1 == s0 || hf == s0) {
+                INF_FLAG_PEER
+            } else {
+                0
+            },
         })
     }
 }
