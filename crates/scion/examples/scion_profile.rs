@@ -20,9 +20,12 @@
 //!   `run_forward_distinct_*` the same with each packet of a burst on a path
 //!   of its own (so no parse or MAC is shared). `run_restore` is the part
 //!   of those loops that only rewrites the packets between bursts, to be
-//!   subtracted. The AES share is the inclusive count of the `aesni`
-//!   functions (`aesni::ni::lanes`, and for EPIC-HP `aesni::ni::chain` and
-//!   the key expansion `aesni::ni::expand`). The linker may fold the four
+//!   subtracted. `run_forward_distinct_epic_z` forwards EPIC-Z packets
+//!   (PathType 201) on 32 different paths, and counts only the stage's
+//!   `process` calls (in `process_epic_z`): nothing to subtract. The AES
+//!   share is the inclusive count of the `aesni` functions
+//!   (`aesni::ni::lanes`, and for EPIC-HP `aesni::ni::chain` and the key
+//!   expansion `aesni::ni::expand`). The linker may fold the four
 //!   identical `run_forward_*` bodies into one symbol: filter by name (the
 //!   argument) to profile one at a time.
 //!
@@ -41,7 +44,8 @@ mod burst_support;
 mod support;
 
 use burst_support::{
-    burst, burst_packets, burst_packets_distinct, restore, transit, workload, Workload, NOW,
+    burst, burst_packets, burst_packets_distinct, burst_packets_distinct_epic_z, restore, transit,
+    workload, Workload, NOW,
 };
 use support::{alloc_decode, fixed64, hop_checksum, packet_15_hops};
 
@@ -153,6 +157,22 @@ fn run_forward_distinct_epic_hp(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pk
     forward_bursts(s, b, pkts, 3)
 }
 
+/// One burst through the stage: measured alone, so that restoring the
+/// packets is not counted.
+#[inline(never)]
+fn process_epic_z(s: &mut ScionForward, b: &mut Batch<Vec<u8>>) {
+    s.process(black_box(b), Now::from_unix_ns(NOW));
+}
+
+#[inline(never)]
+fn run_forward_distinct_epic_z(s: &mut ScionForward, b: &mut Batch<Vec<u8>>, pkts: &Workload) {
+    black_box(4u32);
+    for _ in 0..N / BURST as u64 {
+        restore(b, pkts);
+        process_epic_z(s, b);
+    }
+}
+
 /// One measured function.
 type Run = fn(&[u8]);
 /// One measured forwarding function.
@@ -177,17 +197,20 @@ fn main() {
         f(&pkt);
         println!("{name}: {:.1} ns/packet (CPU)", (cpu_ns() - t) as f64 / N as f64);
     }
-    let forwards: [(&str, bool, bool, ForwardRun); 4] = [
+    let forwards: [(&str, bool, bool, ForwardRun); 5] = [
         ("forward_scion", false, false, run_forward_scion),
         ("forward_epic_hp", true, false, run_forward_epic_hp),
         ("forward_distinct_scion", false, true, run_forward_distinct_scion),
         ("forward_distinct_epic_hp", true, true, run_forward_distinct_epic_hp),
+        ("forward_distinct_epic_z", false, true, run_forward_distinct_epic_z),
     ];
     for (name, epic_hp, distinct, f) in forwards {
         if !name.contains(filter.as_str()) {
             continue;
         }
-        let pkts = workload(if distinct {
+        let pkts = workload(if name.ends_with("epic_z") {
+            burst_packets_distinct_epic_z()
+        } else if distinct {
             burst_packets_distinct(epic_hp)
         } else {
             burst_packets(epic_hp)

@@ -1,23 +1,26 @@
 //! The lane of [`ScionForward`](crate::ScionForward) for the common hop: a
-//! standard SCION path (PathType 1) at a hop field that is not the last of
-//! its segment, in a stage that does not check addresses. Such a hop has no
+//! standard SCION path (PathType 1), or the SCION path embedded in an
+//! EPIC-Z path (PathType 201), at a hop field that is not the last of its
+//! segment, in a stage that does not check addresses. Such a hop has no
 //! cross-over and is not the path's last, so its processing is fixed:
 //! verify MAC and expiry, chain the SegID (unless it is a peering hop),
 //! check the ingress interface, leave through the egress interface's port,
 //! advance CurrHF by one.
 //!
 //! A lane packet is read without locating or parsing it in full: its
-//! common header is recognised as laid out like the last one located, and
-//! the position of its current info and hop fields follows from its meta
-//! header alone ([`Template`]). In pass 1 everything but the MAC is decided
-//! and the path is updated as if the MAC verified ([`Hop::settle`]); pass 3
-//! compares the MAC and gives the verdict, undoing the updates if it fails
-//! ([`LaneHop::verdict`], [`LaneHop::undo`]).
+//! common header (and an EPIC-Z packet's HVF count) is recognised as laid
+//! out like the last one located, and the position of its current info and
+//! hop fields follows from its meta header alone ([`Template`]). In pass 1
+//! everything but the MAC is decided and the path is updated as if the MAC
+//! verified ([`Hop::settle`]); pass 3 compares the MAC and gives the
+//! verdict, undoing the updates if it fails ([`LaneHop::verdict`],
+//! [`LaneHop::undo`]).
 
 use core::ops::Range;
 
 use mac::Block;
-use packet::scion::header::COMMON_LEN;
+use packet::scion::epic::{EPIC_LEN, HVF_LEN};
+use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
 use packet::scion::path::{HOP_LEN, INFO_LEN, INF_FLAG_CONS_DIR, INF_FLAG_PEER, META_LEN};
 use packet::scion::{curr_segment_bounds, meta_word_valid, path_len_of, PathType};
 use pipeline::{DropReason, Meta, ScionHint};
@@ -28,9 +31,9 @@ use crate::interfaces::INTERNAL_IF;
 use crate::run::{layout_word, parsed_key, LAYOUT_MASK};
 
 /// The lane's template: where the standard path of a SCION packet
-/// (PathType 1) lies when its common header is laid out like the last one
-/// located, and where the current info and hop fields lie when its meta
-/// header is also the template's.
+/// (PathType 1, or embedded in EPIC-Z's, PathType 201) lies when its common
+/// header is laid out like the last one located, and where the current
+/// info and hop fields lie when its meta header is also the template's.
 ///
 /// Laid out alike means the same parser findings and hint (so the header
 /// is at the same offset), the same [`LAYOUT_MASK`] bytes (header length,
@@ -39,11 +42,24 @@ use crate::run::{layout_word, parsed_key, LAYOUT_MASK};
 /// decides a run the same way): then `stage::locate_path` finds the same
 /// path. The same meta header then means the same path length, so the
 /// template's [`Shape`] holds.
+///
+/// An EPIC-Z template also fixes the HVF count (NumHVF, non-zero): with the
+/// same path length (from the layout) and the same count,
+/// `EpicPath::new_checked` accepts exactly the packets whose embedded meta
+/// header is valid, counts that many hop fields and describes a path that
+/// ends where the template's does, and puts their embedded path at the
+/// template's; a packet whose meta header fails that is a miss, so that
+/// the general path locates it and gives its error.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Template {
     parsed: u32,
     hint: ScionHint,
     layout: u64,
+    /// For EPIC-Z, the byte at offset `num_at` (NumHVF) must be `num`.
+    num_at: usize,
+    num: u8,
+    /// The HVF count of an EPIC-Z template, 0 for PathType 1.
+    hvfs: u32,
     /// Offsets in the packet: the SCION header (32-bit, so that the end of
     /// its common header cannot overflow), its path, the path's end; and
     /// the path's length.
@@ -81,6 +97,9 @@ impl Template {
         parsed: 0,
         hint: ScionHint::UNCHECKED,
         layout: 0,
+        num_at: 0,
+        num: 0,
+        hvfs: 0,
         hdr: 0,
         path: 0,
         end: 0,
@@ -90,8 +109,10 @@ impl Template {
 
     /// Takes the layout of the packet `data` with `meta`, whose SCION
     /// header at `hdr` was located with its standard path at `path`, if it
-    /// is of PathType 1 (else keeps the template as it is). Whether it did.
-    #[inline]
+    /// is of PathType 1, or of PathType 201 with a non-zero HVF count (else
+    /// keeps the template as it is). Whether it did. Out of line: it runs
+    /// once a layout, and the loop that reads packets stays small.
+    #[inline(never)]
     pub(crate) fn relayout(
         &mut self,
         meta: &Meta,
@@ -102,13 +123,34 @@ impl Template {
         let Some(c) = data.get(hdr..).and_then(|b| b.first_chunk::<COMMON_LEN>()) else {
             return false;
         };
-        let (true, Ok(hdr)) = (PathType(c[8]) == PathType::SCION, u32::try_from(hdr)) else {
+        let (num_at, num, hvfs) = match PathType(c[8]) {
+            PathType::SCION => (0, 0, 0),
+            PathType::EPIC_Z => {
+                // The EPIC part starts where the address header ends; its
+                // byte 9 is NumHVF.
+                let epic = hdr + COMMON_LEN + ADDR_FIXED_LEN + host_len(c[9] >> 4);
+                let epic = epic + host_len(c[9] & 0x0f);
+                let Some(&n) = data.get(epic + 9) else {
+                    return false;
+                };
+                // A zero count is inferred from the length: not for the lane.
+                if n == 0 || epic + EPIC_LEN + usize::from(n) * HVF_LEN != path.start {
+                    return false;
+                }
+                (epic + 9, n, u32::from(n))
+            }
+            _ => return false,
+        };
+        let Ok(hdr) = u32::try_from(hdr) else {
             return false;
         };
         *self = Template {
             parsed: parsed_key(meta),
             hint: meta.scion,
             layout: layout_word(c) & LAYOUT_MASK,
+            num_at,
+            num,
+            hvfs,
             hdr,
             path: path.start,
             end: path.end,
@@ -126,7 +168,7 @@ impl Template {
             return Read::Miss;
         }
         // The packet up to the path, and from the path on.
-        let Some((c, path)) = data.split_at_mut_checked(self.path) else {
+        let Some((pre, path)) = data.split_at_mut_checked(self.path) else {
             return Read::Miss;
         };
         // The path, and what is left for the payload after it.
@@ -135,7 +177,7 @@ impl Template {
         };
         let rest = rest.len();
         let hdr = self.hdr as usize;
-        let Some(c) = c.get(hdr..hdr + COMMON_LEN).and_then(|c| c.first_chunk::<COMMON_LEN>())
+        let Some(c) = pre.get(hdr..hdr + COMMON_LEN).and_then(|c| c.first_chunk::<COMMON_LEN>())
         else {
             return Read::Miss;
         };
@@ -148,7 +190,12 @@ impl Template {
         if layout_word(c) & LAYOUT_MASK != self.layout {
             return Read::Miss;
         }
+        // EPIC-Z's HVF count (inside the header, before the path).
+        if (self.hvfs != 0) && pre.get(self.num_at) != Some(&self.num) {
+            return Read::Miss;
+        }
         let laid = Read::Laid { hdr, path: self.path..self.end };
+        // (An EPIC-Z template's path is never this short.)
         let Some((head, _)) = path.split_first_chunk_mut::<META_LEN>() else {
             return laid;
         };
@@ -156,7 +203,7 @@ impl Template {
         // bytes): compares and the MAC input need no byte swaps.
         let w = u32::from_le_bytes(*head);
         if u64::from(w) != self.shape.w && !self.reshape(w) {
-            return laid;
+            return if self.located(w) { laid } else { Read::Miss };
         }
         let s = &self.shape;
         // The hop field is read first, then the meta header and the info
@@ -209,17 +256,31 @@ impl Template {
     }
 
     /// Takes the shape of the meta header `w` (as loaded, little-endian) if
-    /// it is a lane hop's in a path of the template's length. Whether it did.
+    /// it is a lane hop's in a path of the template's length (and, for
+    /// EPIC-Z, [`located`](Self::located) there). Whether it did.
     #[cold]
     #[inline(never)]
     fn reshape(&mut self, w: u32) -> bool {
         match Shape::of(w) {
-            Some(s) if s.len == self.len => {
+            Some(s) if s.len == self.len && self.located(w) => {
                 self.shape = s;
                 true
             }
             _ => false,
         }
+    }
+
+    /// Whether a packet laid out as the template, with the meta header `w`
+    /// (as loaded) on its path, is located at the template's path: always
+    /// for PathType 1; for EPIC-Z if `w` passes `EpicPath::new_checked`'s
+    /// checks (valid, as many hop fields as HVFs, ending where the path
+    /// does), else the general path locates it and gives its error.
+    #[cold]
+    #[inline(never)]
+    fn located(&self, w: u32) -> bool {
+        let w = u32::from_be_bytes(w.to_le_bytes());
+        let n_hf = ((w >> 12) & 0x3f) + ((w >> 6) & 0x3f) + (w & 0x3f);
+        self.hvfs == 0 || (meta_word_valid(w) && n_hf == self.hvfs && path_len_of(w) == self.len)
     }
 }
 
@@ -448,12 +509,21 @@ mod tests {
     use crate::build::{self, HopSpec};
     use crate::hopmac::ForwardingKey;
     use mac::Key;
-    use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
+    use packet::scion::{AddrHdrRepr, EpicPathRepr, PathRepr, RawHostAddr, ScionRepr};
     use packet::{HostAddr, Ia};
 
     /// A bare SCION packet over two segments of 3 and 2 hop fields at hop
     /// `hf`, with IPv4 or IPv6 host addresses.
     fn packet(hf: u8, v6: bool) -> Vec<u8> {
+        packet_of(hf, v6, false)
+    }
+
+    /// As [`packet`], as EPIC-Z (the same SCION path embedded).
+    fn epic_z(hf: u8) -> Vec<u8> {
+        packet_of(hf, false, true)
+    }
+
+    fn packet_of(hf: u8, v6: bool, epic_z: bool) -> Vec<u8> {
         let key = ForwardingKey::new(&Key::from([3; 16]));
         let hs = |i, e| HopSpec { key: key.clone(), cons_ingress: i, cons_egress: e, exp_time: 9 };
         let s0 = build::segment(false, 0x1111, 1_700_000_000, &[hs(0, 1), hs(2, 3), hs(4, 5)]);
@@ -472,7 +542,16 @@ mod tests {
             dst_host: host,
             src_host: host,
         };
-        let r = ScionRepr { hdr, path: PathRepr::Scion(path.repr()) };
+        let hvfs = [[0xee; 4]; 5];
+        let path = match epic_z {
+            true => PathRepr::EpicZ(EpicPathRepr {
+                hvfs: (&hvfs[..]).into(),
+                path: path.repr(),
+                ..EpicPathRepr::default()
+            }),
+            false => PathRepr::Scion(path.repr()),
+        };
+        let r = ScionRepr { hdr, path };
         let mut b = vec![0; r.buffer_len() + 8];
         r.emit(&mut b).expect("packet");
         b
@@ -480,9 +559,9 @@ mod tests {
 
     /// A template taken from `pkt` (bare, header at 0).
     fn template(pkt: &[u8]) -> Template {
-        let h = packet::scion::ScionHeader::new_checked(pkt).expect("valid");
+        let loc = crate::locate::locate(pkt, 0).expect("valid");
         let mut t = Template::NONE;
-        assert!(t.relayout(&Meta::new(0), pkt, 0, &(h.path_offset()..h.header_len())));
+        assert!(t.relayout(&Meta::new(0), pkt, 0, &loc.scion));
         t
     }
 
@@ -525,6 +604,40 @@ mod tests {
         assert_eq!(kind(&mut template(&p), &mut p), "laid");
         // No packet fits the empty template.
         assert_eq!(kind(&mut none(), &mut packet(1, false)), "miss");
+    }
+
+    #[test]
+    fn epic_z_takes_the_lane_with_its_hvf_count() {
+        let mut t = template(&epic_z(1));
+        for hf in [0, 1, 3] {
+            assert_eq!(kind(&mut t, &mut epic_z(hf)), "lane", "hop {hf}");
+        }
+        for hf in [2, 4] {
+            assert_eq!(kind(&mut t, &mut epic_z(hf)), "laid", "hop {hf}");
+        }
+        // Standard paths are laid out otherwise (their path type).
+        assert_eq!(kind(&mut t, &mut packet(1, false)), "miss");
+        // NumHVF is byte 9 of the EPIC part, after the common header, the
+        // two ISD-AS and two IPv4 hosts.
+        let epic = 12 + 16 + 2 * 4;
+        let num = epic + 9;
+        for n in [0, 4, 6, 0xff] {
+            let mut p = epic_z(1);
+            p[num] = n;
+            assert_eq!(kind(&mut t, &mut p), "miss", "NumHVF {n}");
+        }
+        // An embedded meta header that EPIC-Z's checks reject: a miss, so
+        // that the general path gives its error.
+        let meta = epic + 12 + 5 * 4;
+        let mut p = epic_z(1);
+        p[meta..meta + 4].fill(0);
+        assert_eq!(kind(&mut t, &mut p), "miss");
+        // A count left to inference: no template.
+        let mut p = epic_z(1);
+        p[num] = 0;
+        let loc = crate::locate::locate(&p, 0).expect("inferred");
+        let mut none = Template::NONE;
+        assert!(!none.relayout(&Meta::new(0), &p, 0, &loc.scion));
     }
 
     #[test]

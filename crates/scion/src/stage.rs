@@ -68,14 +68,15 @@ pub struct ForwardCounters {
 /// packet of a flow) shares that packet's plan, MAC and verification.
 ///
 /// The common hop takes a lane of its own (in a stage without addresses):
-/// plain SCION at a hop field that is not the last of its segment, so
-/// without a cross-over and not the path's last. Its common header is
-/// recognised by a few word compares as laid out like the last one located,
-/// its info and hop fields are read at the offsets its meta header fixes,
-/// and everything but the MAC is decided and written in pass 1 (undone if
-/// the MAC then fails); its MAC is computed in the burst's batch, and pass 3
-/// only compares it. A lane packet that repeats the last lane packet's hop
-/// field starts a run instead (below).
+/// plain SCION, or EPIC-Z's embedded SCION path, at a hop field that is not
+/// the last of its segment, so without a cross-over and not the path's
+/// last. Its common header (and EPIC-Z's HVF count) is recognised by a few
+/// word compares as laid out like the last one located, its info and hop
+/// fields are read at the offsets its meta header fixes, and everything
+/// but the MAC is decided and written in pass 1 (undone if the MAC then
+/// fails); its MAC is computed in the burst's batch, and pass 3 only
+/// compares it. A lane packet that repeats the last lane packet's hop field
+/// starts a run instead (below).
 ///
 /// Once a packet repeats the previous one's hop, the packets that follow
 /// it with the same header layout and the same hop bytes form a run: they
@@ -417,8 +418,8 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                 Read::Laid { hdr, path } => (hdr, path, false),
                 Read::Miss => match locate_packet(meta, data) {
                     Ok(Some((hdr, range, epic_hp))) => {
-                        // A new layout of plain SCION becomes the template,
-                        // and the packet is read again (once).
+                        // A new layout of plain SCION or EPIC-Z becomes the
+                        // template, and the packet is read again (once).
                         if lane_on
                             && !epic_hp
                             && relaid != Some(i)

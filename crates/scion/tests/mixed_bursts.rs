@@ -11,17 +11,20 @@
 //! read at offsets the meta header fixes), at segment ends (cross-over) and
 //! at the last hop, with and without the parse stage's header hint, and
 //! several bursts through the same stage (whose layout and run memory carry
-//! over). Every verdict, every byte of every packet and the counters must
-//! be the model's.
+//! over). EPIC-Z packets (PathType 201, whose embedded SCION path the
+//! stage forwards) come the same ways, mixed with standard paths or alone,
+//! and also with their EPIC part corrupted (another HVF count, a count
+//! left to inference, any bit of it flipped). Every verdict, every byte of
+//! every packet and the counters must be the model's.
 
 use mac::Key;
-use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionHeader, ScionPath, ScionRepr};
+use packet::scion::{AddrHdrRepr, EpicPathRepr, PathRepr, RawHostAddr, ScionPath, ScionRepr};
 use packet::{HostAddr, Ia};
 use pipeline::{Batch, Class, Now, ScionHint, Stage, Verdict, BURST};
 use proptest::prelude::*;
 use scion::build::{self, HopSpec};
 use scion::{
-    current_input, is_peering_hop, ForwardConfig, Forwarder, ForwardingKey, InterfaceTable,
+    current_input, is_peering_hop, locate, ForwardConfig, Forwarder, ForwardingKey, InterfaceTable,
     ScionForward,
 };
 
@@ -87,12 +90,23 @@ enum Flaw {
     BadMac,
     /// Stamped long ago, with the shortest hop expiry.
     Expired,
+    /// For EPIC-Z, the EPIC part corrupted: another HVF count, a count of
+    /// zero (inferred from the length), or a bit flipped.
+    Epic,
 }
 
 /// A fresh SCION packet (bare, at offset 0) of shape `shape`, with IPv6
-/// host addresses if `v6`; its current hop (and at a cross-over the next)
-/// verifies under `key`, except for `flaw`.
-fn fresh(r: &mut Rng, key: &ForwardingKey, shape: usize, v6: bool, flaw: Flaw) -> Vec<u8> {
+/// host addresses if `v6`, an EPIC-Z path embedding its SCION path if
+/// `epic_z`; its current hop (and at a cross-over the next) verifies under
+/// `key`, except for `flaw`.
+fn fresh(
+    r: &mut Rng,
+    key: &ForwardingKey,
+    shape: usize,
+    v6: bool,
+    epic_z: bool,
+    flaw: Flaw,
+) -> Vec<u8> {
     let other = ForwardingKey::new(&Key::from([7; 16]));
     let (lens, hf) = SHAPES[shape];
     let peering = lens.len() == 2 && r.chance(30);
@@ -127,11 +141,23 @@ fn fresh(r: &mut Rng, key: &ForwardingKey, shape: usize, v6: bool, flaw: Flaw) -
         dst_host: host(r.below(4) as u8),
         src_host: host(r.below(4) as u8),
     };
-    let repr = ScionRepr { hdr, path: PathRepr::Scion(path.repr()) };
+    let hvfs: Vec<[u8; 4]> = (0..path.num_hf()).map(|_| (r.next() as u32).to_be_bytes()).collect();
+    let path = if epic_z {
+        PathRepr::EpicZ(EpicPathRepr {
+            ts_rel: r.next() as u32,
+            counter: r.below(1 << 24) as u32,
+            hvfs: (&hvfs[..]).into(),
+            path: path.repr(),
+            ..EpicPathRepr::default()
+        })
+    } else {
+        PathRepr::Scion(path.repr())
+    };
+    let repr = ScionRepr { hdr, path };
     let mut pkt = vec![0u8; repr.buffer_len() + 8];
     repr.emit(&mut pkt).expect("valid packet");
-    let h = ScionHeader::new_checked(&pkt[..]).expect("emitted");
-    let range = h.path_offset()..h.header_len();
+    let loc = locate(&pkt, 0).expect("emitted");
+    let range = loc.scion.clone();
     let (mut inf, mut end) = (0, lens[0]);
     while hf >= end {
         inf += 1;
@@ -148,6 +174,19 @@ fn fresh(r: &mut Rng, key: &ForwardingKey, shape: usize, v6: bool, flaw: Flaw) -
         let mut mac = view.current_hop().mac();
         mac[r.below(6) as usize] ^= 1 << r.below(8);
         view.current_hop_mut().set_mac(mac);
+    }
+    if flaw == Flaw::Epic && epic_z {
+        // NumHVF is byte 9 of the EPIC part.
+        let (epic, num) = (loc.path.start, loc.path.start + 9);
+        match r.below(4) {
+            0 => pkt[num] = 0,
+            1 => pkt[num] = pkt[num].wrapping_add(1),
+            2 => pkt[num] = pkt[num].wrapping_sub(1),
+            _ => {
+                let at = epic + r.below((loc.scion.start - epic) as u64) as usize;
+                pkt[at] ^= 1 << r.below(8);
+            }
+        }
     }
     pkt
 }
@@ -174,15 +213,19 @@ fn forwarder(r: &mut Rng) -> Forwarder {
 fn burst(r: &mut Rng, key: &ForwardingKey) -> Vec<(Vec<u8>, u16)> {
     let n = 1 + r.below(BURST as u64) as usize;
     let mut pkts: Vec<(Vec<u8>, u16)> = Vec::new();
-    // Mostly one header layout, as on one link.
+    // Mostly one header layout and one path type, as on one link.
     let v6_share = [0, 10, 50, 100][r.below(4) as usize];
+    let epic_z_share = [0, 10, 50, 100][r.below(4) as usize];
     while pkts.len() < n {
         let port = [0, 11, 12, 13, 14, 15, 16, 17][r.below(8) as usize];
         let shape = r.below(SHAPES.len() as u64) as usize;
         let v6 = r.chance(v6_share);
+        let z = r.chance(epic_z_share);
+        let fresh = |r: &mut Rng, flaw| fresh(r, key, shape, v6, z, flaw);
         let pkt = match r.below(100) {
             // A packet of its own path.
-            0..=44 => fresh(r, key, shape, v6, Flaw::None),
+            0..=41 => fresh(r, Flaw::None),
+            42..=44 => fresh(r, Flaw::Epic),
             // The packet before again (the next of a flow), or a run of it.
             45..=59 if !pkts.is_empty() => pkts[pkts.len() - 1].0.clone(),
             60..=64 if !pkts.is_empty() => {
@@ -194,16 +237,16 @@ fn burst(r: &mut Rng, key: &ForwardingKey) -> Vec<(Vec<u8>, u16)> {
             }
             // A packet from further back.
             65..=69 if !pkts.is_empty() => pkts[r.below(pkts.len() as u64) as usize].0.clone(),
-            70..=77 => fresh(r, key, shape, v6, Flaw::BadMac),
-            78..=83 => fresh(r, key, shape, v6, Flaw::Expired),
+            70..=77 => fresh(r, Flaw::BadMac),
+            78..=83 => fresh(r, Flaw::Expired),
             84..=89 => {
-                let mut p = fresh(r, key, shape, v6, Flaw::None);
+                let mut p = fresh(r, Flaw::None);
                 p.truncate(r.below(p.len() as u64) as usize);
                 p
             }
             90..=95 => {
                 // A byte of the headers and path.
-                let mut p = fresh(r, key, shape, v6, Flaw::None);
+                let mut p = fresh(r, Flaw::None);
                 let at = r.below(p.len() as u64 - 8) as usize;
                 p[at] ^= 1 << r.below(8);
                 p
@@ -212,7 +255,7 @@ fn burst(r: &mut Rng, key: &ForwardingKey) -> Vec<(Vec<u8>, u16)> {
                 // The packet before with one byte changed.
                 let mut p = match pkts.last() {
                     Some(last) => last.0.clone(),
-                    None => fresh(r, key, shape, v6, Flaw::None),
+                    None => fresh(r, Flaw::None),
                 };
                 if !p.is_empty() {
                     let at = r.below(p.len() as u64) as usize;
@@ -299,13 +342,20 @@ fn the_generator_covers_the_outcomes() {
         let mut r = Rng(seed);
         let fwd = forwarder(&mut r);
         for (mut pkt, port) in burst(&mut r, &key) {
+            // PathType 201 (EPIC-Z), for the packets whose common header
+            // is whole.
+            let epic_z = pkt.len() > 8 && pkt[8] == 201;
             if let Some(v) = model(&fwd, &mut pkt, port, NOW_S * 1_000_000_000) {
-                seen.insert(match v {
+                let outcome = match v {
                     Verdict::Forward { port: LOCAL_PORT, .. } => "local".to_string(),
                     Verdict::Forward { .. } => "forward".to_string(),
                     Verdict::Drop(r) => r.label().to_string(),
                     other => format!("{other:?}"),
-                });
+                };
+                if epic_z {
+                    seen.insert(format!("epic_z {outcome}"));
+                }
+                seen.insert(outcome);
             }
         }
     }
@@ -320,5 +370,11 @@ fn the_generator_covers_the_outcomes() {
         "truncated",
     ] {
         assert!(seen.contains(want), "{want} never reached: {seen:?}");
+    }
+    for want in
+        ["forward", "bad_mac", "expired", "wrong_interface", "no_route", "malformed", "truncated"]
+    {
+        let want = format!("epic_z {want}");
+        assert!(seen.contains(&want), "{want} never reached: {seen:?}");
     }
 }

@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use mac::Key;
-use packet::scion::{AddrHdrRepr, PathRepr, RawHostAddr, ScionRepr};
+use packet::scion::{AddrHdrRepr, EpicPathRepr, PathRepr, RawHostAddr, ScionRepr};
 use packet::{HostAddr, Ia};
 use pipeline::{Batch, Meta, Now, Parse, ParseConfig, Proto, Stage, BURST};
 use scion::build::{self, HopSpec};
@@ -41,14 +41,28 @@ pub struct Workload {
 /// that share their path) brings it. Bare SCION packets: [`workload`]
 /// puts them in frames.
 pub fn burst_packets(epic_hp: bool) -> Vec<Vec<u8>> {
-    packets(epic_hp, false)
+    packets(if epic_hp { Kind::EpicHp } else { Kind::Scion }, false)
 }
 
 /// As [`burst_packets`], but each packet on a path of its own (another
 /// SegID, so other hop-field MACs): nothing of one packet's parse or MAC
 /// applies to the next.
 pub fn burst_packets_distinct(epic_hp: bool) -> Vec<Vec<u8>> {
-    packets(epic_hp, true)
+    packets(if epic_hp { Kind::EpicHp } else { Kind::Scion }, true)
+}
+
+/// As [`burst_packets_distinct`], as EPIC-Z packets (PathType 201): the
+/// stage forwards their embedded SCION path (their HVFs are Z-Lane's).
+pub fn burst_packets_distinct_epic_z() -> Vec<Vec<u8>> {
+    packets(Kind::EpicZ, true)
+}
+
+/// The path type of a workload's packets.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Scion,
+    EpicHp,
+    EpicZ,
 }
 
 /// The SCION packets `scion` in Ethernet frames over UDP/IPv4 (port
@@ -92,7 +106,7 @@ fn underlay(i: usize, p: &[u8]) -> Vec<u8> {
     f
 }
 
-fn packets(epic_hp: bool, distinct: bool) -> Vec<Vec<u8>> {
+fn packets(kind: Kind, distinct: bool) -> Vec<Vec<u8>> {
     let hs = |k: u8, i, e| HopSpec {
         key: ForwardingKey::new(&Key::from([k; 16])),
         cons_ingress: i,
@@ -121,14 +135,21 @@ fn packets(epic_hp: bool, distinct: bool) -> Vec<Vec<u8>> {
                 dst_host: RawHostAddr::from(HostAddr::V4([10, 0, 0, 3])),
                 src_host: RawHostAddr::from(HostAddr::V4([10, 0, 1, i])),
             };
-            if epic_hp {
+            if kind == Kind::EpicHp {
                 build::epic_hp_packet(&hdr, &path, &auth[1], &auth[2], NOW, 0, 1, &[0; 64])
                     .expect("EPIC-HP packet")
             } else {
-                let r = ScionRepr {
-                    hdr: AddrHdrRepr { payload_len: 64, ..hdr },
-                    path: PathRepr::Scion(path.repr()),
+                let hvfs = [[0xee; 4]; 3];
+                let path = match kind {
+                    Kind::EpicZ => PathRepr::EpicZ(EpicPathRepr {
+                        counter: u32::from(i),
+                        hvfs: (&hvfs[..]).into(),
+                        path: path.repr(),
+                        ..EpicPathRepr::default()
+                    }),
+                    _ => PathRepr::Scion(path.repr()),
                 };
+                let r = ScionRepr { hdr: AddrHdrRepr { payload_len: 64, ..hdr }, path };
                 let mut b = vec![0; r.buffer_len() + 64];
                 r.emit(&mut b).expect("SCION packet");
                 b
