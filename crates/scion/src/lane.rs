@@ -255,6 +255,16 @@ impl Template {
         (self.hdr as usize, self.path..self.end, false)
     }
 
+    /// Whether a packet that repeats the last lane hop is better left to
+    /// start a run: only on a standard path. An EPIC-Z path is not located
+    /// from the common header alone, so it starts no run, and its packets
+    /// take the lane even when they repeat a hop (one MAC each, still far
+    /// less than locating them one by one).
+    #[inline(always)]
+    pub(crate) fn runs(&self) -> bool {
+        self.hvfs == 0
+    }
+
     /// Takes the shape of the meta header `w` (as loaded, little-endian) if
     /// it is a lane hop's in a path of the template's length (and, for
     /// EPIC-Z, [`located`](Self::located) there). Whether it did.

@@ -396,10 +396,11 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             let data = buf.data_mut();
             let read = t.read(meta, data);
             // A lane hop is decided here but for its MAC, unless it repeats
-            // the last lane hop: then it starts a run as a repeated plan.
+            // the last lane hop: then it starts a run as a repeated plan
+            // (on a path that runs; see `Template::runs`).
             let mut again = false;
             let (hdr, range, epic_hp) = match read {
-                Read::Lane(h, fields) if !h.repeats(&last) => {
+                Read::Lane(h, fields) if !h.repeats(&last) || !t.runs() => {
                     last = h;
                     if u32::from(meta.port) != last_port {
                         last_port = u32::from(meta.port);
