@@ -77,6 +77,7 @@ use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 mod groups;
 mod nested;
 pub use nested::cbc_lanes_nested;
+pub use nested::{cbc_lanes_nested_native, NativeAes128};
 
 /// Size of an AES block in bytes.
 pub const BLOCK: usize = 16;

@@ -49,6 +49,88 @@ pub fn cbc_lanes_nested<'k>(
     }
 }
 
+/// An [`Aes128`] expanded by [`Aes128::new`]: it has AES-NI round keys
+/// whenever the CPU has AES-NI (never a portable key on such a CPU, as
+/// [`Aes128::new_portable`] makes). Lane kernels over such keys
+/// ([`cbc_lanes_nested_native`]) look at one key per call to choose their
+/// path instead of checking every lane's.
+#[derive(Clone)]
+pub struct NativeAes128(Aes128);
+
+impl NativeAes128 {
+    /// Expands `key`, with AES-NI if the CPU has it ([`Aes128::new`]).
+    #[inline]
+    pub fn new(key: &[u8; 16]) -> Self {
+        NativeAes128(Aes128::new(key))
+    }
+
+    /// The key as an [`Aes128`].
+    #[inline(always)]
+    pub fn aes(&self) -> &Aes128 {
+        &self.0
+    }
+
+    /// This key's AES-NI round keys.
+    ///
+    /// # Safety
+    /// Some [`NativeAes128`] has AES-NI round keys. (Then AES-NI was
+    /// detected when it was expanded, so it is detected for every key:
+    /// detection is fixed for the process, and every [`NativeAes128`] was
+    /// expanded by [`Aes128::new`], which takes AES-NI whenever detected.)
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn round_keys_unchecked(&self) -> &crate::ni::RoundKeys {
+        match self.0.round_keys() {
+            Some(rk) => rk,
+            // SAFETY: the caller's promise (see above).
+            None => unsafe { core::hint::unreachable_unchecked() },
+        }
+    }
+}
+
+impl core::fmt::Debug for NativeAes128 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// [`cbc_lanes_nested`] over [`NativeAes128`] keys: the outer key alone
+/// decides the path (AES-NI for every lane, or the portable one for
+/// every lane), with no check per lane.
+#[inline]
+#[allow(unsafe_code)]
+pub fn cbc_lanes_nested_native<'k>(
+    key: impl Fn(usize) -> &'k NativeAes128,
+    outer: &NativeAes128,
+    mask: &Block,
+    whiten: &Block,
+    out: &mut [Block],
+    steps: usize,
+    mut block: impl FnMut(usize, usize) -> Block,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(ork) = outer.0.round_keys() {
+        // SAFETY: `outer` has AES-NI round keys, which exist only if AES-NI
+        // was detected (`ni::RoundKeys::new`): the target feature
+        // `ni::nested::nested` needs; and so every lane's key has them too
+        // (`round_keys_unchecked`).
+        unsafe {
+            crate::ni::nested::nested(
+                |i| Some(key(i).round_keys_unchecked()),
+                ork,
+                mask,
+                whiten,
+                out,
+                steps,
+                &mut block,
+            )
+        };
+        return;
+    }
+    nested_from(|i| &key(i).0, &outer.0, mask, whiten, out, 0, steps, block);
+}
+
 /// [`cbc_lanes_nested`] one lane at a time from lane `first` on (keys
 /// without AES-NI round keys). Out of line: the caller stays small.
 #[cold]
@@ -121,6 +203,47 @@ mod tests {
                         assert_eq!(got, want, "n={n} steps={steps}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The entry over keys expanded with AES-NI whenever the CPU has it:
+    /// every lane count up to 40 and 0 to 4 steps, the same as one chain
+    /// per lane on the portable path, masked, whitened and encrypted once
+    /// more; the keys' path follows the CPU.
+    #[test]
+    fn native_lanes_equal_the_two_steps_one_lane_at_a_time() {
+        let raw = |i: usize| -> Block { core::array::from_fn(|k| (i * 41 + k * 3 + 1) as u8) };
+        let keys: [NativeAes128; 40] = core::array::from_fn(|i| NativeAes128::new(&raw(i)));
+        let slow: [Aes128; 40] = core::array::from_fn(|i| Aes128::new_portable(&raw(i)));
+        let outer = NativeAes128::new(&[0x3c; 16]);
+        let outer_slow = Aes128::new_portable(&[0x3c; 16]);
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        assert_eq!(outer.aes().is_accelerated(), std::is_x86_feature_detected!("aes"));
+        let mask: Block = core::array::from_fn(|k| if k < 4 { 0xff } else { 0x3c });
+        let whiten: Block = core::array::from_fn(|k| (k * 7 + 11) as u8);
+        let msg =
+            |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 19 + j * 29 + k) as u8) };
+        for steps in 0..=4 {
+            for n in 0..=40 {
+                let mut want = [[0u8; 16]; 40];
+                for (i, w) in want[..n].iter_mut().enumerate() {
+                    let mut t = [0; 16];
+                    slow[i].cbc_chain(&mut t, steps, |j| msg(i, j));
+                    *w = core::array::from_fn(|b| (t[b] & mask[b]) ^ whiten[b]);
+                    outer_slow.encrypt_block(w);
+                }
+                let mut got = [[0u8; 16]; 40];
+                cbc_lanes_nested_native(
+                    |i| &keys[i],
+                    &outer,
+                    &mask,
+                    &whiten,
+                    &mut got[..n],
+                    steps,
+                    msg,
+                );
+                assert_eq!(got, want, "n={n} steps={steps}");
             }
         }
     }

@@ -20,7 +20,7 @@ pub type Block = [u8; BLOCK];
 /// keep one `Aes` per key (or cache them, as DRKey does) instead of expanding
 /// per packet.
 #[derive(Clone)]
-pub struct Aes(aesni::Aes128);
+pub struct Aes(aesni::NativeAes128);
 
 impl Aes {
     /// Expands `key`.
@@ -31,20 +31,20 @@ impl Aes {
     /// Expands raw key bytes (prefer [`Aes::new`] with a zeroizing [`Key`]).
     #[inline]
     pub fn from_bytes(key: &[u8; 16]) -> Self {
-        Aes(aesni::Aes128::new(key))
+        Aes(aesni::NativeAes128::new(key))
     }
 
     /// Encrypts one block in place.
     #[inline]
     pub fn encrypt_block(&self, block: &mut Block) {
-        self.0.encrypt_block(block);
+        self.0.aes().encrypt_block(block);
     }
 
     /// Encrypts independent blocks in place, interleaved: 32 per pass as
     /// eight 4-block `zmm` registers on VAES-512 CPUs, else eight `xmm`.
     #[inline]
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        self.0.encrypt_blocks(blocks);
+        self.0.aes().encrypt_blocks(blocks);
     }
 
     /// Encrypts independent blocks in place, block `i` under its own key
@@ -52,7 +52,7 @@ impl Aes {
     /// interleaved, whatever their keys.
     #[inline]
     pub fn encrypt_each<'k>(key: impl Fn(usize) -> &'k Aes, blocks: &mut [Block]) {
-        aesni::cbc_lanes(|i| &key(i).0, blocks, 1, |_, _| [0; BLOCK]);
+        aesni::cbc_lanes(|i| key(i).0.aes(), blocks, 1, |_, _| [0; BLOCK]);
     }
 
     /// CBC-MAC with a zero IV over `msg` zero-padded to a multiple of 16 bytes;
@@ -73,7 +73,7 @@ impl Aes {
     #[inline]
     pub fn cbc_mac_blocks(&self, blocks: &[Block]) -> Block {
         let mut state = [0u8; BLOCK];
-        self.0.cbc_chain(&mut state, blocks.len(), |j| blocks[j]);
+        self.0.aes().cbc_chain(&mut state, blocks.len(), |j| blocks[j]);
         state
     }
 
@@ -85,7 +85,7 @@ impl Aes {
     pub fn cbc_chain(&self, state: &mut Block, msg: &[u8], last: Option<&Block>) {
         let n = msg.len().div_ceil(BLOCK);
         let steps = n + usize::from(last.is_some());
-        self.0.cbc_chain(state, steps, |j| match last {
+        self.0.aes().cbc_chain(state, steps, |j| match last {
             Some(l) if j == n => *l,
             _ => padded_block(msg, j),
         });
@@ -96,17 +96,13 @@ impl Aes {
     #[inline]
     pub fn cbc_chain_masked(&self, state: &mut Block, msg: &[u8], last: &Block, mask: &Block) {
         let n = msg.len().div_ceil(BLOCK);
-        self.0.cbc_chain(
-            state,
-            n + 1,
-            |j| {
-                if j == n {
-                    xor(last, mask)
-                } else {
-                    padded_block(msg, j)
-                }
-            },
-        );
+        self.0.aes().cbc_chain(state, n + 1, |j| {
+            if j == n {
+                xor(last, mask)
+            } else {
+                padded_block(msg, j)
+            }
+        });
     }
 
     /// CBC-MACs `tags.len()` independent messages of `blocks` blocks each under
@@ -123,7 +119,7 @@ impl Aes {
         tags: &mut [Block],
     ) {
         tags.fill([0u8; BLOCK]);
-        self.0.cbc_lanes_one_key(tags, blocks, block);
+        self.0.aes().cbc_lanes_one_key(tags, blocks, block);
     }
 }
 
@@ -142,7 +138,7 @@ impl Aes {
         tags: &mut [Block],
     ) {
         tags.fill([0u8; BLOCK]);
-        aesni::cbc_lanes(|i| &key(i).0, tags, blocks, block);
+        aesni::cbc_lanes(|i| key(i).0.aes(), tags, blocks, block);
     }
 
     /// [`cbc_mac_multi`](Self::cbc_mac_multi) with one more block per
@@ -154,7 +150,9 @@ impl Aes {
     /// The same tags as `cbc_mac_multi` followed by
     /// [`encrypt_blocks`](Self::encrypt_blocks) of the masked, whitened
     /// tags, in one pass: each first tag stays in its register (it is not
-    /// returned).
+    /// returned). Every [`Aes`] is expanded on AES-NI whenever the CPU has
+    /// it, so the pass looks at `outer` alone to choose its path, not at
+    /// every message's key.
     #[inline]
     pub fn cbc_mac_multi_nested<'k>(
         blocks: usize,
@@ -165,7 +163,7 @@ impl Aes {
         whiten: &Block,
         tags: &mut [Block],
     ) {
-        aesni::cbc_lanes_nested(|i| &key(i).0, &outer.0, mask, whiten, tags, blocks, block);
+        aesni::cbc_lanes_nested_native(|i| &key(i).0, &outer.0, mask, whiten, tags, blocks, block);
     }
 
     /// Like [`cbc_mac_multi`](Self::cbc_mac_multi), but each lane's chain
@@ -178,7 +176,7 @@ impl Aes {
         block: impl FnMut(usize, usize) -> Block,
         states: &mut [Block],
     ) {
-        aesni::cbc_lanes(|i| &key(i).0, states, blocks, block);
+        aesni::cbc_lanes(|i| key(i).0.aes(), states, blocks, block);
     }
 }
 

@@ -908,17 +908,35 @@ fn uniform_macs(
     msgs: &[[Block; 3]; BURST],
     tags: &mut [Block; 2 * BURST],
 ) {
-    // (Indices are below BURST, a power of two: the masks only spare the
-    // closures their bounds checks.)
-    let lane_of = |j: usize| j & (BURST - 1);
+    // Lane j as entry `j & 7` of group `j >> 3` of each table (masked:
+    // below BURST, a power of two, so the masks only spare the closures
+    // their bounds checks). The kernel runs groups of eight lanes `base | l`
+    // with `base` a multiple of eight, so each lane of a group is then a
+    // constant offset from the group's first entry (flat indices took an
+    // index computation per lane and step).
+    const GROUP: usize = 8;
+    let at = |j: usize| ((j / GROUP) & (BURST / GROUP - 1), j % GROUP);
+    let (pend, _) = pend.as_chunks::<GROUP>();
+    let (hk, _) = hk.as_chunks::<GROUP>();
+    let (msgs, _) = msgs.as_chunks::<GROUP>();
     let m = m.min(BURST);
     // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1
     // key, each V_i straight from its own MAC (only the Ṽ_i are written).
-    let h = hk[0];
+    let h = hk[0][0];
     Aes::cbc_mac_multi_nested(
         3,
-        |j| hk[lane_of(j)].host.aes(),
-        |j, b| if b < 2 { pend[lane_of(j)].blocks[b] } else { msgs[lane_of(j)][2] },
+        |j| {
+            let (g, l) = at(j);
+            hk[g][l].host.aes()
+        },
+        |j, b| {
+            let (g, l) = at(j);
+            if b < 2 {
+                pend[g][l].blocks[b]
+            } else {
+                msgs[g][l][2]
+            }
+        },
         &h.as_aes,
         &FIRST4,
         &h.as_k1,

@@ -37,7 +37,7 @@ pub const MIN_BURST_BYTES: u64 = 1500;
 pub const MAX_CAPACITY_BPS: u64 = 10_000_000_000_000;
 /// Largest scheduler queue, packets (each queue is allocated up front).
 pub const MAX_QUEUE_PACKETS: usize = 1 << 20;
-/// Largest expanded host-key cache, entries (~430 bytes each).
+/// Largest expanded host-key cache, entries (~470 bytes each).
 pub const MAX_HOST_KEY_CACHE: usize = 1 << 20;
 /// Largest gateway host table, hosts (32 bytes per slot, two slots per host).
 pub const MAX_GATEWAY_HOSTS: usize = 1 << 22;

@@ -31,6 +31,7 @@
 //! value used for every epoch inside a validity window, converted into
 //! [`RouterKeys`] that install it per epoch on demand.
 
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use drkey::{
     Epoch, EpochSchedule, Level1Cache, Protocol, SecretValue, Selection, DEFAULT_GRACE_NS,
     MIN_EPOCH_SECS, NS_PER_SEC,
@@ -100,7 +101,7 @@ impl From<drkey::Level1> for Level1 {
     }
 }
 
-/// Default number of entries of a router's [`HostKeyCache`] (~430 bytes each).
+/// Default number of entries of a router's [`HostKeyCache`] (~470 bytes each).
 pub const DEFAULT_HOST_KEY_CACHE: usize = 2048;
 
 /// Identity of a cached host key: epoch, source AS and source host, packed
@@ -115,12 +116,42 @@ struct HostTag {
     meta: u64,
 }
 
-/// One set of the cache: its two tags and the way to replace next (the
-/// least recently used one), together (one bounds check for both).
-#[derive(Clone, Copy, Debug, Default)]
+/// One set of the cache: its two tags, the way to replace next (the least
+/// recently used one) and the two ways' keys, together: a lookup takes one
+/// bounds check, and its keys are at a fixed offset from its tag.
+///
+/// Every way holds keys: an empty way (all-zero tag, which no lookup
+/// matches) holds a placeholder. The mark is atomic (relaxed: a plain byte
+/// store) so that a lookup can mark its way while the keys of the ways
+/// found before it are borrowed.
+#[derive(Debug)]
 struct Set {
     ways: [HostTag; 2],
-    victim: u8,
+    victim: AtomicU8,
+    keys: [HostKeys; 2],
+}
+
+impl Set {
+    /// An empty set whose ways hold `blank`.
+    fn empty(blank: &HostKeys) -> Self {
+        Set {
+            ways: [HostTag::default(); 2],
+            victim: AtomicU8::new(0),
+            keys: [blank.clone(), blank.clone()],
+        }
+    }
+
+    /// The way to replace next.
+    #[inline(always)]
+    fn victim(&self) -> u8 {
+        self.victim.load(Relaxed)
+    }
+
+    /// Marks `way` most recently used.
+    #[inline(always)]
+    fn mark(&self, way: usize) {
+        self.victim.store(1 - (way & 1) as u8, Relaxed);
+    }
 }
 
 // An epoch's length (at most `MAX_EPOCH_SECS`) fits below the type/length
@@ -216,15 +247,16 @@ pub struct HostKeyStats {
 /// module docs).
 ///
 /// Fixed memory, allocated once: `capacity` (rounded up to a power of two,
-/// at least 2) entries of about 430 bytes, in sets of two. A miss derives
+/// at least 2) entries of about 470 bytes, in sets of two. A miss derives
 /// the level-2 key from the cached level-1 key (one or two AES blocks),
 /// expands it, and replaces the set's least recently used entry, so two
 /// active hosts that hash to the same set do not evict each other on every
 /// packet (which a direct-mapped cache did, even inside one burst).
 pub struct HostKeyCache {
-    /// The tags by set (slot `i` is way `i & 1` of set `i >> 1`).
+    /// The tags and keys by set (slot `i` is way `i & 1` of set `i >> 1`).
     sets: Vec<Set>,
-    keys: Vec<Option<HostKeys>>,
+    /// What an empty way holds (keys of the all-zero key, never handed out).
+    blank: HostKeys,
     mask: usize,
     /// log2 of the number of sets.
     set_bits: u32,
@@ -237,17 +269,17 @@ impl HostKeyCache {
     /// Bytes a cache of `capacity` entries allocates.
     pub fn bytes_for(capacity: usize) -> u64 {
         let cap = capacity.max(2).checked_next_power_of_two().unwrap_or(usize::MAX) as u64;
-        let entry = core::mem::size_of::<HostTag>() + core::mem::size_of::<Option<HostKeys>>();
-        cap.saturating_mul(entry as u64 + 1)
+        (cap / 2).saturating_mul(core::mem::size_of::<Set>() as u64)
     }
 
     /// A cache of at least `capacity` entries (≥ 1), hash seed `seed`, for
     /// level-2 keys of DRKey protocol id `protocol` (generic derivation).
     pub fn new(capacity: usize, seed: u64, protocol: u16) -> Self {
         let cap = capacity.max(2).next_power_of_two();
+        let blank = HostKeys::placeholder();
         HostKeyCache {
-            sets: vec![Set::default(); cap / 2],
-            keys: (0..cap).map(|_| None).collect(),
+            sets: (0..cap / 2).map(|_| Set::empty(&blank)).collect(),
+            blank,
             mask: cap / 2 - 1,
             set_bits: (cap / 2).trailing_zeros(),
             seed: seed | 1,
@@ -275,8 +307,18 @@ impl HostKeyCache {
 
     /// Forgets every key (between bursts, e.g. at an epoch change).
     pub fn flush(&mut self) {
-        self.sets.fill(Set::default());
-        self.keys.iter_mut().for_each(|k| *k = None);
+        // A filled way's keys are overwritten, so they are zeroized as they
+        // drop; an empty way holds a placeholder already.
+        let blank = &self.blank;
+        for s in &mut self.sets {
+            for (tag, keys) in s.ways.iter_mut().zip(&mut s.keys) {
+                if *tag != HostTag::default() {
+                    *tag = HostTag::default();
+                    *keys = blank.clone();
+                }
+            }
+            *s.victim.get_mut() = 0;
+        }
         self.stats.flushes += 1;
     }
 
@@ -307,19 +349,19 @@ impl HostKeyCache {
         } else if s.ways[1].same(tag) {
             1
         } else {
-            return Err(b + usize::from(s.victim & 1));
+            return Err(b + usize::from(s.victim() & 1));
         };
-        s.victim = 1 - way as u8;
+        s.mark(way);
         Ok(b + way)
     }
 
     /// Installs `tag`'s freshly derived keys in slot `i` (from `find`).
     #[inline]
     fn install(&mut self, i: usize, tag: HostTag, fresh: HostKeys) {
-        if let (Some(s), Some(k)) = (self.sets.get_mut(i >> 1), self.keys.get_mut(i)) {
+        if let Some(s) = self.sets.get_mut(i >> 1) {
             s.ways[i & 1] = tag;
-            s.victim = 1 - (i & 1) as u8;
-            *k = Some(fresh);
+            s.mark(i);
+            s.keys[i & 1] = fresh;
         }
     }
 
@@ -470,24 +512,24 @@ impl HostKeyCache {
         hosts: impl Iterator<Item = (u8, &'a [u8; 16], T)>,
         mut hit: impl FnMut(T, &'s HostKeys),
     ) -> bool {
-        let HostKeyCache { sets, keys, mask, set_bits, seed, stats, .. } = self;
-        let keys: &'s [Option<HostKeys>] = keys;
+        let HostKeyCache { sets, mask, set_bits, seed, stats, .. } = self;
+        let sets: &'s [Set] = sets;
         let base = src ^ *seed;
         let mut k = 0;
         for (type_len, padded, item) in hosts {
             let tag = HostTag::new(epoch, src, type_len, padded);
             let set = set_of(*set_bits, *mask, base ^ tag.meta, &tag.host);
-            let Some(s) = sets.get_mut(set) else { return false };
-            let way = if s.ways[0].same(&tag) {
-                0
+            let Some(s) = sets.get(set) else { return false };
+            // (A tag matches only a way `install` filled: its keys. Each
+            // branch names its way's keys and mark as constants.)
+            let (h, way) = if s.ways[0].same(&tag) {
+                (&s.keys[0], 0)
             } else if s.ways[1].same(&tag) {
-                1
+                (&s.keys[1], 1)
             } else {
                 return false;
             };
-            // (A tag matches only a slot `install` filled: never `None`.)
-            let Some(Some(h)) = keys.get(set * 2 + way) else { return false };
-            s.victim = 1 - way as u8;
+            s.mark(way);
             hit(item, h);
             k += 1;
         }
@@ -520,7 +562,9 @@ impl HostKeyCache {
     /// The keys in slot `i`, if any.
     #[inline]
     pub fn at(&self, i: usize) -> Option<&HostKeys> {
-        self.keys.get(i)?.as_ref()
+        let s = self.sets.get(i >> 1)?;
+        // (An empty way's tag is all zero; a filled one's never is.)
+        (s.ways[i & 1] != HostTag::default()).then(|| &s.keys[i & 1])
     }
 
     /// Whether slot `i` still holds the keys of (`epoch`, `src`, host).
@@ -879,6 +923,29 @@ mod tests {
         assert_eq!(c.stats().misses, 4);
     }
 
+    /// Only filled slots hand out keys: none before the first lookup or
+    /// after a flush, the derived ones in between (the other ways hold
+    /// placeholders that no tag reaches).
+    #[test]
+    fn only_filled_slots_have_keys() {
+        let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
+        let sv = SecretValue::derive(b"transit master", Protocol::GENERIC, e).unwrap();
+        let mut rk = RouterKeys::new(16, 1, DEFAULT_GRACE_NS);
+        rk.install(sv.clone()).unwrap();
+        let src = Ia::new(1, 10);
+        let mut c = HostKeyCache::new(8, 3, EPIC_Z_PROTOCOL);
+        assert!((0..c.capacity() + 2).all(|i| c.at(i).is_none()));
+        let host = HostAddr::V4([10, 0, 0, 7]);
+        let raw = RawHostAddr::from(host);
+        let i = c.get_slot_raw(&mut rk, e, src, raw.type_len(), &raw.padded()).unwrap();
+        let want = Cmac::new(&sv.level1(src).generic_as_host(Protocol(64), &host));
+        assert_eq!(c.at(i).map(|k| k.host.mac(b"m")), Some(want.mac(b"m")));
+        assert!((0..c.capacity()).filter(|&j| j != i).all(|j| c.at(j).is_none()));
+        c.flush();
+        assert!((0..c.capacity()).all(|j| c.at(j).is_none()));
+        assert!(!c.holds(i, e, src, raw.type_len(), &raw.padded()));
+    }
+
     #[test]
     fn a_hit_run_marks_the_ways_it_uses() {
         let e = Epoch::new(1_700_000_000, 1_700_086_400).unwrap();
@@ -915,7 +982,7 @@ mod tests {
 
     /// Tags and LRU marks of every set, and the statistics.
     fn cache_state(c: &HostKeyCache) -> (Vec<([HostTag; 2], u8)>, HostKeyStats) {
-        (c.sets.iter().map(|s| (s.ways, s.victim)).collect(), c.stats())
+        (c.sets.iter().map(|s| (s.ways, s.victim())).collect(), c.stats())
     }
 
     proptest::proptest! {

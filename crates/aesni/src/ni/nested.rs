@@ -97,12 +97,16 @@ unsafe fn group(
     mut block: impl FnMut(usize, usize) -> Block,
 ) -> [__m128i; N] {
     let mut s = [_mm_setzero_si128(); N];
-    // One step; the first starts from the block itself (zero IV). The key
-    // pointers pass an optimisation barrier every step, as in
-    // `super::lanes` (else their round keys are copied to the stack).
+    let (mut rk, mut mask) = (rk, mask);
+    // One step; the first starts from the block itself (zero IV). Between
+    // steps the key pointers and states pass `fence` (else the compiler
+    // copies every lane's round keys to the stack once, or runs each lane's
+    // chain on its own instead of the lanes side by side).
     macro_rules! step {
         ($j:expr, $first:expr) => {{
-            let rk = *core::hint::black_box(&rk);
+            if !$first {
+                fence(&mut rk, &mut s, &mut mask);
+            }
             for l in 0..N {
                 let b = load(&block(l, $j));
                 s[l] = if $first { b } else { _mm_xor_si128(s[l], b) };
@@ -131,12 +135,14 @@ unsafe fn group(
             }
         }
     }
-    // The mask and the outer key's pointer (one per lane) pass the
-    // barrier too: as constants, the compiler built the mask from two
-    // instructions per lane and kept the round keys in registers, which it
+    // The outer key's pointer (one per lane) passes the fence too: as one
+    // constant, the compiler kept its round keys in registers, which it
     // then spilled and reloaded (instead of one memory operand per round).
+    // So does the mask: as a constant, it was built from two instructions
+    // per lane.
     // The whitening block is folded into round key 0 once per group.
-    let (mask, ork) = *core::hint::black_box(&(mask, [&outer.0; N]));
+    let mut ork = [&outer.0; N];
+    fence(&mut ork, &mut s, &mut mask);
     let w0 = _mm_xor_si128(whiten, ork[0][0]);
     for l in 0..N {
         s[l] = _mm_xor_si128(_mm_and_si128(s[l], mask), w0);
@@ -150,4 +156,51 @@ unsafe fn group(
         s[l] = _mm_aesenclast_si128(s[l], ork[l][10]);
     }
     s
+}
+
+/// Hides the lanes' key pointers `p`, states `s` and the mask `m` from
+/// the optimiser at this point: it can tell neither the pointers that come
+/// back from the ones that went in (so it reads the round keys behind them
+/// where they are, each as one memory operand, instead of keeping copies:
+/// 11 per lane, more than there are registers) nor the states (so every
+/// lane's step is done here, and the lanes' next steps run side by side).
+/// An empty `asm!` with everything in registers: no instruction, where
+/// `core::hint::black_box` stores the pointers and loads them again.
+///
+/// (The asm hands the pointers back and reads nothing behind them, so
+/// `nomem` holds.)
+#[inline(always)]
+#[allow(clippy::pointers_in_nomem_asm_block)]
+fn fence(p: &mut [&[__m128i; 11]; N], s: &mut [__m128i; N], m: &mut __m128i) {
+    let mut q: [*const [__m128i; 11]; N] = p.map(core::ptr::from_ref);
+    // SAFETY: the template is empty: every operand comes back unchanged,
+    // and the asm touches no memory, stack or flags.
+    unsafe {
+        core::arch::asm!(
+            "/* {0} {1} {2} {3} {4} {5} {6} {7} {8} {9} {10} {11} {12} {13} {14} {15} {16} */",
+            inout(reg) q[0],
+            inout(reg) q[1],
+            inout(reg) q[2],
+            inout(reg) q[3],
+            inout(reg) q[4],
+            inout(reg) q[5],
+            inout(reg) q[6],
+            inout(reg) q[7],
+            inout(xmm_reg) s[0],
+            inout(xmm_reg) s[1],
+            inout(xmm_reg) s[2],
+            inout(xmm_reg) s[3],
+            inout(xmm_reg) s[4],
+            inout(xmm_reg) s[5],
+            inout(xmm_reg) s[6],
+            inout(xmm_reg) s[7],
+            inout(xmm_reg) *m,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    for (r, q) in p.iter_mut().zip(q) {
+        // SAFETY: `q` is still the pointer `*r` was, a live shared borrow
+        // for the same lifetime.
+        *r = unsafe { &*q };
+    }
 }
