@@ -371,7 +371,7 @@ impl Ipv4Forward {
                 if d.len() - 14 < total {
                     return Err(DropReason::Truncated);
                 }
-                if self.verify_checksum && !pipeline::ipv4_header_checksum_ok(ip) {
+                if self.verify_checksum && !header_sum_ok(ip) {
                     return Err(DropReason::BadChecksum);
                 }
                 let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
@@ -433,6 +433,18 @@ impl Element for Ipv4Forward {
 /// (one mask per route); a table with more routes takes the per-packet path.
 const FAST_ROUTES: usize = 8;
 
+/// What [`Ipv4Forward::fast_one`] reads of the first route (the longest
+/// prefix), taken out of the table once per burst: its prefix as
+/// little-endian words (the destination address is compared as loaded,
+/// without a byte swap), its next-hop MAC, and whether any address is the
+/// router's own.
+struct FirstRoute {
+    mask_le: u32,
+    addr_le: u32,
+    mac: Option<[u8; 6]>,
+    local: bool,
+}
+
 impl Ipv4Forward {
     /// The whole decision for an untagged IPv4 frame with a 20-byte header
     /// that is forwarded: returns the index of its route after rewriting
@@ -440,31 +452,46 @@ impl Ipv4Forward {
     /// another layout) returns `None` with the frame untouched, and
     /// [`one`](Self::one) then decides it with the general checks.
     /// `VERIFY` and `TTL` are the configuration's `verify_checksum` and
-    /// `decrement_ttl`, as constants for the burst loop.
+    /// `decrement_ttl`, as constants for the burst loop; `first` is the
+    /// first route (longest prefix) read once per burst.
     #[inline(always)]
-    fn fast_one<const VERIFY: bool, const TTL: bool>(&self, d: &mut [u8]) -> Option<usize> {
+    fn fast_one<const VERIFY: bool, const TTL: bool>(
+        &self,
+        d: &mut [u8],
+        first: &FirstRoute,
+    ) -> Option<usize> {
         let len = d.len();
         let h = d.first_chunk_mut::<34>()?;
-        if h[12..14] != [0x08, 0x00] || h[14] != 0x45 {
+        // EtherType, version and IHL, ToS, total length and ID in one
+        // little-endian load: IPv4 (0x0800) with a 20-byte header (0x45).
+        let w = u64::from_le_bytes(*h[12..].first_chunk::<8>()?);
+        if w & 0x00ff_ffff != 0x0045_0008 {
             return None;
         }
-        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-        if total < 20 || len - 14 < total {
+        // 20 <= total length <= the bytes after Ethernet (len >= 34 here),
+        // in one compare: a total below 20 wraps to a huge distance.
+        let total = usize::from(((w >> 32) as u16).swap_bytes());
+        if total.wrapping_sub(20) > len - 34 {
             return None;
         }
-        let ip: &[u8; 20] = h[14..].first_chunk()?;
-        if VERIFY && !pipeline::ipv4_header_checksum_ok(ip) {
+        if VERIFY && !header_sum_ok(h[14..].first_chunk::<20>()?) {
             return None;
         }
-        let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
-        if (TTL && h[22] <= 1) || self.is_local(dst) {
+        let dst_le = u32::from_le_bytes(*h[30..].first_chunk::<4>()?);
+        if (TTL && h[22] <= 1) || (first.local && self.is_local(dst_le.swap_bytes())) {
             return None;
         }
-        let r = self.routes.iter().position(|r| dst & r.mask == r.addr)?;
+        let (r, mac) = if dst_le & first.mask_le == first.addr_le {
+            (0, first.mac)
+        } else {
+            let dst = dst_le.swap_bytes();
+            let r = self.routes.iter().position(|r| dst & r.mask == r.addr)?;
+            (r, self.routes[r].mac)
+        };
         if TTL {
             decrement_ttl(h);
         }
-        if let Some(mac) = self.routes[r].mac {
+        if let Some(mac) = mac {
             h[0..6].copy_from_slice(&mac);
         }
         Some(r)
@@ -478,13 +505,27 @@ impl Ipv4Forward {
         batch: &mut Batch<B>,
     ) -> ([u32; FAST_ROUTES], u32) {
         let mut masks = [0u32; FAST_ROUTES];
-        let mut rest = 0u32;
+        let Some(first) = self.routes.first() else {
+            // No route: every packet is dropped by the general checks.
+            return (masks, batch.live_mask());
+        };
+        let first = FirstRoute {
+            mask_le: first.mask.swap_bytes(),
+            addr_le: first.addr.swap_bytes(),
+            mac: first.mac,
+            local: !self.local.is_empty(),
+        };
+        // The first route's mask in a register: most bursts take one route.
+        let (mut m0, mut rest) = (0u32, 0u32);
         for (k, b) in batch.bufs_mut_metas().0.iter_mut().enumerate() {
-            match self.fast_one::<VERIFY, TTL>(b.data_mut()) {
-                Some(r) => masks[r & (FAST_ROUTES - 1)] |= 1 << k,
-                None => rest |= 1 << k,
+            let bit = 1 << k;
+            match self.fast_one::<VERIFY, TTL>(b.data_mut(), &first) {
+                Some(0) => m0 |= bit,
+                Some(r) => masks[r & (FAST_ROUTES - 1)] |= bit,
+                None => rest |= bit,
             }
         }
+        masks[0] |= m0;
         (masks, rest)
     }
 
@@ -532,10 +573,33 @@ impl Ipv4Forward {
 fn decrement_ttl(h: &mut [u8; 34]) {
     h[22] -= 1;
     let old = u16::from_be_bytes([h[24], h[25]]);
-    let mut sum = u32::from(!old) + u32::from(!0x0100u16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    h[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    h[24..26].copy_from_slice(&ttl_checksum(old).to_be_bytes());
+}
+
+/// The IPv4 header checksum after the TTL went down by one, from the one
+/// before: RFC 1624 eqn. 3, `~(~old + ~0x0100 + 0)` folded, which is
+/// `old + 0x0100` unless that passes `0xFFFF` (`old >= 0xFEFF`), when the
+/// end-around carry adds one more (equal for every `old`, checked by a test).
+#[inline(always)]
+fn ttl_checksum(old: u16) -> u16 {
+    old.wrapping_add(0x0100 + u16::from(old >= 0xFEFF))
+}
+
+/// Whether a 20-byte IPv4 header whose first byte is not zero (the fast
+/// paths only take version 4) has a valid checksum: the answer of
+/// [`pipeline::ipv4_header_checksum_ok`] for such a header, with one
+/// divisibility test in place of its folds. The one's complement sum of
+/// the 16-bit words is all ones exactly when their plain sum is a nonzero
+/// multiple of 0xFFFF (folding keeps the value mod 0xFFFF); 32-bit words
+/// and either byte order keep that (2^16 ≡ 1, and a byte swap multiplies
+/// by 2^8, a unit, mod 0xFFFF), and the first byte makes the sum nonzero.
+#[inline(always)]
+fn header_sum_ok(ip: &[u8; 20]) -> bool {
+    let w = |i: usize| {
+        let b: [u8; 4] = ip[i..i + 4].try_into().unwrap_or_default();
+        u64::from(u32::from_le_bytes(b))
+    };
+    (w(0) + w(4) + w(8) + w(12) + w(16)) % 0xFFFF == 0
 }
 
 impl<B: PacketBuf> Stage<B> for Ipv4Forward {
@@ -726,11 +790,17 @@ mod tests {
             verify in proptest::prelude::any::<bool>(),
             ttl in proptest::prelude::any::<bool>(),
             local in proptest::prelude::any::<bool>(),
+            table in 0usize..4,
         ) {
-            let mut params: toml::Table = toml::from_str(
+            // The first (longest) route with and without a next-hop MAC,
+            // later routes, a default route, no route at all.
+            let routes = [
                 r#"routes = [{ prefix = "10.0.0.0/8", port = 1 }, { prefix = "10.2.0.0/16", port = 2, next_hop_mac = "02:aa:bb:cc:dd:ee" }]"#,
-            )
-            .unwrap();
+                r#"routes = [{ prefix = "0.0.0.0/0", port = 1, next_hop_mac = "02:aa:bb:cc:dd:ee" }, { prefix = "10.2.0.0/16", port = 2 }]"#,
+                r#"routes = [{ prefix = "10.0.0.0/8", port = 2 }]"#,
+                "routes = []",
+            ];
+            let mut params: toml::Table = toml::from_str(routes[table]).unwrap();
             params.insert("verify_checksum".into(), toml::Value::Boolean(verify));
             params.insert("decrement_ttl".into(), toml::Value::Boolean(ttl));
             if local {
@@ -780,6 +850,44 @@ mod tests {
             // live, is every packet's.
             if let (true, Some(port)) = (b.all_live(), b.egress_port()) {
                 proptest::prop_assert!(ports.iter().all(|p| *p == port));
+            }
+        }
+    }
+
+    /// The TTL's checksum update is RFC 1624's for every checksum.
+    #[test]
+    fn ttl_checksum_is_the_incremental_update() {
+        for old in 0..=u16::MAX {
+            let mut sum = u32::from(!old) + u32::from(!0x0100u16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            assert_eq!(ttl_checksum(old), !(sum as u16), "checksum {old:#06x}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        /// The divisibility test answers as the parse stage's checksum
+        /// check for headers with a nonzero first byte, valid or not.
+        #[test]
+        fn header_sum_matches_the_parse_stage(
+            mut ip in proptest::prelude::any::<[u8; 20]>(),
+            valid in proptest::prelude::any::<bool>(),
+            ones in proptest::prelude::any::<bool>(),
+        ) {
+            if ip[0] == 0 {
+                ip[0] = 0x45;
+            }
+            if valid {
+                ip[10..12].fill(0);
+                let c = crate::templates::checksum(0, &ip);
+                // 0x0000 and 0xFFFF are the same one's complement value.
+                let c = if ones && c == 0 { 0xffff } else { c };
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            proptest::prop_assert_eq!(header_sum_ok(&ip), pipeline::ipv4_header_checksum_ok(&ip));
+            if valid {
+                proptest::prop_assert!(header_sum_ok(&ip));
             }
         }
     }
