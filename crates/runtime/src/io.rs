@@ -44,6 +44,14 @@ pub trait WorkerIo: Send {
         }
     }
 
+    /// The total length of `bufs` in bytes (for the TX byte counters);
+    /// backends whose buffers keep their length where one load reads it
+    /// override the per-buffer sum.
+    #[inline]
+    fn bytes(bufs: &[Self::Buf]) -> u64 {
+        bufs.iter().map(|b| b.len() as u64).sum()
+    }
+
     /// The time of the next burst; called once per burst.
     fn now(&mut self) -> Now;
 

@@ -141,7 +141,7 @@ pub struct Worker<I: WorkerIo> {
 }
 
 /// Transmits `v` on port `port`, counting packets, bytes and TX-ring drops.
-#[inline]
+#[inline(always)]
 fn transmit<I: WorkerIo>(
     io: &mut I,
     port: u16,
@@ -150,13 +150,13 @@ fn transmit<I: WorkerIo>(
     now: Now,
 ) -> usize {
     let n = v.len();
-    let mut bytes: u64 = v.iter().map(|b| b.len() as u64).sum();
+    let mut bytes = I::bytes(v);
     let sent = io.tx_burst(port, v, now);
     pc.tx += sent as u64;
     if !v.is_empty() {
         // The TX ring was full: the rest is dropped here.
         pc.drops.add(DropReason::QueueFull, v.len() as u64);
-        bytes -= v.iter().map(|b| b.len() as u64).sum::<u64>();
+        bytes -= I::bytes(v);
         io.free_bulk(v);
     }
     pc.tx_bytes += bytes;

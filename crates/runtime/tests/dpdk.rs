@@ -32,6 +32,9 @@ fn frames() -> Vec<Vec<u8>> {
     let mut bad = v[0].clone();
     bad[24] ^= 0xff;
     v.insert(5, bad);
+    // One more routable frame, so that the routed ones are not a multiple
+    // of four (the TX byte count's tail).
+    v.push(v[1].clone());
     v
 }
 
@@ -67,6 +70,8 @@ fn null_smoke_and_pcap_replay() {
     let s = runtime::start::<()>(cfg).unwrap().wait().unwrap();
     assert!(s.rx() > 10_000, "net_null delivered only {} packets", s.rx());
     assert!(s.tx() > 0);
+    // net_null's frames are 64 bytes long.
+    assert_eq!(s.ports[0].counters.tx_bytes, 64 * s.ports[0].counters.tx);
 
     // 2. net_pcap: ipv4-forward; the output capture must be exactly the
     //    routable inputs with TTL decremented and checksum updated.
@@ -99,6 +104,8 @@ fn null_smoke_and_pcap_replay() {
         got.push(p.unwrap().data.into_owned());
     }
     assert_eq!(got.len(), want.len());
+    let bytes: usize = want.iter().map(Vec::len).sum();
+    assert_eq!(s.ports[0].counters.tx_bytes, bytes as u64);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g, w, "packet {i}");
     }
