@@ -158,6 +158,28 @@ fn nested_from<'k>(
 mod tests {
     use super::*;
 
+    /// The expected outputs of the first `n` lanes: one CBC-MAC chain per
+    /// lane under `keys[i]`, masked, whitened and encrypted once more under
+    /// `outer`, lane by lane (the rest of the 40 zero).
+    fn two_steps(
+        keys: &[Aes128; 40],
+        outer: &Aes128,
+        mask: &Block,
+        whiten: &Block,
+        n: usize,
+        steps: usize,
+        msg: impl Fn(usize, usize) -> Block,
+    ) -> [Block; 40] {
+        let mut want = [[0u8; 16]; 40];
+        for (i, w) in want[..n].iter_mut().enumerate() {
+            let mut t = [0; 16];
+            keys[i].cbc_chain(&mut t, steps, |j| msg(i, j));
+            *w = core::array::from_fn(|b| (t[b] & mask[b]) ^ whiten[b]);
+            outer.encrypt_block(w);
+        }
+        want
+    }
+
     /// Every lane count up to 40 (whole groups, a partial last one) and 0
     /// to 4 steps, with AES-NI keys, portable keys and a mix: the same as
     /// one chain per lane on the portable path, masked, whitened and
@@ -181,13 +203,7 @@ mod tests {
             |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 23 + j * 17 + k) as u8) };
         for steps in 0..=4 {
             for n in 0..=40 {
-                let mut want = [[0u8; 16]; 40];
-                for (i, w) in want[..n].iter_mut().enumerate() {
-                    let mut t = [0; 16];
-                    slow[i].cbc_chain(&mut t, steps, |j| msg(i, j));
-                    *w = core::array::from_fn(|b| (t[b] & mask[b]) ^ whiten[b]);
-                    outer[1].encrypt_block(w);
-                }
+                let want = two_steps(&slow, &outer[1], &mask, &whiten, n, steps, msg);
                 for keys in [&fast, &slow, &mixed] {
                     for o in &outer {
                         let mut got = [[0u8; 16]; 40];
@@ -226,13 +242,7 @@ mod tests {
             |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 19 + j * 29 + k) as u8) };
         for steps in 0..=4 {
             for n in 0..=40 {
-                let mut want = [[0u8; 16]; 40];
-                for (i, w) in want[..n].iter_mut().enumerate() {
-                    let mut t = [0; 16];
-                    slow[i].cbc_chain(&mut t, steps, |j| msg(i, j));
-                    *w = core::array::from_fn(|b| (t[b] & mask[b]) ^ whiten[b]);
-                    outer_slow.encrypt_block(w);
-                }
+                let want = two_steps(&slow, &outer_slow, &mask, &whiten, n, steps, msg);
                 let mut got = [[0u8; 16]; 40];
                 cbc_lanes_nested_native(
                     |i| &keys[i],

@@ -75,6 +75,16 @@ pub fn update16(old_sum: u16, old: u16, new: u16) -> u16 {
     !fold(!old_sum as u64 + !old as u64 + new as u64)
 }
 
+/// The checksum of an IPv4 header after its TTL went down by one, from the
+/// checksum `old_sum` before: [`update16`] of the TTL's word (the TTL is its
+/// high byte, so `~m + m'` is `0xFEFF` whatever the word), in closed form:
+/// `old_sum + 0x0100`, plus the end-around carry when that passes `0xFFFF`
+/// (`old_sum >= 0xFEFF`).
+#[inline(always)]
+pub fn ttl_decremented(old_sum: u16) -> u16 {
+    old_sum.wrapping_add(0x0100 + u16::from(old_sum >= 0xFEFF))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +145,23 @@ mod tests {
         let c2 = update16(c, old, new);
         h[10..12].fill(0);
         assert_eq!(c2, checksum(&h));
+    }
+
+    /// The closed form equals RFC 1624's update of the TTL's word for every
+    /// checksum and every TTL/protocol word with a TTL of at least 1.
+    #[test]
+    fn ttl_decrement_is_the_incremental_update() {
+        for old_sum in 0..=u16::MAX {
+            let want = update16(old_sum, 0x4011, 0x3f11);
+            assert_eq!(ttl_decremented(old_sum), want, "checksum {old_sum:#06x}");
+            // RFC 1624 eqn. 3 written out: ~(~HC + ~0x0100), folded.
+            let mut sum = u32::from(!old_sum) + u32::from(!0x0100u16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            assert_eq!(ttl_decremented(old_sum), !(sum as u16), "checksum {old_sum:#06x}");
+            for word in [0x0100u16, 0x01ff, 0x8006, 0xff3a] {
+                assert_eq!(update16(old_sum, word, word - 0x0100), want);
+            }
+        }
     }
 }

@@ -325,11 +325,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4<T> {
         if ttl == 0 {
             return 0;
         }
-        let b = self.buffer.as_ref();
-        let old = be16(b, field::TTL);
         self.set_ttl(ttl - 1);
-        let new = be16(self.buffer.as_ref(), field::TTL);
-        let c = checksum::update16(self.checksum(), old, new);
+        let c = checksum::ttl_decremented(self.checksum());
         self.set_checksum(c);
         ttl - 1
     }

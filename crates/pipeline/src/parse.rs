@@ -184,23 +184,22 @@ fn is_scion_port(ports: &[u16], p: u16) -> bool {
 }
 
 /// Whether a 20-byte IPv4 header (no options) has a valid checksum: the
-/// same answer as [`packet::checksum::verify`], unrolled over five 32-bit
-/// words (the general loop cost ≈ 20 instructions per packet). The words are
-/// loaded in native little-endian order without byte swaps: a one's
-/// complement sum taken in swapped byte order is the swapped sum (RFC 1071
-/// §2(B)), and the "all ones" result this checks for is its own swap.
+/// same answer as [`packet::checksum::verify`], over five 32-bit words and
+/// without folding (the general loop cost ≈ 20 instructions per packet).
+/// The one's complement sum of the 16-bit words is all ones exactly when
+/// their plain sum is a nonzero multiple of 0xFFFF (folding keeps the value
+/// mod 0xFFFF). Summing 32-bit words keeps that (2^16 ≡ 1 mod 0xFFFF), and
+/// so does loading them little-endian without byte swaps (a swap multiplies
+/// a word by 2^8, a unit mod 0xFFFF); the sum is zero only for an all-zero
+/// header.
 #[inline(always)]
 pub fn ipv4_header_checksum_ok(ip: &[u8; 20]) -> bool {
     let w = |i: usize| {
         let b: [u8; 4] = ip[i..i + 4].try_into().unwrap_or_default();
         u64::from(u32::from_le_bytes(b))
     };
-    let mut acc = w(0) + w(4) + w(8) + w(12) + w(16);
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    let mut s = (acc & 0xffff) + (acc >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s == 0xffff
+    let sum = w(0) + w(4) + w(8) + w(12) + w(16);
+    sum != 0 && sum % 0xFFFF == 0
 }
 
 /// The common case of [`classify`], without its generality: an untagged
@@ -834,6 +833,14 @@ mod tests {
     }
 
     #[test]
+    fn an_all_zero_ipv4_header_has_no_valid_checksum() {
+        // Its plain sum is 0, a multiple of 0xFFFF; its one's complement
+        // sum is 0x0000, not all ones.
+        assert!(!packet::checksum::verify(&[0; 20]));
+        assert!(!ipv4_header_checksum_ok(&[0; 20]));
+    }
+
+    #[test]
     fn a_checked_scion_header_leaves_its_path_type_and_next_header_as_a_hint() {
         // The hint the stage leaves in the metadata of one frame.
         let hint = |frame: Vec<u8>| {
@@ -1294,14 +1301,20 @@ mod tests {
         }
 
         #[test]
-        fn unrolled_ipv4_checksum_matches_the_packet_crate(h in proptest::prelude::any::<[u8; 20]>()) {
+        fn unrolled_ipv4_checksum_matches_the_packet_crate(
+            h in proptest::prelude::any::<[u8; 20]>(),
+            ones in proptest::prelude::any::<bool>(),
+        ) {
             proptest::prop_assert_eq!(ipv4_header_checksum_ok(&h), packet::checksum::verify(&h));
-            // And a header with its checksum filled in passes.
+            // And a header with its checksum filled in passes, also with
+            // 0xFFFF for a computed 0x0000 (the same one's complement value).
             let mut f = h;
             f[10] = 0;
             f[11] = 0;
             let c = packet::checksum::checksum(&f);
+            let c = if ones && c == 0 { 0xffff } else { c };
             f[10..12].copy_from_slice(&c.to_be_bytes());
+            proptest::prop_assert_eq!(ipv4_header_checksum_ok(&f), packet::checksum::verify(&f));
             proptest::prop_assert!(ipv4_header_checksum_ok(&f));
         }
 

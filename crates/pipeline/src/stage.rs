@@ -66,17 +66,12 @@ impl<B: PacketBuf> Pipeline<B> {
     /// Runs every stage over `batch`; stops early once no packet is live.
     #[inline(always)]
     pub fn run(&mut self, batch: &mut Batch<B>, now: Now) {
-        // One stage (a plain forwarder): no loop over stages, and the live
-        // set is read once before and once after the stage.
+        // One stage (a plain forwarder): no loop over stages.
         if let ([stage], [counters]) = (&mut self.stages[..], &mut self.counters[..]) {
             let before = batch.live_mask();
             if before != 0 {
-                counters.packets += u64::from(live_count(batch, before));
-                stage.process(batch, now);
-                let after = batch.live_mask();
-                if after != before {
-                    attribute(counters, batch, before & !after);
-                }
+                let live = live_count(batch, before);
+                run_stage(&mut **stage, counters, batch, now, before, live);
             }
             return;
         }
@@ -91,11 +86,8 @@ impl<B: PacketBuf> Pipeline<B> {
             if before == 0 {
                 break;
             }
-            counters.packets += u64::from(live);
-            stage.process(batch, now);
-            let after = batch.live_mask();
+            let after = run_stage(&mut **stage, counters, batch, now, before, live);
             if after != before {
-                attribute(counters, batch, before & !after);
                 live = after.count_ones();
                 before = after;
             }
@@ -135,17 +127,30 @@ fn live_count<B: PacketBuf>(batch: &Batch<B>, live: u32) -> u32 {
     }
 }
 
-/// Counts the packets of `left` (which a stage just took out of the live
-/// set) in that stage's counters, by drop reason or as handed to control.
+/// Runs `stage` over `batch`, whose live set is `before` (`live` packets),
+/// and counts them in `counters`, with the packets the stage took out of the
+/// live set by drop reason or as handed to control; returns the live set
+/// after the stage.
 #[inline(always)]
-fn attribute<B: PacketBuf>(counters: &mut StageCounters, batch: &Batch<B>, left: u32) {
-    for i in Indices::of(left) {
+fn run_stage<B: PacketBuf>(
+    stage: &mut dyn Stage<B>,
+    counters: &mut StageCounters,
+    batch: &mut Batch<B>,
+    now: Now,
+    before: u32,
+    live: u32,
+) -> u32 {
+    counters.packets += u64::from(live);
+    stage.process(batch, now);
+    let after = batch.live_mask();
+    for i in Indices::of(before & !after) {
         match batch.meta(i).verdict {
             Verdict::Drop(reason) => counters.drops.inc(reason),
             Verdict::ToControl => counters.to_control += 1,
             Verdict::Forward { .. } => {}
         }
     }
+    after
 }
 
 #[cfg(test)]

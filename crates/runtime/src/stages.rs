@@ -371,7 +371,7 @@ impl Ipv4Forward {
                 if d.len() - 14 < total {
                     return Err(DropReason::Truncated);
                 }
-                if self.verify_checksum && !header_sum_ok(ip) {
+                if self.verify_checksum && !pipeline::ipv4_header_checksum_ok(ip) {
                     return Err(DropReason::BadChecksum);
                 }
                 let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
@@ -474,7 +474,7 @@ impl Ipv4Forward {
         if total.wrapping_sub(20) > len - 34 {
             return None;
         }
-        if VERIFY && !header_sum_ok(h[14..].first_chunk::<20>()?) {
+        if VERIFY && !pipeline::ipv4_header_checksum_ok(h[14..].first_chunk::<20>()?) {
             return None;
         }
         let dst_le = u32::from_le_bytes(*h[30..].first_chunk::<4>()?);
@@ -573,33 +573,7 @@ impl Ipv4Forward {
 fn decrement_ttl(h: &mut [u8; 34]) {
     h[22] -= 1;
     let old = u16::from_be_bytes([h[24], h[25]]);
-    h[24..26].copy_from_slice(&ttl_checksum(old).to_be_bytes());
-}
-
-/// The IPv4 header checksum after the TTL went down by one, from the one
-/// before: RFC 1624 eqn. 3, `~(~old + ~0x0100 + 0)` folded, which is
-/// `old + 0x0100` unless that passes `0xFFFF` (`old >= 0xFEFF`), when the
-/// end-around carry adds one more (equal for every `old`, checked by a test).
-#[inline(always)]
-fn ttl_checksum(old: u16) -> u16 {
-    old.wrapping_add(0x0100 + u16::from(old >= 0xFEFF))
-}
-
-/// Whether a 20-byte IPv4 header whose first byte is not zero (the fast
-/// paths only take version 4) has a valid checksum: the answer of
-/// [`pipeline::ipv4_header_checksum_ok`] for such a header, with one
-/// divisibility test in place of its folds. The one's complement sum of
-/// the 16-bit words is all ones exactly when their plain sum is a nonzero
-/// multiple of 0xFFFF (folding keeps the value mod 0xFFFF); 32-bit words
-/// and either byte order keep that (2^16 ≡ 1, and a byte swap multiplies
-/// by 2^8, a unit, mod 0xFFFF), and the first byte makes the sum nonzero.
-#[inline(always)]
-fn header_sum_ok(ip: &[u8; 20]) -> bool {
-    let w = |i: usize| {
-        let b: [u8; 4] = ip[i..i + 4].try_into().unwrap_or_default();
-        u64::from(u32::from_le_bytes(b))
-    };
-    (w(0) + w(4) + w(8) + w(12) + w(16)) % 0xFFFF == 0
+    h[24..26].copy_from_slice(&packet::checksum::ttl_decremented(old).to_be_bytes());
 }
 
 impl<B: PacketBuf> Stage<B> for Ipv4Forward {
@@ -850,44 +824,6 @@ mod tests {
             // live, is every packet's.
             if let (true, Some(port)) = (b.all_live(), b.egress_port()) {
                 proptest::prop_assert!(ports.iter().all(|p| *p == port));
-            }
-        }
-    }
-
-    /// The TTL's checksum update is RFC 1624's for every checksum.
-    #[test]
-    fn ttl_checksum_is_the_incremental_update() {
-        for old in 0..=u16::MAX {
-            let mut sum = u32::from(!old) + u32::from(!0x0100u16);
-            sum = (sum & 0xffff) + (sum >> 16);
-            sum = (sum & 0xffff) + (sum >> 16);
-            assert_eq!(ttl_checksum(old), !(sum as u16), "checksum {old:#06x}");
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
-        /// The divisibility test answers as the parse stage's checksum
-        /// check for headers with a nonzero first byte, valid or not.
-        #[test]
-        fn header_sum_matches_the_parse_stage(
-            mut ip in proptest::prelude::any::<[u8; 20]>(),
-            valid in proptest::prelude::any::<bool>(),
-            ones in proptest::prelude::any::<bool>(),
-        ) {
-            if ip[0] == 0 {
-                ip[0] = 0x45;
-            }
-            if valid {
-                ip[10..12].fill(0);
-                let c = crate::templates::checksum(0, &ip);
-                // 0x0000 and 0xFFFF are the same one's complement value.
-                let c = if ones && c == 0 { 0xffff } else { c };
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
-            }
-            proptest::prop_assert_eq!(header_sum_ok(&ip), pipeline::ipv4_header_checksum_ok(&ip));
-            if valid {
-                proptest::prop_assert!(header_sum_ok(&ip));
             }
         }
     }
