@@ -92,7 +92,7 @@ pin = false
 id = 0
 [[ports]]
 id = 1
-egress = {{ kind = "fifo", capacity = 256, rate_pps = 2000, burst = 8 }}
+egress = {{ kind = "fifo", capacity = 256, rate_pps = 2000, burst = 64 }}
 [[pipeline]]
 kind = "port-forward"
 map = [[0, 1], [1, 0]]

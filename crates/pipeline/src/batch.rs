@@ -185,14 +185,12 @@ impl Meta {
     }
 }
 
-/// The mask with the lowest `n` bits set (`n <= 32`).
+/// The mask with the lowest `n` bits set (`n <= 32`, a batch's length):
+/// shifted in 64 bits, so `n == 32` needs no branch.
 #[inline]
 const fn full_mask(n: usize) -> u32 {
-    if n >= 32 {
-        u32::MAX
-    } else {
-        (1u32 << n) - 1
-    }
+    debug_assert!(n <= BURST);
+    ((1u64 << (n % 64)) - 1) as u32
 }
 
 /// Fresh metadata ([`Meta::new`]) for every packet of a full burst from
@@ -675,6 +673,14 @@ impl<B: PacketBuf> Batch<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_masks_have_the_lowest_n_bits() {
+        for n in 0..=BURST {
+            let want = (0..n).fold(0u32, |m, i| m | 1 << i);
+            assert_eq!(full_mask(n), want, "n = {n}");
+        }
+    }
 
     #[test]
     fn a_common_hint_is_that_of_every_live_packet() {

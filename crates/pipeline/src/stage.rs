@@ -17,6 +17,13 @@ use crate::verdict::Verdict;
 pub trait Stage<B: PacketBuf>: Element {
     /// Processes the live packets of `batch` at time `now`.
     fn process(&mut self, batch: &mut Batch<B>, now: Now);
+
+    /// Whether the stage reads or writes packet bytes (most do). A pipeline
+    /// whose stages all answer `false` (pure port forwarding) decides on
+    /// metadata alone, so the I/O backend need not prefetch packet data.
+    fn reads_packets(&self) -> bool {
+        true
+    }
 }
 
 /// Stages run in order over each burst, with per-stage counters.
@@ -51,6 +58,11 @@ impl<B: PacketBuf> Pipeline<B> {
     pub fn with(mut self, stage: impl Stage<B> + 'static) -> Self {
         self.push(Box::new(stage));
         self
+    }
+
+    /// Whether any stage reads packet bytes ([`Stage::reads_packets`]).
+    pub fn reads_packets(&self) -> bool {
+        self.stages.iter().any(|s| s.reads_packets())
     }
 
     /// Number of stages.

@@ -226,8 +226,9 @@ pub struct DpdkConfig {
     #[serde(default)]
     pub software_hash: bool,
     /// Prefetch every received packet's first data line (on by default: the
-    /// parser then finds the headers in cache). Pipelines that never read the
-    /// packet (pure port forwarding) save the memory traffic with `false`.
+    /// parser then finds the headers in cache). A worker whose pipeline never
+    /// reads packet bytes (pure port forwarding) skips it on its own; `false`
+    /// turns it off for every pipeline.
     #[serde(default = "yes")]
     pub prefetch: bool,
     /// Pin the data plane's Unix clock (`Now::unix_ns`) to this second while

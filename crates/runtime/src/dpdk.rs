@@ -25,8 +25,9 @@
 //!   is a transparent pointer), one pass over the new mbufs ORs their segment
 //!   counts and, when a port has RSS, their flags (the RSS hash and
 //!   multi-segment handling only run if that pass found any) and prefetches
-//!   their first data line (`[io.dpdk] prefetch`, on by default). The worker then hands a burst that goes to one
-//!   port to `rte_eth_tx_burst` as the batch's own vector, and frees dropped
+//!   their first data line (`[io.dpdk] prefetch`, on by default, and skipped
+//!   while no stage of the worker's pipeline reads packet bytes). The worker
+//!   then hands a burst that goes to one port to `rte_eth_tx_burst` as the batch's own vector, and frees dropped
 //!   packets with one `rte_pktmbuf_free_bulk` per burst ([`WorkerIo::free_bulk`]).
 
 use std::ffi::{CStr, CString};
@@ -225,6 +226,14 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
             }
         }
     };
+    // A full burst, the usual case under load, has a compile-time count:
+    // the loop unrolls completely, with no count, branch or remainder.
+    if let Ok(full) = <&[*mut sys::rte_mbuf; BURST]>::try_from(ms) {
+        for &m in full {
+            visit(m);
+        }
+        return (flags, segs);
+    }
     // Four per step: the loop's own count and branch are a third of a
     // packet's work here.
     let mut quads = ms.chunks_exact(4);
@@ -247,9 +256,13 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
 /// cannot overflow) and four per step.
 #[inline(always)]
 fn mbuf_bytes(bufs: &[Mbuf]) -> u64 {
+    let len = |b: &Mbuf| b.m().pkt_len;
+    // A full burst (the usual TX vector): a compile-time count, unrolled.
+    if let Ok(full) = <&[Mbuf; BURST]>::try_from(bufs) {
+        return u64::from(full.iter().fold(0u32, |sum, b| sum.wrapping_add(len(b))));
+    }
     let mut total = 0u64;
     for chunk in bufs.chunks(1 << 16) {
-        let len = |b: &Mbuf| b.m().pkt_len;
         let mut sum = 0u32;
         let mut quads = chunk.chunks_exact(4);
         for q in &mut quads {
@@ -353,7 +366,11 @@ pub struct DpdkIo {
     /// (the RX pass reads the offload flags only then).
     hardware_hash: bool,
     rss: RssKey,
+    /// `[io.dpdk] prefetch`: the operator's setting.
     prefetch: bool,
+    /// Whether the RX pass prefetches: the setting, while the worker's
+    /// pipeline reads packet bytes.
+    prefetch_now: bool,
     /// Per port (in `ports` order): multi-segment frames freed on RX since
     /// the last publication, reported as `too_long` drops of that port.
     too_long: Vec<u64>,
@@ -496,6 +513,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             hardware_hash,
             rss: cfg.workers.rss,
             prefetch: c.prefetch,
+            prefetch_now: c.prefetch,
             too_long: vec![0; ports.len()],
         })
         .collect();
@@ -537,9 +555,14 @@ impl WorkerIo for DpdkIo {
         &self.ports
     }
 
+    fn pipeline_reads_packets(&mut self, reads: bool) {
+        self.prefetch_now = self.prefetch && reads;
+    }
+
     #[inline]
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Mbuf>) -> usize {
-        let (queue, want_prefetch, want_flags) = (self.queue, self.prefetch, self.hardware_hash);
+        let (queue, want_prefetch, want_flags) =
+            (self.queue, self.prefetch_now, self.hardware_hash);
         // OR of every received mbuf's `ol_flags` (read only when a port has
         // RSS), and of their segment counts: both rarely matter, so one pass
         // checks them for the whole burst and the per-packet work below is

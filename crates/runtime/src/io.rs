@@ -23,6 +23,12 @@ pub trait WorkerIo: Send {
     /// The ports this worker polls for received packets.
     fn rx_ports(&self) -> &[u16];
 
+    /// Told whether the worker's pipeline reads packet bytes
+    /// ([`pipeline::Pipeline::reads_packets`]), before the first burst and
+    /// after every live change: a backend that prefetches packet data on
+    /// receive can skip it when nothing will read it.
+    fn pipeline_reads_packets(&mut self, _reads: bool) {}
+
     /// Appends up to `BURST - batch.len()` packets received on `port` to
     /// `batch`, with `Meta::hash` set to the flow (RSS) hash; returns how many.
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Self::Buf>) -> usize;

@@ -115,6 +115,10 @@ impl Element for Nop {
 
 impl<B: PacketBuf> Stage<B> for Nop {
     fn process(&mut self, _batch: &mut Batch<B>, _now: Now) {}
+
+    fn reads_packets(&self) -> bool {
+        false
+    }
 }
 
 /// `port-forward` parameters: `map = [[in, out], ...]` or `port = out` for all.
@@ -209,6 +213,11 @@ impl<B: PacketBuf> Stage<B> for PortForward {
         for i in Indices::of(unrouted) {
             batch.drop_packet(i, DropReason::NoRoute);
         }
+    }
+
+    /// Routes by the ingress port in the metadata alone.
+    fn reads_packets(&self) -> bool {
+        false
     }
 }
 

@@ -367,8 +367,15 @@ impl<I: WorkerIo> Loop<I> {
             commands_in: 1,
             slow,
         };
-        w.classify_egress();
+        w.configured();
         Ok(w)
+    }
+
+    /// Derives what the hot path keeps from the configuration: at the start
+    /// and after every live change.
+    fn configured(&mut self) {
+        self.classify_egress();
+        self.io.pipeline_reads_packets(self.pipeline.reads_packets());
     }
 
     /// Which ports bypass their egress discipline (asked again after every
@@ -409,7 +416,7 @@ impl<I: WorkerIo> Loop<I> {
             }
         }
         if changed {
-            self.classify_egress();
+            self.configured();
         }
     }
 
@@ -693,6 +700,8 @@ mod tests {
         sent: Vec<(u16, Vec<u8>)>,
         freed: Vec<Vec<u8>>,
         bulk_frees: usize,
+        /// What the worker said of its pipeline reading packet bytes.
+        reads: Vec<bool>,
     }
 
     /// A scripted backend: fixed bursts per RX port and a TX ring that takes
@@ -709,6 +718,9 @@ mod tests {
         type Buf = Vec<u8>;
         fn rx_ports(&self) -> &[u16] {
             &self.ports
+        }
+        fn pipeline_reads_packets(&mut self, reads: bool) {
+            self.rec.lock().unwrap().reads.push(reads);
         }
         fn rx_burst(&mut self, port: u16, batch: &mut Batch<Vec<u8>>) -> usize {
             let Some(k) = self.input.iter().position(|(p, _)| *p == port) else { return 0 };
@@ -761,6 +773,16 @@ mod tests {
 
     /// Runs one worker over ports 2, 3, 4 (port 3 behind a FIFO if `shaped`).
     fn run(input: Vec<(u16, Vec<Vec<u8>>)>, tx_room: usize, shaped: bool) -> (Rec, Snapshot) {
+        run_with(Pipeline::new().with(ByFirstByte), input, tx_room, shaped)
+    }
+
+    /// [`run`] with another pipeline.
+    fn run_with(
+        pipeline: Pipeline<Vec<u8>>,
+        input: Vec<(u16, Vec<Vec<u8>>)>,
+        tx_room: usize,
+        shaped: bool,
+    ) -> (Rec, Snapshot) {
         let port_ids = vec![2u16, 3, 4];
         let stats = Arc::new(WorkerStats::new(1, port_ids.len(), 0));
         let (_tx, rx) = crossbeam_channel::unbounded();
@@ -769,7 +791,7 @@ mod tests {
         let w = Worker {
             index: 0,
             io,
-            pipeline: Pipeline::new().with(ByFirstByte),
+            pipeline,
             egress: port_ids
                 .iter()
                 .map(|&p| {
@@ -793,6 +815,19 @@ mod tests {
         let snap = Snapshot::collect(&[stats], &["by-first-byte".into()], &port_ids, &[]);
         let rec = std::mem::take(&mut *rec.lock().unwrap());
         (rec, snap)
+    }
+
+    #[test]
+    fn the_io_learns_whether_the_pipeline_reads_packets() {
+        let (rec, _) = run(vec![(2, vec![vec![4, 0]])], 32, false);
+        assert_eq!(rec.reads, [true]);
+        // A pipeline that routes on metadata alone.
+        let ctx = crate::registry::BuildContext { worker: 0, workers: 1, ports: vec![2, 3, 4] };
+        let map = crate::stages::PortForwardConfig { port: None, map: vec![[2, 4]] };
+        let forward = crate::stages::PortForward::new(&ctx, map).unwrap();
+        let (rec, _) = run_with(Pipeline::new().with(forward), vec![(2, vec![vec![9]])], 32, false);
+        assert_eq!(rec.reads, [false]);
+        assert_eq!(rec.sent, [(4, vec![9])]);
     }
 
     /// Forwards like [`ByFirstByte`]; at the packet whose second byte is
