@@ -77,7 +77,7 @@ use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 mod groups;
 mod nested;
 pub use nested::cbc_lanes_nested;
-pub use nested::{cbc_lanes_nested_native, NativeAes128};
+pub use nested::{cbc_lanes_nested_native, cbc_lanes_nested_native_last, LastBlock, NativeAes128};
 
 /// Size of an AES block in bytes.
 pub const BLOCK: usize = 16;
@@ -433,6 +433,10 @@ mod ni {
             for l in 0..$n {
                 $s[l] = _mm_xor_si128($s[l], $rk[l][0]);
             }
+            encrypt!(@from1 $s, $rk, $n);
+        }};
+        // Rounds 1 to 10 (round key 0 already XORed into the states).
+        (@from1 $s:ident, $rk:ident, $n:expr) => {{
             encrypt!(@round $s, $rk, $n, 1);
             encrypt!(@round $s, $rk, $n, 2);
             encrypt!(@round $s, $rk, $n, 3);

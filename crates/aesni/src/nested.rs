@@ -33,8 +33,9 @@ pub fn cbc_lanes_nested<'k>(
         // was detected (`ni::RoundKeys::new`): the target feature
         // `ni::nested::nested` needs.
         done = unsafe {
-            crate::ni::nested::nested(
+            crate::ni::nested::nested::<false>(
                 |i| key(i).round_keys(),
+                |_| &[0; 16],
                 ork,
                 mask,
                 whiten,
@@ -116,8 +117,9 @@ pub fn cbc_lanes_nested_native<'k>(
         // `ni::nested::nested` needs; and so every lane's key has them too
         // (`round_keys_unchecked`).
         unsafe {
-            crate::ni::nested::nested(
+            crate::ni::nested::nested::<false>(
                 |i| Some(key(i).round_keys_unchecked()),
+                |_| &[0; 16],
                 ork,
                 mask,
                 whiten,
@@ -129,6 +131,89 @@ pub fn cbc_lanes_nested_native<'k>(
         return;
     }
     nested_from(|i| &key(i).0, &outer.0, mask, whiten, out, 0, steps, block);
+}
+
+/// A block XORed into a lane's last message block (e.g. CMAC's subkey K2
+/// for a message that ends in a padded partial block), prepared for the
+/// lane's key by [`NativeAes128::last_block`] (for
+/// [`cbc_lanes_nested_native_last`]): with AES-NI it holds the block XOR
+/// the key's first round key, so that the kernel's XOR of it replaces that
+/// round key's (no instruction of its own). Zeroized on drop.
+#[derive(Clone)]
+pub struct LastBlock(Block);
+
+impl Drop for LastBlock {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl core::fmt::Debug for LastBlock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("LastBlock(..)")
+    }
+}
+
+impl NativeAes128 {
+    /// `b` prepared as the last-block whitening of lanes under this key
+    /// (see [`LastBlock`]).
+    #[inline]
+    pub fn last_block(&self, b: &Block) -> LastBlock {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(rk) = self.0.round_keys() {
+            return LastBlock(crate::ni::nested::fold_round_key0(rk, b));
+        }
+        LastBlock(*b)
+    }
+}
+
+/// [`cbc_lanes_nested_native`] with lane `i`'s last block (step
+/// `steps - 1`) XORed with the block `last(i)` was prepared from (by
+/// `key(i)`'s [`NativeAes128::last_block`]): e.g. CMACs of messages that end
+/// in a padded partial block, `last(i)` from their subkeys K2. With AES-NI
+/// that XOR takes the place of round key 0's in the last step.
+#[inline]
+#[allow(unsafe_code)]
+#[allow(clippy::too_many_arguments)]
+pub fn cbc_lanes_nested_native_last<'k>(
+    key: impl Fn(usize) -> &'k NativeAes128,
+    last: impl Fn(usize) -> &'k LastBlock,
+    outer: &NativeAes128,
+    mask: &Block,
+    whiten: &Block,
+    out: &mut [Block],
+    steps: usize,
+    mut block: impl FnMut(usize, usize) -> Block,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(ork) = outer.0.round_keys() {
+        // SAFETY: as in `cbc_lanes_nested_native`. Every lane's key has
+        // AES-NI round keys, so every `last(i)` (prepared by it) holds its
+        // block XOR round key 0, which `FOLD` takes.
+        unsafe {
+            crate::ni::nested::nested::<true>(
+                |i| Some(key(i).round_keys_unchecked()),
+                |i| &last(i).0,
+                ork,
+                mask,
+                whiten,
+                out,
+                steps,
+                &mut block,
+            )
+        };
+        return;
+    }
+    // Portable keys: `last(i)` is the block itself.
+    let with_last = |i: usize, j: usize| {
+        let b = block(i, j);
+        if j + 1 == steps {
+            core::array::from_fn(|k| b[k] ^ last(i).0[k])
+        } else {
+            b
+        }
+    };
+    nested_from(|i| &key(i).0, &outer.0, mask, whiten, out, 0, steps, with_last);
 }
 
 /// [`cbc_lanes_nested`] one lane at a time from lane `first` on (keys
@@ -246,6 +331,51 @@ mod tests {
                 let mut got = [[0u8; 16]; 40];
                 cbc_lanes_nested_native(
                     |i| &keys[i],
+                    &outer,
+                    &mask,
+                    &whiten,
+                    &mut got[..n],
+                    steps,
+                    msg,
+                );
+                assert_eq!(got, want, "n={n} steps={steps}");
+            }
+        }
+    }
+
+    /// The entry with a last-block whitening per lane: every lane count up
+    /// to 40 and 1 to 4 steps, the same as the general kernel (portable
+    /// keys, one lane at a time) over messages whose last block has that
+    /// whitening XORed in; on AES-NI the whitening is folded into round
+    /// key 0 of the last step.
+    #[test]
+    fn lanes_with_a_last_block_equal_the_general_kernel_over_whitened_blocks() {
+        let raw = |i: usize| -> Block { core::array::from_fn(|k| (i * 43 + k * 7 + 5) as u8) };
+        let keys: [NativeAes128; 40] = core::array::from_fn(|i| NativeAes128::new(&raw(i)));
+        let slow: [Aes128; 40] = core::array::from_fn(|i| Aes128::new_portable(&raw(i)));
+        let white = |i: usize| -> Block { core::array::from_fn(|k| (i * 13 + k * 31 + 9) as u8) };
+        let last: [LastBlock; 40] = core::array::from_fn(|i| keys[i].last_block(&white(i)));
+        let outer = NativeAes128::new(&[0x5a; 16]);
+        let outer_slow = Aes128::new_portable(&[0x5a; 16]);
+        let mask: Block = core::array::from_fn(|k| if k < 4 { 0xff } else { 0 });
+        let whiten: Block = core::array::from_fn(|k| (k * 3 + 1) as u8);
+        let msg =
+            |i: usize, j: usize| -> Block { core::array::from_fn(|k| (i * 17 + j * 11 + k) as u8) };
+        for steps in 1..=4 {
+            let whitened = |i: usize, j: usize| -> Block {
+                let b = msg(i, j);
+                if j + 1 == steps {
+                    core::array::from_fn(|k| b[k] ^ white(i)[k])
+                } else {
+                    b
+                }
+            };
+            for n in 0..=40 {
+                let want = two_steps(&slow, &outer_slow, &mask, &whiten, n, steps, whitened);
+                let mut got = [[0u8; 16]; 40];
+                cbc_lanes_nested_native_last(
+                    |i| &keys[i],
+                    |i| &last[i],
                     &outer,
                     &mask,
                     &whiten,

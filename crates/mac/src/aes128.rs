@@ -34,6 +34,12 @@ impl Aes {
         Aes(aesni::NativeAes128::new(key))
     }
 
+    /// The key as the `aesni` crate's type (for kernels this crate wraps).
+    #[inline(always)]
+    pub(crate) fn native(&self) -> &aesni::NativeAes128 {
+        &self.0
+    }
+
     /// Encrypts one block in place.
     #[inline]
     pub fn encrypt_block(&self, block: &mut Block) {

@@ -6,7 +6,7 @@
 //! is the oracle in this crate's tests.
 
 use crate::aes128::{padded_block, xor_into, Aes, Block, BLOCK};
-use crate::Key;
+use crate::{Key, LastBlock};
 
 /// An AES-CMAC key: the expanded AES key plus the two RFC 4493 subkeys.
 #[derive(Clone)]
@@ -51,6 +51,13 @@ impl Cmac {
     /// [`Aes::cbc_mac_multi`] (e.g. fixed-layout inputs of a whole burst).
     pub fn subkeys(&self) -> (&Block, &Block) {
         (&self.k1, &self.k2)
+    }
+
+    /// K2 prepared as the last-block whitening of this key's lanes in
+    /// [`mac_padded_multi_nested`](Self::mac_padded_multi_nested) (callers
+    /// that MAC under a key often keep it next to the key).
+    pub fn k2_last(&self) -> LastBlock {
+        self.aes.native().last_block(&self.k2)
     }
 
     /// The final block of `msg`, masked with K1 (complete) or padded and masked with K2.
@@ -181,6 +188,39 @@ impl Cmac {
                 }
             },
             tags,
+        );
+    }
+
+    /// [`mac_blocks_multi`](Self::mac_blocks_multi) of padded messages
+    /// (their length not a multiple of 16, the last of the `n_blocks`
+    /// blocks carrying CMAC's `10*` padding) followed by one more block per
+    /// message under `outer`: `tags[i] = AES_outer((t_i & mask) ^ whiten)`
+    /// for message `i`'s CMAC `t_i` under `key(i)` (as
+    /// [`Aes::cbc_mac_multi_nested`] over CBC-MACs). `k2(i)` must be
+    /// `key(i)`'s [`k2_last`](Self::k2_last): its K2 is then XORed into
+    /// the last block at no cost of its own (see [`LastBlock`]). Each first
+    /// tag stays in its register (it is not returned).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn mac_padded_multi_nested<'k>(
+        n_blocks: usize,
+        key: impl Fn(usize) -> &'k Cmac,
+        k2: impl Fn(usize) -> &'k LastBlock,
+        block: impl FnMut(usize, usize) -> Block,
+        outer: &Aes,
+        mask: &Block,
+        whiten: &Block,
+        tags: &mut [Block],
+    ) {
+        aesni::cbc_lanes_nested_native_last(
+            |i| key(i).aes.native(),
+            k2,
+            outer.native(),
+            mask,
+            whiten,
+            tags,
+            n_blocks.max(1),
+            block,
         );
     }
 

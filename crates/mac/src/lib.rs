@@ -41,6 +41,10 @@ pub use aes128::{Aes, Block, BLOCK};
 pub use cmac::Cmac;
 pub use key::Key;
 
+/// A block XORed into the last block of a MAC lane, prepared for the
+/// lane's key (see [`Cmac::k2_last`]).
+pub use aesni::LastBlock;
+
 /// Compares two byte strings in constant time (for equal lengths).
 ///
 /// Strings of different lengths compare unequal (their length is not secret).

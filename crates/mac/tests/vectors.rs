@@ -130,6 +130,30 @@ proptest! {
         let mut tags2 = vec![[0u8; 16]; n];
         Cmac::mac_blocks_multi(nb, padded, |i| &cs[i % cs.len()], blocks_of, &mut tags2);
         prop_assert_eq!(&tags2, &tags);
+        // Padded messages, each tag masked, whitened and encrypted once
+        // more under an outer key, K2 folded in (see `Cmac::k2_last`).
+        if padded {
+            let outer = mac::Aes::from_bytes(&[seed; 16]);
+            let mask: [u8; 16] = core::array::from_fn(|k| if k < 4 { 0xff } else { 0 });
+            let whiten: [u8; 16] = core::array::from_fn(|k| seed.wrapping_add(k as u8 * 9));
+            let k2: Vec<mac::LastBlock> = cs.iter().map(Cmac::k2_last).collect();
+            let mut nested = vec![[0u8; 16]; n];
+            Cmac::mac_padded_multi_nested(
+                nb,
+                |i| &cs[i % cs.len()],
+                |i| &k2[i % cs.len()],
+                blocks_of,
+                &outer,
+                &mask,
+                &whiten,
+                &mut nested,
+            );
+            for (t, want) in nested.iter().zip(&tags) {
+                let mut w: [u8; 16] = core::array::from_fn(|b| (want[b] & mask[b]) ^ whiten[b]);
+                outer.encrypt_block(&mut w);
+                prop_assert_eq!(*t, w);
+            }
+        }
         // One-block messages in place, and `encrypt_each`.
         let mut blocks: Vec<[u8; 16]> = (0..n).map(|i| [seed ^ i as u8; 16]).collect();
         let orig = blocks.clone();

@@ -16,6 +16,32 @@ pub const MAX_RATE_BPS: u64 = u16::MAX as u64 * 100_000;
 /// Nanoseconds per byte at one rate unit (1e9 / 12 500).
 const NS_PER_BYTE_UNIT: u64 = 80_000;
 
+/// The tokens of a settled [`TokenBucket`] as a 32-bit number (see
+/// [`TokenBucket::settled_tokens`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SettledTokens(u32);
+
+impl SettledTokens {
+    /// [`TokenBucket::take_in_burst`] of a packet of `len` bytes, for a
+    /// bucket settled at that instant (no refill: only the tokens change).
+    #[inline(always)]
+    pub(crate) fn take(&mut self, len: u32) -> bool {
+        if len <= self.0 {
+            self.0 -= len;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Writes the tokens back into `bucket` (the one they were read from).
+    #[inline(always)]
+    pub(crate) fn store(self, bucket: &mut TokenBucket) {
+        // (Never above the level they were read at, a `u16`.)
+        bucket.tokens = self.0 as u16;
+    }
+}
+
 /// An 8-byte token bucket.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -77,17 +103,20 @@ impl TokenBucket {
     /// refill: updated at this very nanosecond, rate non-zero, at most
     /// `burst` held. Once true it stays true through `take_in_burst` calls
     /// at the same `now_ns` (they only lower the tokens), which then are
-    /// [`take_settled`](Self::take_settled).
+    /// takes from the [`settled_tokens`](Self::settled_tokens).
     #[inline(always)]
     pub(crate) fn settled(&self, burst: u16, now_ns: u64) -> bool {
         now_ns as u32 == self.ts && self.rate != 0 && self.tokens <= burst
     }
 
-    /// [`take_in_burst`](Self::take_in_burst) for a bucket
-    /// [`settled`](Self::settled) at that instant.
+    /// The tokens of a bucket [`settled`](Self::settled) at this instant,
+    /// for a loop of takes that keeps them in a register:
+    /// [`SettledTokens::take`] decides as
+    /// [`take_in_burst`](Self::take_in_burst) at that instant, and
+    /// [`SettledTokens::store`] writes them back.
     #[inline(always)]
-    pub(crate) fn take_settled(&mut self, len: usize) -> bool {
-        self.take_now(len)
+    pub(crate) fn settled_tokens(&self) -> SettledTokens {
+        SettledTokens(u32::from(self.tokens))
     }
 
     /// Takes `len` bytes if available (after a refill).
@@ -346,9 +375,10 @@ mod tests {
     #[test]
     fn settled_takes_match_take_in_burst() {
         // The classifier's loop over one burst (one clock value, one burst
-        // size): `take_in_burst` until the bucket is settled, then
-        // `take_settled`; the same decisions and bucket as `take_in_burst`
-        // throughout.
+        // size): `take_in_burst` until the bucket is settled, then takes
+        // from its settled tokens; the same decisions and bucket (the
+        // tokens written back) as `take_in_burst` throughout, for lengths
+        // up to SCION's largest (header and payload, below 2^17).
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for rate in [0u16, 1, 7, 100, 60_000, u16::MAX] {
             let mut a = TokenBucket::new(rate, 3000, 0);
@@ -357,18 +387,27 @@ mod tests {
             for _ in 0..2_000 {
                 now += next() % 200_000;
                 let burst = [3000, 1000, u16::MAX][(next() % 3) as usize];
-                let mut settled = false;
+                let mut settled: Option<SettledTokens> = None;
                 for _ in 0..(next() % 33) {
-                    let len = (next() % 1600) as usize;
-                    let got = if settled {
-                        a.take_settled(len)
-                    } else {
-                        let c = a.take_in_burst(len, burst, now);
-                        settled = a.settled(burst, now);
-                        c
+                    let len =
+                        if next().is_multiple_of(8) { next() % (1 << 17) } else { next() % 1600 };
+                    let got = match settled.as_mut() {
+                        Some(t) => t.take(len as u32),
+                        None => {
+                            let c = a.take_in_burst(len as usize, burst, now);
+                            settled = a.settled(burst, now).then(|| a.settled_tokens());
+                            c
+                        }
                     };
-                    let want = b.take_in_burst(len, burst, now);
-                    assert_eq!((got, a), (want, b), "rate {rate} at {now}");
+                    let want = b.take_in_burst(len as usize, burst, now);
+                    let mut stored = a;
+                    if let Some(t) = settled {
+                        t.store(&mut stored);
+                    }
+                    assert_eq!((got, stored), (want, b), "rate {rate} at {now}");
+                }
+                if let Some(t) = settled {
+                    t.store(&mut a);
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! the key caches, the replay filter and the counters stay.
 
 use drkey::Selection;
-use mac::{Aes, Block};
+use mac::{Aes, Block, Cmac};
 use packet::scion::epic::FLAG_Q;
 use packet::scion::header::common_header_ok;
 use packet::scion::{epic_fields_memo, next_hdr, EpicShape, PathType, ScionHeader};
@@ -482,7 +482,7 @@ impl Classifier {
             }
             return false;
         }
-        let r = if let Some(time_ns) = layout.read(pkt, out) {
+        let r = if let Some(time_ns) = layout.read_opt(pkt, out) {
             // (The layout's host kind has keys: see `prepare_epic_learn`.)
             check_fresh(self.strict_flags, fresh, out.flags, time_ns)
         } else {
@@ -529,24 +529,17 @@ impl Classifier {
             let src0 = scratch[0].src_wire();
             let mut hk: [&HostKeys; BURST] = [&self.placeholder; BURST];
             // (Zipped: one pointer step per table, no index arithmetic.)
-            let lanes = hk.iter_mut().zip(msgs.iter_mut());
-            let uniform =
-                scratch.iter().zip(lanes).take_while(|(p, _)| p.q() & (p.src_wire() == src0));
-            let hosts = uniform.map(|(p, lane)| (p.type_len, padded_host(p), (p, lane)));
-            let all = self.host_keys.hit_run(
-                ew,
-                scratch[0].src(),
-                scratch.len(),
-                hosts,
-                |(p, (hk_j, msg)), h| {
+            let uniform = scratch
+                .iter()
+                .zip(hk.iter_mut())
+                .take_while(|(p, _)| p.q() & (p.src_wire() == src0));
+            let hosts = uniform.map(|(p, hk_j)| (p.type_len, padded_host(p), hk_j));
+            let all =
+                self.host_keys.hit_run(ew, scratch[0].src(), scratch.len(), hosts, |hk_j, h| {
                     *hk_j = h;
-                    // The padded last block of the V_i input with CMAC's subkey
-                    // K2 XORed in (the first two are read from the record).
-                    msg[2] = xor_block(&p.blocks[2], h.host.subkeys().1);
-                },
-            );
+                });
             if all {
-                uniform_macs(pend, scratch.len(), &hk, msgs, tags);
+                uniform_macs(pend, scratch.len(), &hk, tags);
                 self.uniform_verdicts(batch, now, sel, scratch, tags);
                 return;
             }
@@ -689,44 +682,65 @@ impl Classifier {
                 // (A local copy, written back after the loops: the bucket
                 // stays in a register instead of a load and store per packet.)
                 let mut b = *slot_b;
-                // The packets done (bit = batch index) and those of them
-                // that conformed (G; the others go to A): their classes are
-                // set after the loops, for the whole burst at once if every
-                // live packet is G.
-                let (mut checked, mut conformed) = (0u32, 0u32);
-                let mut record = |p: &Pending, conform: bool| {
-                    let i = u32::from(p.idx) & (BURST as u32 - 1);
-                    checked |= 1 << i;
-                    conformed |= u32::from(conform) << i;
-                };
+                // The packets of the first loop (bit = batch index) and
+                // those of them that conformed (G; the others go to A), and
+                // the packets of the settled loop that went to A: classes
+                // are set after the loops, for the whole burst at once if
+                // every live packet is G.
+                let (mut checked, mut conformed, mut over) = (0u32, 0u32, 0u32);
+                let bit = |p: &Pending| 1u32 << (u32::from(p.idx) & (BURST as u32 - 1));
                 let hvf_ok = |k: usize| hvf_eq(&mac::truncate::<4>(&as_tags[k]), &scratch[k].hvf);
                 // Up to the packet that settles the bucket at this instant
                 // (usually the first), then (settled, it stays so for the
-                // burst: only its tokens are read) a tighter loop.
+                // burst: only its tokens are read) a tighter loop, which
+                // notes only the packets that go to A (rare).
                 let mut settled = false;
                 while done < scratch.len() && !settled && hvf_ok(done) {
                     let p = &scratch[done];
-                    record(p, b.take_in_burst(p.len(), burst, now.mono_ns));
+                    checked |= bit(p);
+                    if b.take_in_burst(p.len(), burst, now.mono_ns) {
+                        conformed |= bit(p);
+                    }
                     settled = b.settled(burst, now.mono_ns);
                     done += 1;
                 }
+                let tight = done;
                 if settled {
+                    let mut tokens = b.settled_tokens();
                     while done < scratch.len() && hvf_ok(done) {
                         let p = &scratch[done];
-                        record(p, b.take_settled(p.len()));
+                        if !tokens.take(p.len) {
+                            over |= bit(p);
+                        }
                         done += 1;
                     }
+                    tokens.store(&mut b);
                 }
                 *slot_b = b;
-                if conformed == batch.live_mask() {
+                // Every live packet is G when every packet of `scratch` was
+                // done and went to G, and `scratch` holds exactly the live
+                // packets: its indices rise, so they are 0..n when the last
+                // is n - 1, and those are the live ones when the live mask
+                // is their mask.
+                let n = scratch.len();
+                let whole = usize::from(scratch[n - 1].idx) == n - 1
+                    && batch.live_mask() == u32::MAX >> (BURST - n);
+                let under = checked ^ conformed;
+                if whole && done == n && (under | over) == 0 {
                     batch.class_all(G);
                 } else {
+                    for p in &scratch[tight..done] {
+                        checked |= bit(p);
+                    }
+                    let conformed = checked & !(under | over);
                     for i in Indices::of(checked) {
                         batch.set_class(i, if conformed >> i & 1 != 0 { G } else { A });
                     }
                 }
-                let g = u64::from(conformed.count_ones());
-                let a = done as u64 - g;
+                // (Both masks are usually empty: no bit count then.)
+                let count = |m: u32| if m == 0 { 0 } else { u64::from(m.count_ones()) };
+                let a = count(under) + count(over);
+                let g = done as u64 - a;
                 self.counters.classes[G_QUEUE] += g;
                 self.counters.classes[A_QUEUE] += a;
                 self.counters.over_bucket += a;
@@ -897,15 +911,13 @@ fn template_run<B: PacketBuf>(
 
 /// Pass 3 of [`Classifier::verify_burst`] for a uniform burst, the first
 /// `m` packets of `pend`, every one a Q packet of one source AS whose keys
-/// are `hk` and the last blocks of whose V_i inputs (K2 XORed in) are in
-/// `msgs`. Lane k is packet k: its full Ṽ_i tag into `tags[BURST + k]`
+/// are `hk`. Lane k is packet k: its full Ṽ_i tag into `tags[BURST + k]`
 /// (the V_i tags are not written).
 #[inline(always)]
 fn uniform_macs(
     pend: &[Pending; BURST],
     m: usize,
     hk: &[&HostKeys; BURST],
-    msgs: &[[Block; 3]; BURST],
     tags: &mut [Block; 2 * BURST],
 ) {
     // Lane j as entry `j & 7` of group `j >> 3` of each table (masked:
@@ -918,24 +930,25 @@ fn uniform_macs(
     let at = |j: usize| ((j / GROUP) & (BURST / GROUP - 1), j % GROUP);
     let (pend, _) = pend.as_chunks::<GROUP>();
     let (hk, _) = hk.as_chunks::<GROUP>();
-    let (msgs, _) = msgs.as_chunks::<GROUP>();
     let m = m.min(BURST);
     // Ṽ_i = AES_K̃((V_i ‖ 0¹²) ⊕ K1), all under the source AS's level-1
     // key, each V_i straight from its own MAC (only the Ṽ_i are written).
+    // (The V_i input's last block carries its padding: the kernel XORs
+    // K2 in.)
     let h = hk[0][0];
-    Aes::cbc_mac_multi_nested(
+    Cmac::mac_padded_multi_nested(
         3,
         |j| {
             let (g, l) = at(j);
-            hk[g][l].host.aes()
+            &hk[g][l].host
+        },
+        |j| {
+            let (g, l) = at(j);
+            &hk[g][l].host_k2
         },
         |j, b| {
             let (g, l) = at(j);
-            if b < 2 {
-                pend[g][l].blocks[b]
-            } else {
-                msgs[g][l][2]
-            }
+            pend[g][l].blocks[b]
         },
         &h.as_aes,
         &FIRST4,
@@ -1114,8 +1127,6 @@ mod layout {
     const SRC_IA: usize = COMMON_LEN + 8;
     /// Offset of the destination host address in the SCION header.
     const ADDR_HOSTS: usize = COMMON_LEN + ADDR_FIXED_LEN;
-    /// Offset of the path type (followed by DT/DL/ST/SL) in the common header.
-    const PATH_TYPE: usize = 8;
     /// Offset of `NumHVF` in the EPIC block.
     const NUM_HVF: usize = 9;
     /// Offset of the flags byte in the EPIC block.
@@ -1228,20 +1239,26 @@ mod layout {
         /// register (two instructions each).
         win: Window,
         /// The words [`read_window`](Self::read_window) compares (besides
-        /// the version): HdrLen in bytes 4-7 of the common header (see
-        /// [`HDR_LEN_MASK`]; `1`, which no masked word equals, in a layout
-        /// not `in_window`), bytes 8-9 (PathType, DT/DL/ST/SL), bytes 8-11
-        /// of the EPIC block with only `NumHVF` kept, and the meta-header
-        /// word, each as a little-endian load gives it.
-        head: u32,
-        types: u16,
+        /// the version): HdrLen, PathType and DT/DL/ST/SL in bytes 2-9 of
+        /// the common header (see [`COMMON_MASK`]; `1`, which no masked
+        /// word equals, in a layout not `in_window`), bytes 8-11 of the
+        /// EPIC block with only `NumHVF` kept, and the meta-header word,
+        /// each as a little-endian load gives it.
+        common: u64,
+        /// [`COMMON_MASK`], read from here (an operand in memory: as a
+        /// constant it took an instruction per packet in the template
+        /// loop, which has no register to spare for it).
+        common_mask: u64,
         epic: u32,
         meta_le: u32,
     }
 
-    /// HdrLen in the little-endian word at byte 4 of the common header
-    /// (`NextHdr`, HdrLen, `PayloadLen`).
-    const HDR_LEN_MASK: u32 = 0xff00;
+    /// HdrLen, PathType and DT/DL/ST/SL in the little-endian word at
+    /// byte 2 of the common header (the flow label's last bytes,
+    /// `NextHdr`, HdrLen, `PayloadLen`, PathType, DT/DL/ST/SL).
+    const COMMON_MASK: u64 = 0xffff_0000_ff00_0000;
+    /// Offset of `PayloadLen` in the common header.
+    const PAYLOAD_LEN: u8 = 6;
 
     /// `NumHVF` in the little-endian word at byte 8 of the EPIC block
     /// (flags, `NumHVF`, reserved).
@@ -1296,8 +1313,8 @@ mod layout {
                 hop_egress: 0,
                 in_window: false,
                 win: Window::default(),
-                head: 1,
-                types: 0,
+                common: 1,
+                common_mask: COMMON_MASK,
                 epic: 0,
                 meta_le: 0,
             }
@@ -1343,8 +1360,8 @@ mod layout {
                 hop_egress: off(po + hops + curr_hf * HOP_LEN + 4)?,
                 in_window: false,
                 win: Window::default(),
-                head: 1,
-                types: u16::from_le_bytes([c[8], c[9]]),
+                common: 1,
+                common_mask: COMMON_MASK,
                 epic: u32::from(u8::try_from(n).ok()?) << 8,
                 meta_le: w.swap_bytes(),
             };
@@ -1357,7 +1374,7 @@ mod layout {
             ];
             layout.in_window = ends.iter().all(|&e| usize::from(e) <= WINDOW);
             if layout.in_window {
-                layout.head = u32::from(c[5]) << 8;
+                layout.common = u64::from_le_bytes([0, 0, 0, c[5], 0, 0, c[8], c[9]]);
                 let b = |o: u16| u8::try_from(o).ok();
                 layout.win = Window {
                     src_host: b(layout.src_host)?,
@@ -1425,24 +1442,21 @@ mod layout {
             out: &mut Pending,
         ) -> Option<u64> {
             let o = self.win;
-            // Version and traffic class, then NextHdr, HdrLen, PayloadLen.
+            // The version, then bytes 2-9 of the common header.
             let v = w[0];
-            let c = u32::from_le_bytes(at(w, 4));
-            let types = u16::from_le_bytes(at(w, PATH_TYPE as u8));
+            let c = u64::from_le_bytes(at(w, 2));
             // PktID, then flags, NumHVF and the reserved bytes.
             let head = u128::from_le_bytes(at(w, o.path));
             // The meta-header word and the first info field.
             let meta = u128::from_le_bytes(at(w, o.meta_at));
             let epic = (head >> 64) as u32;
-            let differ = u32::from(v >> 4)
-                | ((c & HDR_LEN_MASK) ^ self.head)
-                | u32::from(types ^ self.types)
-                | ((epic & flags) ^ self.epic)
-                | (meta as u32 ^ self.meta_le);
+            let differ = ((c & self.common_mask) ^ self.common)
+                | u64::from((epic & flags) ^ self.epic)
+                | u64::from(meta as u32 ^ self.meta_le);
             // PayloadLen as on the wire (for the V_i input) and as a number.
-            let payload_wire = (c >> 16) as u16;
+            let payload_wire = u16::from_le_bytes(at(w, PAYLOAD_LEN));
             let total = usize::from(self.hdr_len) * 4 + usize::from(payload_wire.swap_bytes());
-            if differ != 0 || total > len {
+            if v >> 4 != 0 || differ != 0 || total > len {
                 return None;
             }
             let src = u64::from_le_bytes(at(w, SRC_IA as u8));
@@ -1462,8 +1476,12 @@ mod layout {
             Some(packet_time_ns(info0_ts, ts_rel))
         }
 
+        /// [`read`](Self::read) one field at a time at the layout's
+        /// offsets, for a layout in the window or not (the same answers):
+        /// for the per-packet steps, which then carry none of the window
+        /// reader's constants through their loop.
         #[inline(always)]
-        fn read_opt(&self, pkt: &[u8], out: &mut Pending) -> Option<u64> {
+        pub fn read_opt(&self, pkt: &[u8], out: &mut Pending) -> Option<u64> {
             let c: &[u8; ADDR_HOSTS] = pkt.first_chunk()?;
             let hl = usize::from(c[5]) * 4;
             let payload = [c[6], c[7]];

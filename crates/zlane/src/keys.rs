@@ -36,7 +36,7 @@ use drkey::{
     Epoch, EpochSchedule, Level1Cache, Protocol, SecretValue, Selection, DEFAULT_GRACE_NS,
     MIN_EPOCH_SECS, NS_PER_SEC,
 };
-use mac::{Aes, Block, Cmac, Key};
+use mac::{Aes, Block, Cmac, Key, LastBlock};
 use packet::scion::RawHostAddr;
 use packet::{HostAddr, Ia};
 
@@ -211,13 +211,17 @@ pub struct HostKeys {
     /// The expanded level-1 key K_{A_i→A_0} itself (a copy, so a hit needs
     /// no second cache lookup for Ṽ_i).
     pub as_aes: Aes,
+    /// `host`'s [`Cmac::k2_last`], for the burst classifier's nested MACs
+    /// (V_i's input ends in a padded partial block).
+    pub host_k2: LastBlock,
 }
 
 impl HostKeys {
     /// Keys of the all-zero key: a stand-in that authenticates nothing.
     pub fn placeholder() -> Self {
         let zero = Key::from([0; 16]);
-        HostKeys { host: Cmac::new(&zero), as_k1: [0; 16], as_aes: Aes::new(&zero) }
+        let host = Cmac::new(&zero);
+        HostKeys { host_k2: host.k2_last(), host, as_k1: [0; 16], as_aes: Aes::new(&zero) }
     }
 
     /// Ṽ_i = CMAC_K̃(V_i ‖ 0¹²)\[0:4\] = AES_K̃((V_i ‖ 0¹²) ⊕ K1)\[0:4\].
@@ -514,11 +518,22 @@ impl HostKeyCache {
     ) -> bool {
         let HostKeyCache { sets, mask, set_bits, seed, stats, .. } = self;
         let sets: &'s [Set] = sets;
-        let base = src ^ *seed;
+        // (A local copy: `hit` writes memory, after which a field behind
+        // `self` would be loaded again.)
+        let set_bits = *set_bits;
+        // (`mask` is the number of sets less one, a power of two: taken
+        // from the slice, a masked index needs no bounds check.)
+        debug_assert_eq!(*mask, sets.len().wrapping_sub(1));
+        let Some(mask) = sets.len().checked_sub(1) else { return false };
+        // The hash key without the type/length code (which the tag's
+        // `meta` word holds above the epoch), as one opaque value: the
+        // optimiser otherwise spread its parts over the hash as separate
+        // operations in every lookup.
+        let base = core::hint::black_box(src ^ *seed ^ HostTag::new(epoch, src, 0, &[0; 16]).meta);
         let mut k = 0;
         for (type_len, padded, item) in hosts {
             let tag = HostTag::new(epoch, src, type_len, padded);
-            let set = set_of(*set_bits, *mask, base ^ tag.meta, &tag.host);
+            let set = set_of(set_bits, mask, base ^ u64::from(type_len) << 56, &tag.host);
             let Some(s) = sets.get(set) else { return false };
             // (A tag matches only a way `install` filled: its keys. Each
             // branch names its way's keys and mark as constants.)
@@ -632,11 +647,8 @@ fn set_of(set_bits: u32, mask: usize, key: u64, host: &[u64; 2]) -> usize {
 #[cold]
 #[inline(never)]
 fn derive_host_keys(l1: &drkey::Level1, protocol: u16, addr: &HostAddr) -> HostKeys {
-    HostKeys {
-        host: Cmac::new(&l1.generic_as_host(Protocol(protocol), addr)),
-        as_k1: cmac_k1(l1.aes()),
-        as_aes: l1.aes().clone(),
-    }
+    let host = Cmac::new(&l1.generic_as_host(Protocol(protocol), addr));
+    HostKeys { host_k2: host.k2_last(), host, as_k1: cmac_k1(l1.aes()), as_aes: l1.aes().clone() }
 }
 
 /// CMAC subkey K1 = dbl(AES_K(0)) (RFC 4493 §2.3).
@@ -1038,7 +1050,9 @@ mod tests {
             }
             let hosts: Vec<(u8, [u8; 16])> = run.iter().map(|h| host(*h)).collect();
             let mut want = vec![usize::MAX; hosts.len()];
+            let misses = general.stats().misses;
             general.get_slots(&mut rk, ew, hosts.iter().map(|(tl, p)| (src, *tl, p)), &mut want);
+            let every_key_cached = general.stats().misses == misses;
             // The keys handed out, as addresses (compared with the slots'
             // below, once the run's borrow has ended).
             let mut got: Vec<usize> = Vec::new();
@@ -1046,6 +1060,9 @@ mod tests {
             let all = fast.hit_run(ew, src, hosts.len(), run_hosts, |(), h| {
                 got.push(h as *const HostKeys as usize)
             });
+            // A run hits throughout exactly when every key is cached (its
+            // set hash agrees with the general lookups').
+            proptest::prop_assert_eq!(all, every_key_cached);
             if all {
                 let slots: Vec<usize> =
                     want.iter().map(|&i| fast.at(i).unwrap() as *const HostKeys as usize).collect();

@@ -43,6 +43,10 @@ enum Change {
     Stale(u32),
     /// The previous packet of the burst again (a replay).
     Again,
+    /// Path type SCION: standard SCION traffic (class U) among the
+    /// authorized packets, e.g. right after them (a burst whose EPIC-Z
+    /// packets are not all of its live packets).
+    Plain,
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -51,6 +55,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (1..=255u8).prop_map(Change::Forge),
         1 => prop_oneof![Just(0x4000_0000u32), Just(0xffff_0000)].prop_map(Change::Stale),
         1 => Just(Change::Again),
+        1 => Just(Change::Plain),
     ]
 }
 
@@ -74,9 +79,9 @@ fn check(cfg: &RouterConfig, bursts: &[Vec<Vec<u8>>]) -> Result<(), TestCaseErro
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Uniform bursts with forgeries, packets outside the freshness window
-    /// and replays among them, against a bucket small enough that some
-    /// packets go to A.
+    /// Uniform bursts with forgeries, packets outside the freshness window,
+    /// replays and standard SCION packets among them, against a bucket
+    /// small enough that some packets go to A.
     #[test]
     fn uniform_bursts_keep_verdicts_counters_and_bucket(
         bursts in prop::collection::vec(
@@ -88,9 +93,14 @@ proptest! {
         replay in any::<bool>(),
     ) {
         let mut counter = 0;
-        let bursts: Vec<Vec<Vec<u8>>> = bursts
-            .iter()
-            .map(|b| {
+        // Two bursts first that bring every host's keys into the cache, so
+        // that the bursts after them take the uniform path.
+        let warm = (0..2u32).map(|b| {
+            let h = |k: u32| b * 20 + k;
+            (0..20).map(|k| q_packet(0x0a00_0001 + h(k), 1_000_000 + h(k), 0, 100)).collect()
+        });
+        let bursts: Vec<Vec<Vec<u8>>> = warm
+            .chain(bursts.iter().map(|b| {
                 let mut out: Vec<Vec<u8>> = Vec::new();
                 for (h, payload, c) in b {
                     counter += 1;
@@ -107,11 +117,15 @@ proptest! {
                                 p = prev.clone();
                             }
                         }
+                        Change::Plain => {
+                            packet::scion::ScionHeader::new_unchecked(&mut p[..])
+                                .set_path_type(packet::scion::PathType::SCION);
+                        }
                     }
                     out.push(p);
                 }
                 out
-            })
+            }))
             .collect();
         check(&config(burst, bps, replay), &bursts)?;
     }
@@ -152,4 +166,31 @@ fn hosts_in_sequence_stay_cached_in_as_many_slots() {
     // From 10.0.0.1 (the EPIC-Z replay's hosts): one set gets a third host,
     // whose three hosts then miss in every round (LRU, round robin).
     assert_eq!(misses_per_round(0x0a00_0001), [2048, 3, 3]);
+}
+
+/// Uniform bursts (every EPIC-Z packet conforms) followed by standard
+/// SCION packets: the authorized packets go to G, the others stay U, as
+/// classified one by one (the whole burst is set to G at once only when
+/// its EPIC-Z packets are all of its live packets).
+#[test]
+fn uniform_bursts_followed_by_standard_scion_keep_their_classes() {
+    let cfg = config(60_000, 1_000_000_000, false);
+    let mut counter = 0;
+    let bursts: Vec<Vec<Vec<u8>>> = [(31, 1), (8, 2), (1, 1), (32, 0)]
+        .iter()
+        .map(|&(q, plain)| {
+            (0..q + plain)
+                .map(|k| {
+                    counter += 1;
+                    let mut p = q_packet(0x0a00_0001 + k, counter, 0, 200);
+                    if k >= q {
+                        packet::scion::ScionHeader::new_unchecked(&mut p[..])
+                            .set_path_type(packet::scion::PathType::SCION);
+                    }
+                    p
+                })
+                .collect()
+        })
+        .collect();
+    check(&cfg, &bursts).unwrap();
 }

@@ -24,12 +24,19 @@ const N: usize = crate::LANES;
 /// called once per (lane, step); lane `l` of a group is `base | l`, as in
 /// [`super::lanes`].
 ///
+/// With `FOLD`, the last step's block of lane `l` is XORed with `last(l)`
+/// too, which holds a block already XORed with round key 0 of `key(l)`:
+/// that step then starts with round 1 (the XOR replaces round key 0's).
+/// Without it, `last` is not called.
+///
 /// # Safety
 /// The CPU must support AES-NI.
 #[inline]
 #[target_feature(enable = "aes")]
-pub(crate) unsafe fn nested<'k>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn nested<'k, const FOLD: bool>(
     key: impl Fn(usize) -> Option<&'k RoundKeys>,
+    last: impl Fn(usize) -> &'k Block,
     outer: &RoundKeys,
     mask: &Block,
     whiten: &Block,
@@ -50,8 +57,11 @@ pub(crate) unsafe fn nested<'k>(
             return done;
         };
         let rk = [&k0.0, &k1.0, &k2.0, &k3.0, &k4.0, &k5.0, &k6.0, &k7.0];
+        let last = |l: usize| last(base | l);
         // SAFETY: AES-NI is this function's precondition.
-        let s = unsafe { group(rk, outer, mask, whiten, steps, |l, j| block(base | l, j)) };
+        let s = unsafe {
+            group::<FOLD>(rk, last, outer, mask, whiten, steps, |l, j| block(base | l, j))
+        };
         for (o, v) in full.iter_mut().zip(s) {
             store(o, v);
         }
@@ -73,8 +83,9 @@ pub(crate) unsafe fn nested<'k>(
     };
     let rk = [&k0.0, &k1.0, &k2.0, &k3.0, &k4.0, &k5.0, &k6.0, &k7.0];
     let b = |l: usize, j: usize| if l < n { block(base + l, j) } else { [0; 16] };
+    let last = |l: usize| last(base + l.min(n - 1));
     // SAFETY: AES-NI is this function's precondition.
-    let s = unsafe { group(rk, outer, mask, whiten, steps, b) };
+    let s = unsafe { group::<FOLD>(rk, last, outer, mask, whiten, steps, b) };
     for (o, v) in tail.iter_mut().zip(s) {
         store(o, v);
     }
@@ -88,8 +99,9 @@ pub(crate) unsafe fn nested<'k>(
 /// The CPU must support AES-NI.
 #[inline]
 #[target_feature(enable = "aes")]
-unsafe fn group(
+unsafe fn group<'k, const FOLD: bool>(
     rk: [&[__m128i; 11]; N],
+    last: impl Fn(usize) -> &'k Block,
     outer: &RoundKeys,
     mask: __m128i,
     whiten: __m128i,
@@ -102,37 +114,46 @@ unsafe fn group(
     // steps the key pointers and states pass `fence` (else the compiler
     // copies every lane's round keys to the stack once, or runs each lane's
     // chain on its own instead of the lanes side by side).
+    // The last step, with `FOLD`, XORs `last(l)` in place of round key 0.
     macro_rules! step {
-        ($j:expr, $first:expr) => {{
+        ($j:expr, $first:expr, $last:expr) => {{
             if !$first {
                 fence(&mut rk, &mut s, &mut mask);
             }
             for l in 0..N {
                 let b = load(&block(l, $j));
                 s[l] = if $first { b } else { _mm_xor_si128(s[l], b) };
+                if FOLD && $last {
+                    s[l] = _mm_xor_si128(s[l], load(last(l)));
+                }
             }
-            encrypt!(s, rk, N);
+            if FOLD && $last {
+                encrypt!(@from1 s, rk, N);
+            } else {
+                encrypt!(s, rk, N);
+            }
         }};
     }
     // Up to three steps written out: each step's index is then a constant
     // in `block`.
     match steps {
         0 => {}
-        1 => step!(0, true),
+        1 => step!(0, true, true),
         2 => {
-            step!(0, true);
-            step!(1, false);
+            step!(0, true, false);
+            step!(1, false, true);
         }
         3 => {
-            step!(0, true);
-            step!(1, false);
-            step!(2, false);
+            step!(0, true, false);
+            step!(1, false, false);
+            step!(2, false, true);
         }
         _ => {
-            step!(0, true);
-            for j in 1..steps {
-                step!(j, false);
+            step!(0, true, false);
+            for j in 1..steps - 1 {
+                step!(j, false, false);
             }
+            step!(steps - 1, false, true);
         }
     }
     // The outer key's pointer (one per lane) passes the fence too: as one
@@ -203,4 +224,13 @@ fn fence(p: &mut [&[__m128i; 11]; N], s: &mut [__m128i; N], m: &mut __m128i) {
         // for the same lifetime.
         *r = unsafe { &*q };
     }
+}
+
+/// `b` XOR round key 0 of `rk`: the block [`nested`] takes from `last`
+/// with `FOLD` for a lane under `rk` whose last block `b` is XORed into.
+#[inline]
+pub(crate) fn fold_round_key0(rk: &RoundKeys, b: &Block) -> Block {
+    let mut k0 = [0; 16];
+    store(&mut k0, rk.0[0]);
+    core::array::from_fn(|i| b[i] ^ k0[i])
 }
