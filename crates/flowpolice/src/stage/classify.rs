@@ -14,21 +14,21 @@ use crate::flow::FlowEntry;
 use crate::table::{prefetch_entry, FlowTable};
 
 /// Pass 1b for one regular packet's record `r`: its window's tags name
-/// the likely slot of its flow; load just that entry's line(s), nothing
-/// when no tag matches (the flow is absent). Without hints: the rest of
-/// the home chunk.
+/// the likely slot of its flow (its hint, to `*out`); load just that
+/// entry's line(s), nothing when no tag matches (the flow is absent).
+/// Without hints: the rest of the home chunk.
 /// `entries`: the table's ([`FlowTable::entries`], borrowed once by a loop
 /// over many packets).
 #[inline(always)]
-fn hint(table: &FlowTable, entries: &[FlowEntry], r: &mut Reg, slot_hints: bool) {
+fn hint(table: &FlowTable, entries: &[FlowEntry], r: &Reg, out: &mut u32, slot_hints: bool) {
     let home = r.home as usize;
     if !slot_hints {
         table.prefetch_rest(home);
-        r.hint = NO_HINT;
+        *out = NO_HINT;
         return;
     }
     // No matching tag: the flow is absent (pass 3 reads no entry).
-    r.hint = match table.slot_hint(r.hash, home) {
+    *out = match table.slot_hint(r.hash, home) {
         Some(h) => {
             prefetch_entry(entries, h);
             h as u32
@@ -92,7 +92,8 @@ impl FlowPolice {
     #[inline(always)]
     pub(super) fn hint(&mut self, k: usize, b: Burst) {
         let table = self.router.table();
-        hint(table, table.entries(), &mut self.s.reg[k % BURST], b.slot_hints);
+        let s = &mut self.s;
+        hint(table, table.entries(), &s.reg[k % BURST], &mut s.hint[k % BURST], b.slot_hints);
     }
 
     /// Pass 1 for a burst of common packets only: every packet live and
@@ -103,13 +104,14 @@ impl FlowPolice {
     /// index or bounds checks into the batch. `None` at the first other
     /// packet: nothing but scratch and prefetches was touched, and the
     /// caller runs the general pass 1 from the start. Returns the number
-    /// of packets.
+    /// of packets and whether they are all raw IP read by the fixed view
+    /// (each shim at [`IP_SHIM`](super::IP_SHIM)).
     #[inline(always)]
     pub(super) fn pass1_common<B: PacketBuf>(
         &mut self,
         batch: &Batch<B>,
         b: Burst,
-    ) -> Option<usize> {
+    ) -> Option<(usize, bool)> {
         // The burst's settings as constants of the loop (no per-packet tests,
         // fewer live registers).
         // Raw IP input no stage parsed (the usual case): the IP header at
@@ -119,7 +121,7 @@ impl FlowPolice {
         // packet's flow ID of the addresses is its destination.
         let plain = ip && !self.keying.has_secure_v4();
         let lag = b.lag;
-        match (ip, plain, b.slot_hints, b.check_binding) {
+        let n = match (ip, plain, b.slot_hints, b.check_binding) {
             (true, true, true, true) => {
                 self.pass1_common_with::<B, true, true, true, true>(batch, lag)
             }
@@ -156,7 +158,8 @@ impl FlowPolice {
             (false, _, false, false) => {
                 self.pass1_common_with::<B, false, false, false, false>(batch, lag)
             }
-        }
+        }?;
+        Some((n, ip))
     }
 
     /// [`Self::pass1_common`] with slot hints (`HINTS`) and the flow
@@ -200,14 +203,21 @@ impl FlowPolice {
             }
             // `k < n ≤ BURST`: the modulo only spares the bounds checks.
             let k = k % BURST;
-            s.reg[k].record(&c, hash, home, k);
+            // Packet `k`, and (raw IP) its shim at `IP_SHIM`: passes 3 and 4
+            // know that of a burst taken here ([`Shape`](super::Shape)).
+            let r = &mut s.reg[k];
+            (r.hash, r.home) = (hash, home as u32);
+            if !IP {
+                r.shim = c.shim as u16;
+            }
             blocks[k] = c.block;
             if k >= lag {
-                hint(table, entries, &mut s.reg[(k - lag) % BURST], HINTS);
+                let j = (k - lag) % BURST;
+                hint(table, entries, &s.reg[j], &mut s.hint[j], HINTS);
             }
         }
-        for r in &mut s.reg[n.saturating_sub(lag)..n] {
-            hint(table, entries, r, HINTS);
+        for j in n.saturating_sub(lag)..n {
+            hint(table, entries, &s.reg[j % BURST], &mut s.hint[j % BURST], HINTS);
         }
         Some(n)
     }
@@ -362,7 +372,10 @@ mod tests {
     /// legacy, IPv6, truncated, hostile bytes, altered fixed fields, flow
     /// IDs of other addresses, packets dropped before the stage), run through
     /// two stages that differ only in whether pass 1 tries the common-burst
-    /// loop: same verdicts, bytes, counters and table, for slot hints on and
+    /// loop (and so in whether passes 3 and 4 take the shapes it allows:
+    /// packet `k` the `k`-th regular one, raw IP shims at a fixed offset,
+    /// MACs written without records when every packet got a capability):
+    /// same verdicts, bytes, counters and table, for slot hints on and
     /// off, several lags, with and without the flow binding check, on raw
     /// IP and on Ethernet, with and without metadata of a parse stage (right
     /// or wrong), with and without protected destinations (one of them a
@@ -527,8 +540,8 @@ mod tests {
     }
 
     /// The fields of a carried capability, for comparisons.
-    fn fields(c: &super::Carried) -> (usize, u64, u16, u64, u32, u64, mac::Block) {
-        (c.shim, c.addr_fid, c.pid, c.fid, c.ts, c.mac, c.block)
+    fn fields(c: &super::Carried) -> (usize, u64, u64, mac::Block) {
+        (c.shim, c.addr_fid, c.fid, c.block)
     }
 
     /// Bytes of a regular IPv4 packet whose value `fast_regular_at` ignores
@@ -549,19 +562,26 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
 
         /// The capability fields and MAC input block read from a regular
-        /// shim's bytes equal its fields as the shim view reads them and the
-        /// block built from them.
+        /// shim's bytes (by pass 1, and by pass 3 with any new packet ID)
+        /// equal its fields as the shim view reads them and the block built
+        /// from them.
         #[test]
-        fn the_carried_capability_is_the_shims(h in proptest::prelude::any::<[u8; 28]>()) {
+        fn the_carried_capability_is_the_shims(
+            h in proptest::prelude::any::<[u8; 28]>(),
+            new_id in proptest::prelude::any::<u16>(),
+        ) {
             let c = FlowPolice::carried(&h, 20, 5);
             let s = packet::flowpolice::FlowPolice::new_unchecked(&h[..]);
             let (pid, fid, ts) = (s.p_id(), s.flow_id(), s.ts());
-            proptest::prop_assert_eq!(c.pid, pid);
             proptest::prop_assert_eq!(c.fid, fid);
-            proptest::prop_assert_eq!(c.ts, ts);
-            proptest::prop_assert_eq!(c.mac, u64::from_ne_bytes(s.mac()));
             proptest::prop_assert_eq!(c.block, crate::capability::mac_block(pid, fid, ts));
             proptest::prop_assert_eq!((c.shim, c.addr_fid), (20, 5));
+            let r = crate::stage::scratch::Cap::read(h.first_chunk().unwrap());
+            proptest::prop_assert_eq!((r.pid(), r.fid, r.ts()), (pid, fid, ts));
+            proptest::prop_assert_eq!(r.mac, u64::from_ne_bytes(s.mac()));
+            proptest::prop_assert_eq!(r.block(), c.block);
+            let renewed = crate::capability::mac_block(new_id, fid, ts);
+            proptest::prop_assert_eq!(r.block_with(new_id), renewed);
         }
 
         /// The common-packet reader (`fast_regular_at`, the first loop of

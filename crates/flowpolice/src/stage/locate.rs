@@ -8,7 +8,7 @@ use packet::ipv6::Ipv6;
 use packet::ipv6_ext::ExtConfig;
 use pipeline::{Batch, PacketBuf, Proto, L3, NO_OFFSET};
 
-use super::scratch::{Carried, Located};
+use super::scratch::{Cap, Carried, Located};
 use super::FlowPolice;
 use crate::config::LinkLayer;
 use crate::flowkey::FlowKeying;
@@ -172,7 +172,9 @@ impl FlowPolice {
     #[inline(always)]
     pub(super) fn all_fresh(metas: &[pipeline::Meta]) -> bool {
         const _: () = assert!(L3::None as u8 == 0 && Proto::None as u8 == 0);
-        metas.iter().fold(0u8, |a, m| a | m.l3 as u8 | m.proto as u8) == 0
+        // The two bytes as one word: one load each where the layout puts
+        // them side by side.
+        metas.iter().fold(0u16, |a, m| a | u16::from_le_bytes([m.l3 as u8, m.proto as u8])) == 0
     }
 
     /// [`Self::fast_regular_with`] past the metadata, with the IP header at
@@ -219,33 +221,12 @@ impl FlowPolice {
         Some(Self::carried(h, shim, addr_fid))
     }
 
-    /// The capability a regular shim carries and its MAC input (bytes 4..18
-    /// as on the wire, then two zero bytes): each field one load at its
-    /// offset, the block two 8-byte loads (the second from two bytes
-    /// earlier, shifted down: its top two bytes zero, its top half `ts`).
+    /// The flow ID a regular shim carries and its capability's MAC input
+    /// (bytes 4..18 as on the wire, then two zero bytes), read as
+    /// [`Cap::read`] reads them.
     #[inline(always)]
     pub(super) fn carried(h: &[u8; 28], shim: usize, addr_fid: u64) -> Carried {
-        let (_, rest) = h.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
-        let rest: &[u8; 24] = rest.first_chunk().unwrap_or(&[0; 24]);
-        let (pid, rest_pid) = rest.split_first_chunk::<2>().unwrap_or((&[0; 2], &[]));
-        let (fid, rest_fid) = rest_pid.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let (_, rest_ts) = rest_fid.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
-        let (mac, _) = rest_ts.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        let (lo, _) = rest.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-        // Bytes 6..14: the end of the flow ID, then `ts`.
-        let w: &[u8; 8] = rest.get(6..14).and_then(|w| w.try_into().ok()).unwrap_or(&[0; 8]);
-        let w = u64::from_le_bytes(*w);
-        let mut block = [0u8; 16];
-        block[..8].copy_from_slice(lo);
-        block[8..].copy_from_slice(&(w >> 16).to_le_bytes());
-        Carried {
-            shim,
-            addr_fid,
-            pid: u16::from_be_bytes(*pid),
-            fid: u64::from_be_bytes(*fid),
-            ts: ((w >> 32) as u32).swap_bytes(),
-            mac: u64::from_ne_bytes(*mac),
-            block,
-        }
+        let c = Cap::read(h.first_chunk().unwrap_or(&[0; 26]));
+        Carried { shim, addr_fid, fid: c.fid, block: c.block() }
     }
 }

@@ -1,7 +1,9 @@
 //! The FlowPolice pipeline stage.
 //!
 //! Per burst (a regular packet's state is one record, indexed by its
-//! ordinal among the burst's regular packets; requests keep theirs in
+//! ordinal among the burst's regular packets, of where the packet and its
+//! flow are: the capability it carries stays in the packet, which pass 3
+//! reads and writes anyway; requests keep theirs in
 //! per-field arrays by batch index; per-packet counters are tallied per
 //! burst, and the classes of the packets Algorithm 1's fast path accepted
 //! are set for the burst at once):
@@ -31,12 +33,20 @@
 //!    order, at the hinted slot (a tag-guided window lookup when the hint is
 //!    wrong or the flow was created by a request earlier in the burst). In a
 //!    burst of regular packets only, runs of common packets (a verified tag,
-//!    a right hint, Algorithm 1's fast path) take a loop without calls.
+//!    a right hint, Algorithm 1's fast path) take a loop without calls, and
+//!    when pass 1 took the burst whole (a `Shape`) the `k`-th regular packet
+//!    is packet `k` and, for raw IP, its shim at a fixed offset. Each
+//!    packet's type byte and new capability but the MAC (`P_id`; the flow ID
+//!    and `ts` are the carried capability's on Algorithm 1's fast path) are
+//!    written into the packet here, with the one bounds check that read it.
+//!    The new capabilities' MAC inputs go to the AES batch in order, with a
+//!    record of each one's packet; in a burst pass 1 took whole, packet
+//!    `k`'s to slot `k` instead (no record: its type byte's copy says
+//!    whether it got one), packed afterwards unless every packet got one.
 //! 4. **Stamp**: MAC all new capabilities with one batched AES call and write
-//!    each one in place with one bounds check: the type byte, `P_id` and the
-//!    MAC, from one record per new capability. The flow ID and `ts` are the
-//!    carried capability's on Algorithm 1's fast path; requests and the
-//!    other regular packets wrote theirs in pass 3.
+//!    each MAC in place: the `m`-th to the packet its record names, or in a
+//!    burst pass 1 took whole to the `m`-th packet that got one (when every
+//!    packet did, packet `m`: no index to read or check).
 //!
 //! A live change ([`Element::reconfigure`], [`FlowPolice::apply_config`])
 //! runs between two bursts and keeps the flow table, the flows' state, the
@@ -71,7 +81,7 @@ mod update;
 
 use classify::Classified;
 pub use counters::Counters;
-use scratch::{Fast, Scratch, Tally, EMPTY_SCRATCH};
+use scratch::{Fast, Scratch, Tally, BEST_EFFORT_BYTE, EMPTY_SCRATCH, PRIVILEGED_BYTE};
 
 /// Default regular packets between prefetching a packet's tags and reading
 /// them to prefetch its entry (pass 1b runs this far behind pass 1) for
@@ -190,6 +200,21 @@ fn resolved_lag(cfg: &Config) -> usize {
         .clamp(1, BURST)
 }
 
+/// The shim offset of a raw IP packet the common-burst loop of pass 1
+/// takes (an option-less IPv4 header first).
+pub(super) const IP_SHIM: u16 = 20;
+
+/// How pass 1 took a burst, what passes 3 and 4 may rely on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// Packet by packet: any regular packet's batch index, any shim offset.
+    General,
+    /// The common-burst loop: the `k`-th regular packet is packet `k`.
+    Common,
+    /// [`Shape::Common`] of raw IP packets: each shim at [`IP_SHIM`].
+    CommonIp,
+}
+
 /// Settings pass 1 reads per packet, copied out of the stage once per
 /// burst (kept in registers: the stage's own fields would be reloaded
 /// after every store into its scratch).
@@ -248,10 +273,29 @@ fn full(n: usize) -> u32 {
 /// Bytes `at..at + 26` of packet `i` (a shim's type byte through its
 /// capability), if the packet holds them.
 #[inline(always)]
-fn capability_bytes<B: PacketBuf>(bufs: &mut [B], i: u8, at: u16) -> Option<&mut [u8; 26]> {
+fn capability_bytes<B: PacketBuf>(bufs: &mut [B], i: usize, at: u16) -> Option<&mut [u8; 26]> {
     let at = usize::from(at);
-    let d = bufs.get_mut(usize::from(i))?.data_mut().get_mut(at..at + 26)?;
+    let d = bufs.get_mut(i)?.data_mut().get_mut(at..at + 26)?;
     d.try_into().ok()
+}
+
+/// Pass 4 of a burst whose `k`-th new capability is packet `k`'s (all of
+/// `bufs`): each MAC into its packet's shim, at `AT` (unless 0, where the
+/// `k`-th record says).
+#[inline(always)]
+fn own_macs<B: PacketBuf, const AT: u16>(
+    bufs: &mut [B],
+    reg: &[scratch::Reg; BURST],
+    blocks: &[Block; BURST],
+) {
+    let mut k = 0;
+    while k < bufs.len() {
+        let at = usize::from(if AT != 0 { AT } else { reg[k % BURST].shim });
+        if let Some(d) = bufs[k].data_mut().get_mut(at + 18..at + 26) {
+            d.copy_from_slice(&blocks[k % BURST][..8]);
+        }
+        k += 1;
+    }
 }
 
 /// A full ingress policer of `cap` at `now_ns`.
@@ -291,17 +335,17 @@ impl Element for FlowPolice {
 impl FlowPolice {
     /// Pass 1: classify, hash, prefetch the tags, gather the MAC inputs;
     /// `lag` regular packets behind, read their tags and prefetch their
-    /// entries (pass 1b, see `hint`). Returns the number of regular packets
-    /// (their batch indices in `idx`) and the mask of requests.
+    /// entries (pass 1b, see `hint`). Returns the number of regular packets,
+    /// the mask of requests, and the burst's [`Shape`].
     #[inline(always)]
-    fn pass1<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) -> (usize, u32) {
+    fn pass1<B: PacketBuf>(&mut self, batch: &mut Batch<B>, now: Now) -> (usize, u32, Shape) {
         let mut request = 0u32;
         let mut n = 0;
         let b =
             Burst { check_binding: self.check_binding, slot_hints: self.slot_hints, lag: self.lag };
         if self.common_bursts {
-            if let Some(n) = self.pass1_common(batch, b) {
-                return (n, 0);
+            if let Some((n, ip)) = self.pass1_common(batch, b) {
+                return (n, 0, if ip { Shape::CommonIp } else { Shape::Common });
             }
         }
         for i in batch.live() {
@@ -323,55 +367,97 @@ impl FlowPolice {
         for k in n.saturating_sub(b.lag)..n {
             self.hint(k, b);
         }
-        (n.min(BURST), request)
+        (n.min(BURST), request, Shape::General)
     }
 
     /// Pass 3 of a burst of regular packets only (`n` of them): their
     /// ordinals `k` follow arrival order, and each tag is compared just
     /// before the packet's update (no separate pass, no per-packet type
     /// test). New capabilities go to `blocks[m]`, `m ≤ k`: tag `k` is read
-    /// first. Returns `m`. Out of line: a loop with the registers to itself.
+    /// first. Returns `m` and, with `IDENT`, the ordinals that got one.
+    /// `IDENT`: the `k`-th regular packet is packet `k` (the common-burst
+    /// loop of pass 1 took the burst): its new capability goes to
+    /// `blocks[k]`, packed at the end, and no record is kept; `AT` (unless
+    /// 0): every shim is at `AT` ([`Shape`]). Out of line: a loop with the
+    /// registers to itself.
     #[inline(never)]
-    fn pass3_regular<B: PacketBuf>(
+    fn pass3_regular<B: PacketBuf, const IDENT: bool, const AT: u16>(
         &mut self,
         batch: &mut Batch<B>,
         n: usize,
         now_ms: u64,
         fast: &mut Fast,
         t: &mut Tally,
-    ) -> usize {
+    ) -> (usize, u32) {
         let n = n.min(BURST);
         // Runs of common packets (a verified tag, a right slot hint and
         // Algorithm 1's fast path) in a loop without calls, its state in
-        // registers; each other packet, in order, out of line.
-        let (mut m, mut f) = (0, Fast::default());
-        let mut todo = ((1u64 << n) - 1) as u32;
-        loop {
-            todo = self.pass3_common_run(batch, todo, now_ms, &mut m, &mut f);
-            if todo == 0 {
+        // registers; each other packet, in order, out of line. The ordinals
+        // left form the range `k..n`.
+        let (mut m, mut k, mut runs, mut rest_got) = (0, 0, 0u32, 0u32);
+        while k < n {
+            let start = k;
+            k = self.pass3_common_run::<B, IDENT, AT>(batch, k, n, now_ms, &mut m);
+            // Ordinals `start..k` were accepted, their type bytes in
+            // `s.ty[start..k]`.
+            runs |= full(k) & !full(start);
+            if k >= n {
                 break;
             }
-            let k = todo.trailing_zeros() as usize;
-            if update::tag_ok(&self.blocks, &self.s, k) {
-                m = self.regular_pass3_rest(batch, k, now_ms, m, t);
+            let (bufs, _) = batch.bufs_mut_metas();
+            // Packet `k` at `AT` in a burst pass 1 took whole, else as
+            // recorded.
+            let r = &self.s.reg[k % BURST];
+            let i = if IDENT { k } else { usize::from(r.i) };
+            let at = if AT != 0 { AT } else { r.shim };
+            if update::tag_ok(&self.blocks, bufs, k, i, at) {
+                if IDENT {
+                    // Its new capability, if any, in slot `k` too.
+                    let end = self.regular_pass3_rest(batch, k, i, at, now_ms, k, t);
+                    rest_got |= u32::from(end > k) << k;
+                } else {
+                    m = self.regular_pass3_rest(batch, k, i, at, now_ms, m, t);
+                }
             } else {
-                self.drop_bad_macs(batch, 1 << k);
+                self.drop_bad_mac(batch, i);
             }
-            todo &= todo - 1;
+            k += 1;
         }
-        *fast = f;
-        m
+        // The privileged among them: the type bytes' differing bit, eight
+        // ordinals a word (only those of `runs` were written this burst).
+        let privileged = scratch::type_bits(&self.s.ty, PRIVILEGED_BYTE ^ BEST_EFFORT_BYTE) & runs;
+        *fast = if IDENT {
+            Fast { accepted: runs, privileged }
+        } else {
+            let mut f = Fast::default();
+            for j in Indices::of(runs) {
+                let i = usize::from(self.s.reg[j % BURST].i) % BURST;
+                f.accepted |= 1 << i;
+                f.privileged |= (privileged >> j & 1) << i;
+            }
+            f
+        };
+        if !IDENT {
+            return (m, 0);
+        }
+        // The ordinals with a new capability, their MAC inputs packed in
+        // order (in place: slot `j` ≤ ordinal `k`).
+        let got = scratch::type_bits(&self.s.ty, 1) & runs | rest_got;
+        if got != full(n) {
+            for (j, k) in Indices::of(got).enumerate() {
+                self.blocks[j % BURST] = self.blocks[k % BURST];
+            }
+        }
+        (got.count_ones() as usize, got)
     }
 
-    /// Drops the packets whose capabilities do not verify (`bad`: a mask
-    /// of ordinals; rare, out of line).
+    /// Drops packet `i`, whose capability does not verify (rare, out of
+    /// line).
     #[cold]
     #[inline(never)]
-    fn drop_bad_macs<B: PacketBuf>(&mut self, batch: &mut Batch<B>, bad: u32) {
-        self.counters.bad_mac += u64::from(bad.count_ones());
-        for k in Indices::of(bad) {
-            batch.drop_packet(usize::from(self.s.reg[k % BURST].i), DropReason::BadMac);
-        }
+    fn drop_bad_mac<B: PacketBuf>(&mut self, batch: &mut Batch<B>, i: usize) {
+        self.counters.bad_mac += 1;
+        batch.drop_packet(i, DropReason::BadMac);
     }
 }
 
@@ -382,25 +468,36 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
             Clock::Unix => now.unix_ms(),
         };
         let (mut t, mut fast) = (Tally::default(), Fast::default());
-        let (n, request) = self.pass1(batch, now);
+        let (n, request, shape) = self.pass1(batch, now);
         // Pass 2: verify every carried capability in one batched AES call
         // (while the entries load).
         self.router.key().mac_burst(&mut self.blocks, n);
         // Pass 3: table updates in arrival order; new capabilities' MAC
         // inputs gathered for pass 4.
-        let mut m = 0;
+        let (mut m, mut got) = (0, 0);
         if request == 0 {
             // The common burst: regular packets only, their ordinals `k` in
             // arrival order; each tag is compared just before the packet's
             // update (no separate pass, no per-packet type test). New
             // capabilities go to `blocks[m]`, `m ≤ k`: tag `k` is read first.
-            m = self.pass3_regular(batch, n, now_ms, &mut fast, &mut t);
+            (m, got) = match shape {
+                Shape::CommonIp => {
+                    self.pass3_regular::<B, true, IP_SHIM>(batch, n, now_ms, &mut fast, &mut t)
+                }
+                Shape::Common => {
+                    self.pass3_regular::<B, true, 0>(batch, n, now_ms, &mut fast, &mut t)
+                }
+                Shape::General => {
+                    self.pass3_regular::<B, false, 0>(batch, n, now_ms, &mut fast, &mut t)
+                }
+            };
         } else {
-            // Compare the tags as words, branch-free.
+            // Compare the tags with the carried MACs.
             let mut bad = 0u32;
-            for (r, tag) in self.s.reg[..n].iter().zip(&self.blocks[..n]) {
-                let (tag, _) = tag.split_first_chunk::<8>().unwrap_or((&[0; 8], &[]));
-                bad |= u32::from(u64::from_ne_bytes(*tag) != r.mac) << (usize::from(r.i) % BURST);
+            let (bufs, _) = batch.bufs_mut_metas();
+            for (k, r) in self.s.reg[..n].iter().enumerate() {
+                let ok = update::tag_ok(&self.blocks, bufs, k, usize::from(r.i), r.shim);
+                bad |= u32::from(!ok) << (usize::from(r.i) % BURST);
             }
             if bad != 0 {
                 self.counters.bad_mac += u64::from(bad.count_ones());
@@ -425,24 +522,45 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
             privileged: fast.privileged | t.accepted.privileged,
         };
         set_classes(batch, classes);
-        // Pass 4: MAC the new capabilities together and write each one
-        // (the type byte, a request's own; `P_id` and the MAC of
-        // `P_id ‖ flow_id ‖ ts ‖ MAC`, bytes 4..26 of the shim, whose flow
-        // ID and `ts` are there already) with one bounds check.
+        // Pass 4: MAC the new capabilities together (the MAC of
+        // `P_id ‖ flow_id ‖ ts`, bytes 4..18 of the shim, which pass 3
+        // wrote with the type byte) and write each MAC.
         let m = m.min(BURST);
         self.router.key().mac_burst(&mut self.blocks, m);
         // All buffers at once: their slice stays in registers. (An index
         // loop: a little shorter per packet than zipped iterators.)
         let (bufs, _) = batch.bufs_mut_metas();
-        let mut k = 0;
-        while k < m {
-            let (st, mac) = (&self.s.stamp[k % BURST], &self.blocks[k % BURST]);
-            if let Some(d) = capability_bytes(bufs, st.i, st.at) {
-                d[1] = st.ty;
-                d[4..6].copy_from_slice(&st.pid.to_be_bytes());
-                d[18..26].copy_from_slice(&mac[..8]);
+        let at = |s: &Scratch, k: usize| match shape {
+            Shape::CommonIp => IP_SHIM,
+            _ => s.reg[k % BURST].shim,
+        };
+        let ident = shape != Shape::General && request == 0;
+        if let (true, true, Some(bufs)) = (ident, m == n, bufs.get_mut(..m)) {
+            // Every regular packet got a new capability, each its own in
+            // arrival order, and the `k`-th is packet `k`: the `k`-th MAC
+            // is packet `k`'s (no batch index to read or check).
+            if shape == Shape::CommonIp {
+                own_macs::<B, IP_SHIM>(bufs, &self.s.reg, &self.blocks);
+            } else {
+                own_macs::<B, 0>(bufs, &self.s.reg, &self.blocks);
             }
-            k += 1;
+        } else if ident {
+            // The `k`-th regular packet is packet `k`; the new capabilities
+            // are those of the ordinals in `got`, in order.
+            for (mac, k) in self.blocks[..m].iter().zip(Indices::of(got)) {
+                if let Some(d) = capability_bytes(bufs, k, at(&self.s, k)) {
+                    d[18..26].copy_from_slice(&mac[..8]);
+                }
+            }
+        } else {
+            let mut k = 0;
+            while k < m {
+                let (st, mac) = (&self.s.stamp[k % BURST], &self.blocks[k % BURST]);
+                if let Some(d) = capability_bytes(bufs, usize::from(st.i), st.at) {
+                    d[18..26].copy_from_slice(&mac[..8]);
+                }
+                k += 1;
+            }
         }
         // Per-burst tallies into the counters.
         let c = &mut self.counters;

@@ -1,14 +1,15 @@
 //! Pass 3: the flow-table updates, in arrival order: a request finds or
-//! creates its flow; a regular packet runs Algorithm 1 on its entry and is
-//! marked, and both queue their new capability for pass 4.
+//! creates its flow; a regular packet, its capability read from the packet,
+//! runs Algorithm 1 on its entry and is marked; both write their new
+//! capability but the MAC into the packet and queue the MAC for pass 4.
 
 use mac::Block;
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
 use super::scratch::{
-    feedback_index, Fast, Scratch, Stamp, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE,
+    feedback_index, Cap, Fast, Stamp, Tally, BEST_EFFORT_BYTE, NO_HINT, PRIVILEGED_BYTE,
 };
-use super::FlowPolice;
+use super::{capability_bytes, FlowPolice};
 use crate::capability::mac_block;
 use crate::class;
 use crate::flow::{Feedback, Mark};
@@ -16,9 +17,10 @@ use crate::router::{Pending, Reject, Router};
 use crate::table::Slot as TableSlot;
 
 impl FlowPolice {
-    /// Pass 3 for a request: find or create its flow, count it, queue its
-    /// capability for pass 4 (`blocks[*n]`), or drop it when its window is full.
-    /// Out of line: keeps the regular packets' update loop small.
+    /// Pass 3 for a request: find or create its flow, count it, write its
+    /// capability but the MAC into the packet and queue the MAC for pass 4
+    /// (`blocks[*n]`), or drop it when its window is full. Out of line:
+    /// keeps the regular packets' update loop small.
     #[inline(never)]
     pub(super) fn request_pass3<B: PacketBuf>(
         &mut self,
@@ -42,12 +44,14 @@ impl FlowPolice {
                 // `*n < BURST`: the modulo only spares the bounds checks.
                 let m = *n % BURST;
                 self.blocks[m] = mac_block(p_id, fid, ts);
-                // A request keeps its type byte: pass 4 writes it back.
+                // A request keeps its type byte; its capability's `P_id`,
+                // flow ID and `ts` now, pass 4 the MAC.
                 let at = self.s.shim[i % BURST];
-                let ty = batch.data(i).get(usize::from(at) + 1).copied().unwrap_or(0);
-                // Its capability's flow ID and `ts` now; pass 4 the rest.
-                write_fid_ts(batch, i, at, Some(fid), ts);
-                self.s.stamp[m] = Stamp { i: i as u8, ty, at, pid: p_id };
+                let (bufs, _) = batch.bufs_mut_metas();
+                if let Some(d) = capability_bytes(bufs, i, at) {
+                    write_fields(d, p_id, Some(fid), ts);
+                }
+                self.s.stamp[m] = Stamp { i: i as u8, at };
                 *n += 1;
             }
             Err(_) => {
@@ -57,10 +61,11 @@ impl FlowPolice {
         }
     }
 
-    /// Pass 3 for a regular packet whose MAC verified: Algorithm 1 on its
-    /// entry, its class, and its new capability queued for pass 4
-    /// (`blocks[*n]`) or, without one, its type byte written now. Inline
-    /// only the common packet, counted in `fast`: a right slot hint and
+    /// Pass 3 for a regular packet whose MAC verified (bursts with
+    /// requests): Algorithm 1 on its entry, its class, its type byte and
+    /// new capability but the MAC written, the MAC queued for pass 4
+    /// (`blocks[*n]`). Inline only the common packet, counted in `fast`: a
+    /// right slot hint and
     /// [`FlowEntry::regular_fast`](crate::FlowEntry::regular_fast). The
     /// others go out of line with `t` (fewer live values in the loop, and
     /// `n` and `fast` stay in registers: nothing out of line borrows them).
@@ -75,88 +80,120 @@ impl FlowPolice {
         t: &mut Tally,
     ) {
         let r = self.s.reg[k % BURST];
-        let (fid, hint, pid, ts) = (r.fid, r.hint, r.pid, r.ts);
         let i = usize::from(r.i) % BURST;
-        let mut common = None;
-        if hint != NO_HINT {
-            if let (Some(e), p) = self.router.hinted_entry(fid, hint as usize) {
-                common = e.regular_fast(ts, pid, now_ms, p);
+        let FlowPolice { router, s, blocks, .. } = self;
+        let (bufs, _) = batch.bufs_mut_metas();
+        let mut done = false;
+        if let Some(d) = capability_bytes(bufs, usize::from(r.i), r.shim) {
+            let c = Cap::read(d);
+            let hint = s.hint[k % BURST];
+            if hint != NO_HINT {
+                if let (Some(e), p) = router.hinted_entry(c.fid, hint as usize) {
+                    if let Some((mark, issue)) = e.regular_fast(c.ts(), c.pid(), now_ms, p) {
+                        let privileged =
+                            accepted_fast(blocks, &mut s.stamp, d, &c, (i, r.shim), mark, issue, n);
+                        fast.accepted |= 1 << i;
+                        fast.privileged |= u32::from(privileged) << i;
+                        done = true;
+                    }
+                }
             }
         }
-        match common {
-            Some((mark, issue)) => {
-                // `ts` is the current period's. The class is set with the
-                // burst's others (`fast`).
-                let issue = issue.map(|id| (id, ts));
-                let (blocks, stamp) = (&mut self.blocks, &mut self.s.stamp);
-                let privileged =
-                    accepted::<B, true>(blocks, stamp, batch, i, r.shim, fid, mark, issue, n);
-                fast.accepted |= 1 << i;
-                fast.privileged |= u32::from(privileged) << i;
-            }
-            None => *n = self.regular_pass3_rest(batch, k, now_ms, *n, t),
+        if !done {
+            *n = self.regular_pass3_rest(batch, k, usize::from(r.i), r.shim, now_ms, *n, t);
         }
     }
 
-    /// [`Self::regular_pass3`] for the ordinals in `todo`, in order, while
+    /// [`Self::regular_pass3`] for the ordinals `k..n`, in order, while
     /// they are common packets (a verified tag, a right slot hint and
     /// [`FlowEntry::regular_fast_slot`](crate::FlowEntry::regular_fast_slot));
-    /// returns `todo` from the first other packet on (nothing done for it),
-    /// 0 when all were common. The table's entries are borrowed once for
-    /// the run.
+    /// returns the first other ordinal (nothing done for it), `n` when all
+    /// were common. Their classes are the caller's: their type bytes go to
+    /// `s.ty` by ordinal. `IDENT`: the `k`-th regular packet is packet `k`,
+    /// its new capability's MAC input goes to `blocks[k]` (not `*m`) and
+    /// no record is kept; `AT` (unless 0): every shim is at `AT`. The
+    /// table's entries and the burst's buffers are borrowed once for the
+    /// run.
     #[inline(always)]
-    pub(super) fn pass3_common_run<B: PacketBuf>(
+    pub(super) fn pass3_common_run<B: PacketBuf, const IDENT: bool, const AT: u16>(
         &mut self,
         batch: &mut Batch<B>,
-        mut todo: u32,
+        mut k: usize,
+        n: usize,
         now_ms: u64,
-        n: &mut usize,
-        fast: &mut Fast,
-    ) -> u32 {
-        let (mut m, mut f) = (*n, *fast);
+        m: &mut usize,
+    ) -> usize {
+        let mut new = *m;
         let FlowPolice { router, s, blocks, .. } = self;
         let (entries, p) = router.entries_and_params();
-        while todo != 0 {
-            let k = todo.trailing_zeros() as usize;
-            if !tag_ok(blocks, s, k) {
+        let (bufs, _) = batch.bufs_mut_metas();
+        // With `IDENT`, packet `k < n` is in the first `n` buffers: one
+        // check for the run.
+        let Some(bufs) = bufs.get_mut(..if IDENT { n } else { bufs.len() }) else { return k };
+        while k < n {
+            let r = s.reg[k % BURST];
+            let i = if IDENT { k } else { usize::from(r.i) };
+            let at = if AT != 0 { AT } else { r.shim };
+            let Some(d) = capability_bytes(bufs, i, at) else { break };
+            let c = Cap::read(d);
+            if tag(blocks, k) != c.mac {
                 break;
             }
-            let r = s.reg[k % BURST];
-            let (i, at) = (usize::from(r.i) % BURST, r.shim);
             // No hint (`NO_HINT`) names no slot of the table, or one that
             // does not hold the flow.
-            let common = match entries.get_mut(r.hint as usize) {
-                Some(e) if e.flow_id == r.fid => e.regular_fast_slot(r.ts, r.pid, now_ms, p),
+            let common = match entries.get_mut(s.hint[k % BURST] as usize) {
+                Some(e) if e.flow_id == c.fid => e.regular_fast_slot(c.ts(), c.pid(), now_ms, p),
                 _ => None,
             };
             let Some((mark, issue)) = common else { break };
-            let issue = issue.map(|id| (id, r.ts));
-            let privileged =
-                accepted::<B, true>(blocks, &mut s.stamp, batch, i, at, r.fid, mark, issue, &mut m);
-            f.accepted |= 1 << i;
-            f.privileged |= u32::from(privileged) << i;
-            todo &= todo - 1;
+            if IDENT {
+                // The new capability's MAC input in slot `k` (pass 4 packs
+                // the slots); the type byte's copy says whether there is
+                // one (its low bit, 0 on the wire).
+                let (ty, _) = type_byte(mark);
+                d[1] = ty;
+                if let Some(p_id) = issue {
+                    d[4..6].copy_from_slice(&p_id.to_be_bytes());
+                    blocks[k % BURST] = c.block_with(p_id);
+                }
+                s.ty[k % BURST] = ty | u8::from(issue.is_some());
+            } else {
+                let to = (i % BURST, at);
+                accepted_fast(blocks, &mut s.stamp, d, &c, to, mark, issue, &mut new);
+                s.ty[k % BURST] = d[1];
+            }
+            k += 1;
         }
-        (*n, *fast) = (m, f);
-        todo
+        *m = new;
+        k
     }
 
     /// [`Self::regular_pass3`] from the start for the other packets (no or
     /// a wrong hint, or not Algorithm 1's fast path, which then changed
-    /// nothing): the lookup by hint, tags or window, and the update.
-    /// Returns the new `n`.
+    /// nothing): the lookup by hint, tags or window, and the update. `i`:
+    /// its batch index, `at`: its shim offset. Returns the new `n`.
+    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn regular_pass3_rest<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         k: usize,
+        i: usize,
+        at: u16,
         now_ms: u64,
         mut n: usize,
         t: &mut Tally,
     ) -> usize {
         let g = self.s.reg[k % BURST];
-        let (fid, home, hint, pid, ts) = (g.fid, g.home as usize, g.hint, g.pid, g.ts);
-        let i = usize::from(g.i) % BURST;
+        let (home, hint) = (g.home as usize, self.s.hint[k % BURST]);
+        let i = i % BURST;
+        // Pass 1 read the capability from these bytes (never absent here).
+        let (bufs, _) = batch.bufs_mut_metas();
+        let Some(c) = capability_bytes(bufs, i, at).map(|d| Cap::read(d)) else {
+            self.drop_bad_mac(batch, i);
+            return n;
+        };
+        let (fid, pid, ts) = (c.fid, c.pid(), c.ts());
         let hint = (hint != NO_HINT).then_some(hint as usize);
         // Without hints the tag line was not loaded: scan the (prefetched)
         // home chunk instead.
@@ -175,10 +212,13 @@ impl FlowPolice {
         match r {
             Ok(p) => {
                 t.feedback[feedback_index(p.feedback)] += 1;
-                let (blocks, stamp) = (&mut self.blocks, &mut self.s.stamp);
-                let privileged = accepted::<B, false>(
-                    blocks, stamp, batch, i, g.shim, fid, p.mark, p.issue, &mut n,
-                );
+                let (bufs, _) = batch.bufs_mut_metas();
+                let privileged = match capability_bytes(bufs, i, at) {
+                    Some(d) => {
+                        accepted(&mut self.blocks, &mut self.s.stamp, d, fid, i, at, p, &mut n)
+                    }
+                    None => p.mark == Mark::Privileged,
+                };
                 t.accepted.accepted |= 1 << i;
                 t.accepted.privileged |= u32::from(privileged) << i;
             }
@@ -199,66 +239,100 @@ impl FlowPolice {
     }
 }
 
-/// An accepted regular packet (shim at `at`): its new capability
-/// (`issue`: packet ID and `ts`) queued for pass 4 (its MAC input in
-/// `blocks[*n]`, its packet in `stamp[*n]`) or, without one, its type byte
-/// written now. Returns whether it is privileged (the caller sets the
-/// class). `CARRIED_TS`: the new capability's `ts` is the carried one's
-/// (Algorithm 1's fast path), otherwise it is written into the packet now.
-#[allow(clippy::too_many_arguments)]
+/// The type byte of an accepted regular packet.
 #[inline(always)]
-fn accepted<B: PacketBuf, const CARRIED_TS: bool>(
-    blocks: &mut [Block; BURST],
-    stamp: &mut [Stamp; BURST],
-    batch: &mut Batch<B>,
-    i: usize,
-    at: u16,
-    fid: u64,
-    mark: Mark,
-    issue: Option<(u16, u32)>,
-    n: &mut usize,
-) -> bool {
+fn type_byte(mark: Mark) -> (u8, bool) {
     // `regular_update` reports drops as `Err(OverWindow)`, so a mark
     // that is not privileged is best effort.
     let privileged = mark == Mark::Privileged;
-    let ty = if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE };
-    match issue {
-        Some((p_id, ts)) => {
-            // `*n < BURST`: the modulo only spares the bounds checks.
-            let k = *n % BURST;
-            blocks[k] = mac_block(p_id, fid, ts);
-            stamp[k] = Stamp { i: i as u8, ty, at, pid: p_id };
-            *n += 1;
-            if !CARRIED_TS {
-                write_fid_ts(batch, i, at, None, ts);
-            }
-        }
-        None => {
-            if let Some(b) = batch.buf_mut(i).data_mut().get_mut(usize::from(at) + 1) {
-                *b = ty;
-            }
-        }
+    (if privileged { PRIVILEGED_BYTE } else { BEST_EFFORT_BYTE }, privileged)
+}
+
+/// A regular packet Algorithm 1's fast path accepted (capability bytes
+/// `d`, read as `c`; batch index `i`, shim at `at`): its type byte written
+/// and, with a new capability (`issue`, its packet ID; `ts` and the flow ID
+/// are the carried ones), the new packet ID, its MAC input queued in
+/// `blocks[*n]` and its packet in `stamp[*n]` for pass 4. Returns whether
+/// it is privileged (the caller sets the class).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn accepted_fast(
+    blocks: &mut [Block; BURST],
+    stamp: &mut [Stamp; BURST],
+    d: &mut [u8; 26],
+    c: &Cap,
+    (i, at): (usize, u16),
+    mark: Mark,
+    issue: Option<u16>,
+    n: &mut usize,
+) -> bool {
+    let (ty, privileged) = type_byte(mark);
+    d[1] = ty;
+    if let Some(p_id) = issue {
+        d[4..6].copy_from_slice(&p_id.to_be_bytes());
+        // `*n < BURST`: the modulo only spares the bounds checks.
+        let k = *n % BURST;
+        // From the words read before the write above.
+        blocks[k] = c.block_with(p_id);
+        stamp[k] = Stamp { i: i as u8, at };
+        *n += 1;
     }
     privileged
 }
 
-/// Whether the `k`-th regular packet's capability verified: the first
-/// eight bytes of its AES output (pass 2, `blocks[k]`) are its MAC.
+/// [`accepted_fast`] for any accepted regular packet (`p`: its mark and
+/// new capability, whose `ts` may be new; `fid`: its flow ID).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn tag_ok(blocks: &[Block; BURST], s: &Scratch, k: usize) -> bool {
-    let tag = blocks[k % BURST].first_chunk::<8>().copied().unwrap_or_default();
-    u64::from_ne_bytes(tag) == s.reg[k % BURST].mac
+fn accepted(
+    blocks: &mut [Block; BURST],
+    stamp: &mut [Stamp; BURST],
+    d: &mut [u8; 26],
+    fid: u64,
+    i: usize,
+    at: u16,
+    p: Pending,
+    n: &mut usize,
+) -> bool {
+    let (ty, privileged) = type_byte(p.mark);
+    d[1] = ty;
+    if let Some((p_id, ts)) = p.issue {
+        write_fields(d, p_id, None, ts);
+        let k = *n % BURST;
+        blocks[k] = mac_block(p_id, fid, ts);
+        stamp[k] = Stamp { i: i as u8, at };
+        *n += 1;
+    }
+    privileged
 }
 
-/// Writes a new capability's flow ID (if given) and `ts` into packet `i`
-/// (shim at `at`; nothing if the packet does not hold the capability, as
-/// in pass 4). Out of line: only requests and regular packets off
-/// Algorithm 1's fast path change them.
-#[cold]
-#[inline(never)]
-fn write_fid_ts<B: PacketBuf>(batch: &mut Batch<B>, i: usize, at: u16, fid: Option<u64>, ts: u32) {
-    let (bufs, _) = batch.bufs_mut_metas();
-    let Some(d) = super::capability_bytes(bufs, i as u8, at) else { return };
+/// The first eight bytes of the `k`-th AES output of pass 2 (`blocks[k]`),
+/// as a native-endian word: the `k`-th regular packet's capability
+/// verified if it equals its [`Cap::mac`].
+#[inline(always)]
+pub(super) fn tag(blocks: &[Block; BURST], k: usize) -> u64 {
+    u64::from_ne_bytes(blocks[k % BURST].first_chunk::<8>().copied().unwrap_or_default())
+}
+
+/// Whether the `k`-th regular packet's capability verified (packet `i`,
+/// shim at `at`; false if its bytes cannot be read, which pass 1 ruled
+/// out).
+#[inline(always)]
+pub(super) fn tag_ok<B: PacketBuf>(
+    blocks: &[Block; BURST],
+    bufs: &mut [B],
+    k: usize,
+    i: usize,
+    at: u16,
+) -> bool {
+    capability_bytes(bufs, i, at).is_some_and(|d| tag(blocks, k) == Cap::read(d).mac)
+}
+
+/// Writes a new capability's packet ID, flow ID (if given) and `ts` into
+/// the capability bytes `d` (the MAC is pass 4's).
+#[inline(always)]
+fn write_fields(d: &mut [u8; 26], p_id: u16, fid: Option<u64>, ts: u32) {
+    d[4..6].copy_from_slice(&p_id.to_be_bytes());
     if let Some(fid) = fid {
         d[6..14].copy_from_slice(&fid.to_be_bytes());
     }

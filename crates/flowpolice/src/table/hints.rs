@@ -5,7 +5,7 @@
 use super::tags::{
     block_candidates, block_mask, first_match, tag, tag_block, window_top_bits, BLOCK, LO,
 };
-use super::{FlowTable, CHUNK_SLOTS};
+use super::FlowTable;
 use crate::flow::FlowEntry;
 
 impl FlowTable {
@@ -27,11 +27,10 @@ impl FlowTable {
     /// cache (lookups).
     #[inline(always)]
     pub fn prefetch(&self, hash: u64) {
-        if let Some(c) = chunk_at(self.entries(), self.home(hash)) {
-            memhint::prefetch(&c[0]);
-            memhint::prefetch(&c[1].w_v);
-            memhint::prefetch(&c[3]);
-        }
+        let c = chunk_ptr(self.entries(), self.home(hash));
+        memhint::prefetch_ptr(c);
+        memhint::prefetch_ptr(second_line(c));
+        memhint::prefetch_ptr(c.wrapping_add(3));
     }
 
     /// Starts loading the first line of the chunk at slot `home` (from
@@ -39,18 +38,15 @@ impl FlowTable {
     /// flow ID).
     #[inline(always)]
     pub fn prefetch_first(&self, home: usize) {
-        if let Some(e) = self.entries().get(home) {
-            memhint::prefetch(e);
-        }
+        memhint::prefetch_ptr(chunk_ptr(self.entries(), home));
     }
 
     /// Starts loading the second and third lines of the chunk at slot `home`.
     #[inline(always)]
     pub fn prefetch_rest(&self, home: usize) {
-        if let Some(c) = chunk_at(self.entries(), home) {
-            memhint::prefetch(&c[1].w_v);
-            memhint::prefetch(&c[3]);
-        }
+        let c = chunk_ptr(self.entries(), home);
+        memhint::prefetch_ptr(second_line(c));
+        memhint::prefetch_ptr(c.wrapping_add(3));
     }
 
     /// Starts loading the line holding the first tag bytes of the window at
@@ -59,9 +55,9 @@ impl FlowTable {
     /// wide window may too: those are read on demand).
     #[inline(always)]
     pub fn prefetch_tags(&self, home: usize) {
-        if let Some(t) = self.tags.get(home) {
-            memhint::prefetch(t);
-        }
+        // By address: no bounds check (a prefetch never faults; `home` is
+        // a home slot, inside the table).
+        memhint::prefetch_ptr(self.tags.as_ptr().wrapping_add(home));
     }
 
     /// The likely slot of the flow whose hash is `hash` and home slot `home`
@@ -142,39 +138,45 @@ impl FlowTable {
     #[inline(always)]
     pub fn prefetch_insert(&self, hash: u64) {
         let h = self.home(hash);
-        if let Some(c) = chunk_at(self.entries(), h) {
-            memhint::prefetch(&c[0]);
-            memhint::prefetch(&c[1].w_v);
-            if self.whole_chunk {
-                memhint::prefetch(&c[3]);
-            }
+        let c = chunk_ptr(self.entries(), h);
+        memhint::prefetch_ptr(c);
+        memhint::prefetch_ptr(second_line(c));
+        if self.whole_chunk {
+            memhint::prefetch_ptr(c.wrapping_add(3));
         }
-        if let Some(t) = self.tags.get(h) {
-            memhint::prefetch(t);
-        }
+        let t = self.tags.as_ptr().wrapping_add(h);
+        memhint::prefetch_ptr(t);
         // A wide window's tags may spill into the next cache line.
-        if let Some(t) = self.tags.get(h + self.window - 1) {
-            memhint::prefetch(t);
-        }
+        memhint::prefetch_ptr(t.wrapping_add(self.window - 1));
     }
 }
 
-/// The chunk (four slots, three cache lines) from slot `h` of `entries`
-/// (a multiple of [`CHUNK_SLOTS`]: a home slot), if the table holds it.
+/// The address of the chunk (four slots, three cache lines) from slot `h`
+/// of `entries` (a multiple of [`CHUNK_SLOTS`](super::CHUNK_SLOTS): a home slot), for
+/// prefetches by address: no bounds check (a prefetch never faults, and a
+/// home chunk is inside the table).
 #[inline(always)]
-pub(super) fn chunk_at(entries: &[FlowEntry], h: usize) -> Option<&[FlowEntry; CHUNK_SLOTS]> {
-    entries.get(h..h + CHUNK_SLOTS)?.try_into().ok()
+pub(super) fn chunk_ptr(entries: &[FlowEntry], h: usize) -> *const FlowEntry {
+    entries.as_ptr().wrapping_add(h)
+}
+
+/// The address in a chunk's second cache line that its prefetches name:
+/// slot 1's `w_v` (the chunk's first line holds slot 0 and slot 1's first
+/// 16 bytes).
+#[inline(always)]
+pub(super) fn second_line(c: *const FlowEntry) -> *const u8 {
+    c.wrapping_add(1).cast::<u8>().wrapping_add(core::mem::offset_of!(FlowEntry, w_v))
 }
 
 /// [`FlowTable::prefetch_slot`] on the table's
 /// [`entries`](FlowTable::entries) (a loop over many packets borrows them
-/// once): nothing for a slot past the table.
+/// once); a slot past the table only prefetches an address nothing reads.
 #[inline(always)]
 pub(crate) fn prefetch_entry(entries: &[FlowEntry], i: usize) {
-    if let Some(e) = entries.get(i) {
-        // First and last bytes of the 48-byte entry (`p_id` shares the
-        // last byte's line).
-        memhint::prefetch(&e.flow_id);
-        memhint::prefetch(&e.p_id);
-    }
+    // By address, without a bounds check (a prefetch never faults, and a
+    // slot hint is inside the table): the first and last bytes of the
+    // 48-byte entry (`p_id` shares the last byte's line).
+    let e = entries.as_ptr().wrapping_add(i);
+    memhint::prefetch_ptr(e);
+    memhint::prefetch_ptr(e.cast::<u8>().wrapping_add(core::mem::offset_of!(FlowEntry, p_id)));
 }

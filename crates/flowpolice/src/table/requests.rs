@@ -1,6 +1,7 @@
 //! A burst of requests: each flow hashed once, its insertion lines
 //! prefetched a few requests ahead, then found or created.
 
+use super::hints::{chunk_ptr, second_line};
 use super::tags::{block_candidates, tag, BLOCK};
 use super::{home_chunk, keyed_hash, FlowTable, Full, Slot, CHUNK_SLOTS};
 use crate::flow::FlowEntry;
@@ -135,19 +136,19 @@ impl<const WHOLE: bool> Stage<WHOLE> {
         // checks below need no overflow test.
         let c = home_chunk(self.homes, hash) as u32;
         let h = c as usize * CHUNK_SLOTS;
-        // The home chunk, checked as the insertion checks the window.
-        if let Some(chunk) = entries.get(h..h + BLOCK) {
-            memhint::prefetch(&chunk[0]);
-            memhint::prefetch(&chunk[1].w_v);
-            if WHOLE {
-                memhint::prefetch(&chunk[3]);
-            }
+        // By address, without bounds checks (a prefetch never faults; the
+        // home chunk and its window's tags are inside the table): the home
+        // chunk's first two lines (the third too if `WHOLE`).
+        let chunk = chunk_ptr(entries, h);
+        memhint::prefetch_ptr(chunk);
+        memhint::prefetch_ptr(second_line(chunk));
+        if WHOLE {
+            memhint::prefetch_ptr(chunk.wrapping_add(3));
         }
         // The window's 32 tags span one or two cache lines.
-        if let Some(t) = tags.get(h..h + BLOCK) {
-            memhint::prefetch(&t[0]);
-            memhint::prefetch(&t[BLOCK - 1]);
-        }
+        let t = tags.as_ptr().wrapping_add(h);
+        memhint::prefetch_ptr(t);
+        memhint::prefetch_ptr(t.wrapping_add(BLOCK - 1));
         (c, tag(hash))
     }
 }
