@@ -8,7 +8,7 @@
 //! is remembered, is the router's business, so it lives here with the stages
 //! that keep a [`SibraShape`] each.
 
-use packet::scion::{sibra_fields, PathType, SibraFields};
+use packet::scion::{sibra_fields, SibraFields};
 use packet::Error;
 
 /// SCION common header bytes the per-packet checks read.
@@ -33,7 +33,7 @@ impl SibraShape {
     /// The slot whose fields `pkt` has, if it has one of the remembered
     /// shapes and passes the per-packet checks.
     #[inline(always)]
-    fn find(&self, pkt: &[u8]) -> Option<usize> {
+    pub(crate) fn find(&self, pkt: &[u8]) -> Option<usize> {
         let [a, b] = &self.slots;
         if a.matches(pkt) {
             Some(0)
@@ -58,23 +58,60 @@ impl SibraShape {
     /// The fields of slot `v` (`v` from [`find`](Self::find) or
     /// [`learn`](Self::learn)).
     #[inline(always)]
-    fn fields(&self, v: usize) -> &SibraFields {
+    pub(crate) fn fields(&self, v: usize) -> &SibraFields {
         &self.slots[v & 1].fields
     }
 }
 
-/// One remembered layout of a [`SibraShape`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The bits of the common header's first eight bytes (read as one
+/// little-endian word) that a [`ShapeSlot`] matches: the version (the high
+/// half of byte 0) and `HdrLen` (byte 5).
+const WORD0_MASK: u64 = 0x0000_FF00_0000_00F0;
+
+/// A [`ShapeSlot::word0`] no packet reads under [`WORD0_MASK`] (bit 0 lies
+/// outside it): the slot of a shape that remembers nothing.
+const NEVER: u64 = 1;
+
+/// One remembered layout of a [`SibraShape`], kept as the words the
+/// per-packet check compares (a few word compares instead of a byte
+/// compare per field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ShapeSlot {
-    /// Whether anything is remembered (a fresh shape remembers nothing).
-    known: bool,
-    /// Byte 5 (HdrLen) of the common header.
-    hdr_len: u8,
-    /// Byte 9 (DT/DL/ST/SL) of the common header.
-    addr_types: u8,
-    /// Flags, CurrHop, P0, P1, P2.
-    head: [u8; 5],
+    /// Bytes 0..8 of the common header under [`WORD0_MASK`] as they must
+    /// read: version 0 and the remembered `HdrLen`; [`NEVER`] when nothing
+    /// is remembered.
+    word0: u64,
+    /// Bytes 8 and 9 (path type SIBRA, DT/DL/ST/SL), little-endian.
+    word8: u16,
+    /// The header length in bytes (`HdrLen · 4`).
+    hdr_len: u16,
+    /// Where the SIBRA path's first eight bytes end (`fields.path + 8`).
+    head_end: u16,
+    /// The SIBRA path's first five bytes (flags, CurrHop, P0, P1, P2): its
+    /// first eight bytes as a little-endian word, shifted left by 24.
+    head: u64,
     fields: SibraFields,
+}
+
+impl Default for ShapeSlot {
+    fn default() -> Self {
+        ShapeSlot {
+            word0: NEVER,
+            word8: 0,
+            hdr_len: 0,
+            head_end: 0,
+            head: 0,
+            fields: SibraFields::default(),
+        }
+    }
+}
+
+/// The eight bytes before `end`, little-endian, shifted left by 24: the
+/// five bytes at `end − 8` in the top 40 bits.
+#[inline(always)]
+fn head_word(pkt: &[u8], end: usize) -> Option<u64> {
+    let b = pkt.get(..end)?.last_chunk::<8>()?;
+    Some(u64::from_le_bytes(*b) << 24)
 }
 
 impl ShapeSlot {
@@ -85,29 +122,37 @@ impl ShapeSlot {
     #[inline(always)]
     fn matches(&self, pkt: &[u8]) -> bool {
         let Some(c) = pkt.first_chunk::<SCION_COMMON_LEN>() else { return false };
-        let hl = usize::from(c[5]) * 4;
+        let [w0 @ .., _, _, _, _] = *c;
+        let w0 = u64::from_le_bytes(w0);
         let payload_len = usize::from(u16::from_be_bytes([c[6], c[7]]));
         // HdrLen and the address types fix the path offset; with the same
         // head the SIBRA path has the same length, which fit before.
-        let same = self.known
-            && c[0] >> 4 == 0
-            && c[8] == PathType::SIBRA.0
-            && c[5] == self.hdr_len
-            && c[9] == self.addr_types
-            && hl + payload_len <= pkt.len();
-        // `path + 5` cannot overflow (a u16 plus 5): one bounds compare.
-        let at = usize::from(self.fields.path);
-        same && pkt.get(at..at + 5).is_some_and(|head| *head == self.head)
+        let same = (w0 & WORD0_MASK == self.word0)
+            & (u16::from_le_bytes([c[8], c[9]]) == self.word8)
+            & (usize::from(self.hdr_len) + payload_len <= pkt.len());
+        // Eight bytes read for the five compared: a slot is learned only
+        // when they lie inside the header (`learn`), which `same` put
+        // inside `pkt`, so the wider read decides nothing on its own.
+        // (Read up to `head_end`, stored: no sum to form per packet.)
+        same && head_word(pkt, usize::from(self.head_end)) == Some(self.head)
     }
 
     /// Remembers `f`, the fields of `pkt`.
     fn learn(&mut self, pkt: &[u8], f: &SibraFields) {
-        let head = pkt.get(usize::from(f.path)..).and_then(|b| b.first_chunk::<5>());
+        let end = f.path.saturating_add(8);
+        let head = head_word(pkt, usize::from(end)).filter(|_| end <= f.header_len);
         if let (Some(c), Some(head)) = (pkt.first_chunk::<SCION_COMMON_LEN>(), head) {
-            *self =
-                ShapeSlot { known: true, hdr_len: c[5], addr_types: c[9], head: *head, fields: *f };
+            *self = ShapeSlot {
+                word0: u64::from(c[5]) << 40,
+                word8: u16::from_le_bytes([c[8], c[9]]),
+                hdr_len: u16::from(c[5]) * 4,
+                head_end: end,
+                head,
+                fields: *f,
+            };
         } else {
-            // Not reachable for fields `sibra_fields` computed; never matched.
+            // Not reachable for fields `sibra_fields` computed (a SIBRA
+            // path is at least eight bytes); never matched.
             *self = ShapeSlot { fields: *f, ..ShapeSlot::default() };
         }
     }

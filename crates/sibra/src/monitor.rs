@@ -406,23 +406,26 @@ pub struct CoreMonitor {
     hash_keys: SketchKeys,
     /// Column mask, `width − 1`.
     mask: u16,
+    /// The column mask in each of the four 16-bit lanes of a hash.
+    mask4: u64,
     window_start: u64,
     /// `(100 + margin) · (now − window start + burst)` for `allow_ns`: the
     /// per-burst factor of the overuse test (see `allowance`).
     allow: u128,
     allow_ns: u64,
-    /// Per bandwidth class (index `class & 127`; classes are ≤ 100): a
-    /// lower bound of the largest estimate under the current allowance, a
-    /// cached form of the overuse test. With `rhs` = `bps · allow`, an
-    /// estimate `new` is over when `new · 8 · 10^11 > rhs`, that is when
-    /// `new > ⌊rhs / (8 · 10^11)⌋`, exactly. Every entry was computed at an
+    /// Per bandwidth class (indexed by the class's byte: in bounds by its
+    /// type, no mask per packet; classes are ≤ 100): a lower bound of the
+    /// largest estimate under the current allowance, a cached form of the
+    /// overuse test. With `rhs` = `bps · allow`, an estimate `new` is over
+    /// when `new · 8 · 10^11 > rhs`, that is when `new > ⌊rhs / (8 ·
+    /// 10^11)⌋`, exactly. Every entry was computed at an
     /// `allow` at most the current one (the table is cleared whenever
     /// `allow` decreases: a new window, a clock step, a retune; or exceeds
     /// `u64`), so it is a lower bound of the current threshold: an estimate
     /// at or under it is under the allowance without the 128-bit products,
     /// and one above it takes the exact test, which then refreshes the
     /// entry. 0 (cleared) is a lower bound of every threshold.
-    thresholds: [u64; 128],
+    thresholds: [u64; 256],
     suspects: HashMap<ResvKey, Suspect, KeyedState>,
     blacklist: HashMap<ResvKey, Tick, KeyedState>,
     blacklisted_total: u64,
@@ -442,10 +445,11 @@ impl CoreMonitor {
             sketch: sketch.ok_or(Error::Config("core monitor: sketch allocation"))?,
             hash_keys: SketchKeys::new(&sketch_keys(cfg.seed)),
             mask: (cfg.width - 1) as u16,
+            mask4: (cfg.width as u64 - 1) * 0x0001_0001_0001_0001,
             window_start: 0,
             allow: 0,
             allow_ns: u64::MAX,
-            thresholds: [0; 128],
+            thresholds: [0; 256],
             suspects: HashMap::with_capacity_and_hasher(
                 cfg.max_suspects.min(1 << 20),
                 KeyedState(cfg.seed ^ 1),
@@ -544,7 +548,7 @@ impl CoreMonitor {
         let allow = self.allowance(now_ns);
         // Thresholds cached under a larger factor would be too high.
         if allow < self.allow || allow > u128::from(u64::MAX) {
-            self.thresholds = [0; 128];
+            self.thresholds = [0; 256];
         }
         self.allow = allow;
         self.allow_ns = now_ns;
@@ -582,8 +586,11 @@ impl CoreMonitor {
     /// its type.
     #[inline(always)]
     fn cells(&self, h: u64) -> [usize; 4] {
-        let col = |r: u32| usize::from((h >> (16 * r)) as u16 & self.mask);
-        [col(0), 1 << 16 | col(1), 2 << 16 | col(2), 3 << 16 | col(3)]
+        // One mask for the four columns; the row starts added (not ORed),
+        // so that they fold into the cell loads' address displacements.
+        let h = h & self.mask4;
+        let col = |r: u32| usize::from((h >> (16 * r)) as u16);
+        [col(0), (1 << 16) + col(1), (2 << 16) + col(2), (3 << 16) + col(3)]
     }
 
     /// [`cells`](Self::cells) with fewer than four rows: rows beyond
@@ -594,6 +601,14 @@ impl CoreMonitor {
             let r = if r < self.cfg.rows { r & 3 } else { 0 };
             r << 16 | usize::from((h >> (16 * r)) as u16 & self.mask)
         })
+    }
+
+    /// [`update`] with fewer than four rows (out of line: the usual sketch
+    /// has four).
+    #[inline(never)]
+    fn update_fewer(&mut self, h: u64, bytes: u64) -> u64 {
+        let idx = self.cells_fewer(h);
+        update(&mut self.sketch, idx, bytes)
     }
 
     /// Accounts a `bytes`-long packet of reservation `key` (class `class`,
@@ -625,6 +640,40 @@ impl CoreMonitor {
         now_ns: u64,
         now: Tick,
     ) -> CoreVerdict {
+        self.observe_at::<false>(key, class, exp, bytes, now_ns, now)
+    }
+
+    /// [`observe_in_window`](Self::observe_in_window) right after
+    /// [`roll_window`](Self::roll_window)`(now_ns)` (a burst's packets, all
+    /// at `now_ns`): the same result without the per-packet test whether
+    /// the window was rolled to `now_ns`. Only for that case: a later
+    /// `now_ns` would be judged against the rolled allowance.
+    #[inline(always)]
+    pub(crate) fn observe_rolled(
+        &mut self,
+        key: &ResvKey,
+        class: BwClass,
+        exp: Tick,
+        bytes: usize,
+        now_ns: u64,
+        now: Tick,
+    ) -> CoreVerdict {
+        debug_assert_eq!(now_ns, self.allow_ns);
+        self.observe_at::<true>(key, class, exp, bytes, now_ns, now)
+    }
+
+    /// [`observe_in_window`](Self::observe_in_window); `ROLLED`: the caller
+    /// rolled the window to `now_ns` (see [`observe_rolled`](Self::observe_rolled)).
+    #[inline(always)]
+    fn observe_at<const ROLLED: bool>(
+        &mut self,
+        key: &ResvKey,
+        class: BwClass,
+        exp: Tick,
+        bytes: usize,
+        now_ns: u64,
+        now: Tick,
+    ) -> CoreVerdict {
         // Usually no suspects: skip hashing for the table.
         if let Some(s) = (!self.suspects.is_empty()).then(|| self.suspects.get_mut(key)).flatten() {
             if s.bucket.take(bytes, now_ns) {
@@ -636,23 +685,20 @@ impl CoreMonitor {
             return CoreVerdict::Blacklisted;
         }
         let h = sketch_hash_with(&self.hash_keys, key);
-        let idx = if self.cfg.rows == 4 { self.cells(h) } else { self.cells_fewer(h) };
-        let sketch = &mut *self.sketch;
-        let old = idx.map(|i| sketch[i]);
-        let est = old[0].min(old[1]).min(old[2]).min(old[3]);
-        let new = est.saturating_add(bytes as u64);
-        // Conservative update: raise only the cells below the new estimate.
-        // From the values read above: a cell taken twice (a repeated row 0)
-        // had the same value both times, so it gets the same result.
-        for (&i, v) in idx.iter().zip(old) {
-            sketch[i] = v.max(new);
-        }
+        // Two copies of the update: merged, the four indices went through
+        // the stack (measured).
+        let new = if self.cfg.rows == 4 {
+            let idx = self.cells(h);
+            update(&mut self.sketch, idx, bytes as u64)
+        } else {
+            self.update_fewer(h, bytes as u64)
+        };
         // Over the allowance so far this window plus a burst, at the rate plus
         // margin? (`new·8·10^9·100 > bps·(100 + margin)·(window + burst)`, in
         // u128 without a division; the factor is per burst.) Usually decided
         // by the class's cached threshold (see `thresholds`).
-        let rolled = now_ns == self.allow_ns;
-        let slot = usize::from(class.get() & 127);
+        let rolled = ROLLED || now_ns == self.allow_ns;
+        let slot = usize::from(class.get());
         if rolled && new <= self.thresholds[slot] {
             // Under a threshold of this class: under the allowance.
             return CoreVerdict::Ok;
@@ -674,6 +720,47 @@ impl CoreMonitor {
             self.thresholds[slot] = bytes;
         }
         CoreVerdict::Ok
+    }
+}
+
+/// The conservative update of the cells `idx` by `bytes`: the new
+/// estimate (the least cell plus `bytes`, saturating), and every cell below
+/// it raised to it. From the values read first: a cell taken twice (a
+/// repeated row 0) had the same value both times, so it gets the same
+/// result.
+#[inline(always)]
+fn update(sketch: &mut [u64; SKETCH_CELLS], idx: [usize; 4], bytes: u64) -> u64 {
+    let old = idx.map(|i| sketch[i % SKETCH_CELLS]);
+    let est = old[0].min(old[1]).min(old[2]).min(old[3]);
+    let new = est.saturating_add(bytes);
+    for (&i, v) in idx.iter().zip(old) {
+        sketch[i % SKETCH_CELLS] = v.max(new);
+    }
+    new
+}
+
+/// What [`CoreMonitor::state`] returns.
+#[cfg(test)]
+type MonitorState = (Vec<u64>, Vec<(ResvKey, u64)>, Vec<(ResvKey, Tick)>, u64);
+
+#[cfg(test)]
+impl CoreMonitor {
+    /// The state the monitor decides by, for tests that hold two stages'
+    /// monitors equal: the sketch cells in use, the suspects and the
+    /// blacklist (sorted), and the count of blacklistings.
+    pub(crate) fn state(&self) -> MonitorState {
+        let width = self.cfg.width;
+        let cells = self
+            .sketch
+            .chunks_exact(1 << 16)
+            .take(self.cfg.rows)
+            .flat_map(|row| row[..width].iter().copied())
+            .collect();
+        let mut suspects: Vec<_> = self.suspects.iter().map(|(k, s)| (*k, s.since_ns)).collect();
+        suspects.sort();
+        let mut blacklist: Vec<_> = self.blacklist.iter().map(|(k, t)| (*k, *t)).collect();
+        blacklist.sort();
+        (cells, suspects, blacklist, self.blacklisted_total)
     }
 }
 
@@ -803,7 +890,8 @@ mod tests {
 
     /// The monitor against [`RefSketch`] and the overuse test computed
     /// directly (no cached thresholds): cells and new suspects, over
-    /// bursts (one roll, several packets), per-packet rolls, observations
+    /// bursts (one roll, several packets, observed with or without the
+    /// per-packet roll test), per-packet rolls, observations
     /// at a time not rolled to, window changes and clock steps back.
     #[test]
     fn sketch_matches_the_row_by_row_reference() {
@@ -818,7 +906,7 @@ mod tests {
             1 => Just(1_500_000_000i64),
             1 => -3_000_000i64..0,
         ];
-        let pkt = (0u8..24, any::<bool>(), 1u64..3000, 10u8..16, step, 0u8..3);
+        let pkt = (0u8..24, any::<bool>(), 1u64..3000, 10u8..16, step, 0u8..4);
         let strategy = (1usize..=4, 0u32..=6, 0u32..50, proptest::collection::vec(pkt, 1..400));
         runner
             .run(&strategy, |(rows, wbits, margin_pct, pkts)| {
@@ -835,7 +923,8 @@ mod tests {
                     // `observe_in_window` at a time not rolled to: only
                     // inside the current window (its precondition).
                     let unrolled = how == 2 && ns >= ws && ns < ws + W && ns != m.allow_ns;
-                    // Otherwise a roll: per burst (1) or by `observe` (0).
+                    // Otherwise a roll: per burst (1; 3 observes it with
+                    // `observe_rolled`) or by `observe` (0).
                     let how = if how == 2 && !unrolled { 0 } else { how };
                     if !unrolled && (ns >= ws + W || ns < ws) {
                         r.cells.fill(0);
@@ -845,11 +934,15 @@ mod tests {
                     // behaved) bypasses the sketch.
                     let known =
                         m.suspects.get(&k).is_some_and(|s| s.since_ns.saturating_add(W) > ws);
-                    if how == 1 {
+                    // (3 at the time last rolled to: a later packet of
+                    // the burst, no roll of its own.)
+                    if how == 1 || (how == 3 && ns != m.allow_ns) {
                         m.roll_window(ns);
                     }
                     if how == 0 {
                         m.observe(&k, c, Tick(5), bytes as usize, ns, Tick(0));
+                    } else if how == 3 {
+                        m.observe_rolled(&k, c, Tick(5), bytes as usize, ns, Tick(0));
                     } else {
                         m.observe_in_window(&k, c, Tick(5), bytes as usize, ns, Tick(0));
                     }

@@ -12,7 +12,7 @@ use core::ops::Range;
 use packet::scion::header::common_header_ok;
 use packet::scion::sibra::{SibraFields, SibraHop, SibraPath};
 use packet::scion::PathType;
-use pipeline::{Batch, DropReason, Meta, PacketBuf};
+use pipeline::{Batch, DropReason, Meta, PacketBuf, Proto};
 
 use super::RouterConfig;
 use crate::layout::{sibra_fields_memo_ref, SibraShape};
@@ -51,6 +51,9 @@ pub(super) struct Job {
     /// The transit stage's index of the packet's first MAC check in its
     /// burst (set by the stage, not by the job builders).
     pub(super) first_check: u8,
+    /// The packet's length, kept by the transit stage for monitoring (set
+    /// by the stage, not by the job builders).
+    pub(super) len: usize,
 }
 
 /// Where the SIBRA path of a packet lies, if it has one.
@@ -67,6 +70,17 @@ pub(super) fn sides(s: &Sof, fwd: bool) -> (u16, u16) {
     } else {
         (s.egress, s.ingress)
     }
+}
+
+/// [`sides`] of a SOF's wire bytes: its two interfaces as one 32-bit
+/// word, swapped into place by a rotation (fewer moves than two 16-bit
+/// fields, measured).
+#[inline(always)]
+pub(super) fn sides_of_wire(sof: &[u8; 8], fwd: bool) -> (u16, u16) {
+    let [i0, i1, e0, e1, ..] = *sof;
+    let w = u32::from_be_bytes([i0, i1, e0, e1]);
+    let w = if fwd { w } else { w.rotate_left(16) };
+    ((w >> 16) as u16, w as u16)
 }
 
 #[inline]
@@ -193,8 +207,40 @@ pub(super) fn fields_of<'s>(
     meta: &Meta,
     shape: &'s mut SibraShape,
 ) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
-    let Some(off) = scion::scion_offset(meta) else { return Ok(None) };
+    let Some(off) = scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
+    // A remembered shape first: its check covers the path type.
+    if let Some(v) = shape.find(pkt) {
+        return Ok(Some((off, shape.fields(v))));
+    }
+    fields_new(data, off, pkt, shape)
+}
+
+/// [`scion::scion_offset`] from one 16-bit read of the network and protocol
+/// kinds (both `None` are 0): the same answer in fewer branches.
+#[inline(always)]
+pub(super) fn scion_offset(meta: &Meta) -> Option<usize> {
+    let kinds = u16::from_le_bytes([meta.l3 as u8, meta.proto as u8]);
+    if kinds == 0 {
+        // No IP layer and no protocol found: bare SCION.
+        Some(0)
+    } else if meta.proto == Proto::Scion {
+        Some(usize::from(meta.proto_off))
+    } else {
+        None
+    }
+}
+
+/// [`fields_of`] for a packet of no remembered shape: learns a new SIBRA
+/// layout, or judges a packet of another path type. Out of line: the
+/// remembered shapes are the usual case.
+#[inline(never)]
+fn fields_new<'s>(
+    data: &[u8],
+    off: usize,
+    pkt: &[u8],
+    shape: &'s mut SibraShape,
+) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
     if PathType::peek(pkt) == Some(PathType::SIBRA) {
         if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
             return Ok(Some((off, f)));
@@ -289,7 +335,9 @@ pub(super) fn info_mac(b: [u8; 8]) -> [u8; 8] {
 /// starts at the SCION header, which is at `base` in the packet. Same
 /// checks, order and results as [`inspect_reference`]. Without `FULL`, the
 /// fields only the control stage reads (`path`, `forward`, `hops`) are not
-/// written (the transit stage's per-packet stores).
+/// written (the transit stage's per-packet stores), and a steady setup
+/// (`verify` false) fails as `Malformed` as soon as that is known: the
+/// transit stage's verdict for it whatever follows.
 #[inline(always)]
 pub(super) fn job_of<const FULL: bool>(
     pkt: &[u8],
@@ -304,15 +352,14 @@ pub(super) fn job_of<const FULL: bool>(
     let fwd = f.forward();
     let a = &f.active;
     let sof0b = take::<8>(pkt, a.sof)?;
-    let sof0 = Sof::from_bytes(&sof0b);
-    let (arr, mut leave) = sides(&sof0, fwd);
+    let (arr, mut leave) = sides_of_wire(&sof0b, fwd);
     if arr != arrival {
         return Err(DropReason::WrongInterface);
     }
     if FULL {
         job.path = (base + usize::from(f.path), base + usize::from(f.header_len));
         job.forward = fwd;
-        job.hops[0] = Hop { h: a.hop, block: a.block, j: a.index, sof: sof0 };
+        job.hops[0] = Hop { h: a.hop, block: a.block, j: a.index, sof: Sof::from_bytes(&sof0b) };
     }
     job.curr_at = base + f.curr_hop_offset();
     job.n_hops = 1;
@@ -326,6 +373,12 @@ pub(super) fn job_of<const FULL: bool>(
         (ifid, Some(_)) => cfg.ifaces.port(ifid).ok_or(DropReason::NoRoute)?,
     };
     job.verify = !(f.steady() && f.setup());
+    if !FULL && !job.verify {
+        // The transit stage drops a data packet with S and T set as
+        // malformed, and every check from here on fails as malformed or
+        // passes: the verdict is known.
+        return Err(malformed);
+    }
     let info0 = take::<8>(pkt, a.info)?;
     let info = ResvInfo::from_view(&packet::scion::sibra::ResvInfo::new_unchecked(&info0[..]))
         .map_err(|_| malformed)?;
@@ -337,7 +390,8 @@ pub(super) fn job_of<const FULL: bool>(
     job.class = if fwd { info.bw_fwd } else { info.bw_rev };
     job.exp = info.exp_tick;
     job.index = info.index;
-    if job.verify {
+    // (Without `FULL`, `verify` holds here.)
+    if !FULL || job.verify {
         let check = checks.first_mut().ok_or(malformed)?;
         check.set_from_wire(&sof0b, &info_mac(info0), &job.key.id, &[0; 8]);
         if let Some(p) = a.prev {
@@ -364,13 +418,13 @@ fn junction<const FULL: bool>(
     job: &mut Job,
 ) -> Result<u16, DropReason> {
     let Some(n) = &f.next else { return Ok(0) };
-    let sof1 = Sof::from_bytes(&take::<8>(pkt, n.sof)?);
-    let (a1, l1) = sides(&sof1, f.forward());
+    let sof1b = take::<8>(pkt, n.sof)?;
+    let (a1, l1) = sides_of_wire(&sof1b, f.forward());
     if a1 != 0 {
         return Err(DropReason::WrongInterface);
     }
     if FULL {
-        job.hops[1] = Hop { h: n.hop, block: n.block, j: n.index, sof: sof1 };
+        job.hops[1] = Hop { h: n.hop, block: n.block, j: n.index, sof: Sof::from_bytes(&sof1b) };
     }
     job.n_hops = 2;
     job.next_curr = f.after_next;
@@ -389,21 +443,25 @@ fn second_check(
 ) -> Result<(), DropReason> {
     let malformed = DropReason::Malformed;
     let Some(n) = &f.next else { return Ok(()) };
-    let (ids, mac_info) = if n.block == f.active.block {
-        (job.key.id, info_mac(info0))
+    let sof1b = take::<8>(pkt, n.sof)?;
+    let check = checks.get_mut(1).ok_or(malformed)?;
+    // Written in place as in `job_of` (every failure here is `Malformed`,
+    // so their order does not show): the IDs straight from the job when
+    // the block is the active one (as a copied value they moved byte by
+    // byte, measured).
+    if n.block == f.active.block {
+        check.set_from_wire(&sof1b, &info_mac(info0), &job.key.id, &[0; 8]);
     } else {
         // The second hop of a junction in the next block: its own IDs
         // (setup) and expiry.
         let bi = take::<8>(pkt, n.info)?;
         job.exp = job.exp.min(Tick(u32::from_be_bytes([bi[0], bi[1], bi[2], bi[3]])));
-        (ids_of(pkt, n)?, info_mac(bi))
-    };
-    let prev1 = match n.prev {
-        Some(p) => take::<8>(pkt, p)?,
-        None => [0u8; 8],
-    };
-    let sof1b = take::<8>(pkt, n.sof)?;
-    checks.get_mut(1).ok_or(malformed)?.set_from_wire(&sof1b, &mac_info, &ids, &prev1);
+        check.set_from_wire(&sof1b, &info_mac(bi), &ids_of(pkt, n)?, &[0; 8]);
+    }
+    if let Some(p) = n.prev {
+        let p = usize::from(p);
+        check.input[2][4..12].copy_from_slice(pkt.get(p..p + 8).ok_or(malformed)?);
+    }
     Ok(())
 }
 

@@ -17,9 +17,7 @@ use pipeline::{
     Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, ScionHint, Stage, BURST,
 };
 
-use super::job::{
-    advance, fields_of, inspect_reference, is_request, job_of, passes_by_hint, triage, Job,
-};
+use super::job::{fields_of, inspect_reference, is_request, job_of, passes_by_hint, triage, Job};
 use super::{changed, RequestPolicy, RouterConfig, SibraCounters};
 use crate::config::TransitConfig;
 use crate::layout::SibraShape;
@@ -32,15 +30,17 @@ use crate::Error;
 /// blacklisted, not expired, not revoked (in this order). `quiet`: the
 /// blacklist and the revocations are empty (the usual case; neither
 /// changes before the burst's `finish`), so only the expiry is left.
+/// `VERIFY`: the job may be a steady setup's (`verify` false); without it
+/// the caller has dropped those already (`job_of` without `FULL`).
 #[inline(always)]
-fn cheap_checks(
+fn cheap_checks<const VERIFY: bool>(
     monitor: &CoreMonitor,
     revocations: &Revocations,
     job: &Job,
     tick: Tick,
     quiet: bool,
 ) -> Option<DropReason> {
-    if !job.verify {
+    if VERIFY && !job.verify {
         // A data packet with S and T set has no reservation.
         Some(DropReason::Malformed)
     } else if quiet {
@@ -182,11 +182,13 @@ impl SibraTransit {
             let slot = &mut checks[n..n + 2];
             let r = inspect_reference(batch.data(i), batch.meta(i), &self.cfg, false, slot);
             let Some(job) = triage(r, batch, i, &mut self.counters.skipped) else { continue };
-            if let Some(r) = cheap_checks(&self.monitor, &self.revocations, &job, tick, false) {
+            if let Some(r) =
+                cheap_checks::<true>(&self.monitor, &self.revocations, &job, tick, false)
+            {
                 batch.drop_packet(i, r);
                 continue;
             }
-            jobs[i] = Job { first_check: n as u8, ..job };
+            jobs[i] = Job { first_check: n as u8, len: batch.data(i).len(), ..job };
             n += usize::from(job.n_hops);
             todo |= 1 << i;
         }
@@ -229,25 +231,28 @@ impl SibraTransit {
         self.monitor.roll_window(now.mono_ns);
         for i in pipeline::Indices::of(todo) {
             let job = &jobs[i];
-            let len = batch.data(i).len();
-            if self.monitor.observe_in_window(&job.key, job.class, job.exp, len, now.mono_ns, tick)
+            if self.monitor.observe_rolled(&job.key, job.class, job.exp, job.len, now.mono_ns, tick)
                 == CoreVerdict::Blacklisted
             {
                 self.counters.blacklisted += 1;
                 batch.drop_packet(i, DropReason::Blacklisted);
                 continue;
             }
-            if let Err(r) = advance(batch.buf_mut(i), job) {
-                batch.drop_packet(i, r);
-                continue;
+            // `advance`, and the count of where the packet goes, on one
+            // test of whether the path goes on.
+            match job.next_curr {
+                Some(h) => {
+                    let Some(b) = batch.buf_mut(i).data_mut().get_mut(job.curr_at) else {
+                        batch.drop_packet(i, DropReason::Truncated);
+                        continue;
+                    };
+                    *b = h;
+                    self.counters.forwarded += 1;
+                }
+                None => self.counters.local += 1,
             }
             if job.n_hops == 2 {
                 self.counters.junctions += 1;
-            }
-            if job.next_curr.is_none() {
-                self.counters.local += 1;
-            } else {
-                self.counters.forwarded += 1;
             }
             batch.forward(i, job.port, self.cfg.class);
         }
@@ -318,12 +323,36 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
             return;
         }
         let tick = Tick::of(now);
-        let to_control = self.requests == RequestPolicy::ToControl;
         // No blacklist and no revocations (the usual case): see `cheap_checks`.
         let quiet = !self.monitor.has_blacklist() && self.revocations.is_empty();
         // A burst from one port (the usual case) arrived through one
         // interface: looked up once.
         let burst_arrival = batch.ingress_port().map(|p| self.cfg.ifaces.ingress_if(p));
+        // Whether the burst came through one interface, as a constant of
+        // the per-packet loop (no test per packet).
+        let (n, todo) = match burst_arrival {
+            Some(a) => self.gather::<B, true>(batch, tick, quiet, a),
+            None => self.gather::<B, false>(batch, tick, quiet, 0),
+        };
+        self.finish(batch, n, todo, now, tick);
+    }
+}
+
+impl SibraTransit {
+    /// The per-packet part of [`Stage::process`]: layout, interfaces, cheap
+    /// checks and MAC inputs of every live packet; returns the number of
+    /// MAC checks prepared and the packets to finish. `quiet`: no blacklist
+    /// and no revocations (see `cheap_checks`); `ONE_PORT`: every packet
+    /// arrived through interface `burst_arrival`.
+    #[inline(always)]
+    fn gather<B: PacketBuf, const ONE_PORT: bool>(
+        &mut self,
+        batch: &mut Batch<B>,
+        tick: Tick,
+        quiet: bool,
+        burst_arrival: u16,
+    ) -> (usize, u32) {
+        let to_control = self.requests == RequestPolicy::ToControl;
         let Scratch { jobs, checks, .. } = &mut *self.scratch;
         let mut n = 0;
         let mut todo = 0u32;
@@ -359,10 +388,8 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
                 }
                 continue;
             }
-            let arrival = match burst_arrival {
-                Some(a) => a,
-                None => self.cfg.ifaces.ingress_if(meta.port),
-            };
+            let arrival =
+                if ONE_PORT { burst_arrival } else { self.cfg.ifaces.ingress_if(meta.port) };
             let slot = &mut checks[n..n + 2];
             // Filled in place; a slot not in `todo` is never read.
             let job = &mut jobs[i];
@@ -374,14 +401,17 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
                 batch.drop_packet(i, r);
                 continue;
             }
-            if let Some(r) = cheap_checks(&self.monitor, &self.revocations, job, tick, quiet) {
+            if let Some(r) =
+                cheap_checks::<false>(&self.monitor, &self.revocations, job, tick, quiet)
+            {
                 batch.drop_packet(i, r);
                 continue;
             }
             job.first_check = n as u8;
+            job.len = data.len();
             n += usize::from(job.n_hops);
             todo |= 1 << i;
         }
-        self.finish(batch, n, todo, now, tick);
+        (n, todo)
     }
 }
