@@ -406,7 +406,9 @@ impl FlowEntry {
             return None;
         }
         self.w_v |= 1u128 << bit;
-        self.p_r = self.p_r.saturating_add(1);
+        // `saturating_add(1)` as a compare and an add of the carry (no
+        // register for the saturated value).
+        self.p_r += u32::from(self.p_r != u32::MAX);
         let mark = if self.flags & T_C != 0 { Mark::Privileged } else { Mark::BestEffort };
         let issue = if u64::from(el) < p.half_period_ms() && self.p_id < p.k_th {
             self.p_id += 1;
@@ -682,6 +684,11 @@ mod tests {
         let mut vacant = before;
         assert_eq!(vacant.regular_fast_slot(1000, 1, 1100, &p), None);
         assert_eq!(vacant, before);
+        // `P_R` saturates.
+        let mut full = e;
+        full.p_r = u32::MAX;
+        assert_eq!(full.regular_fast_slot(1000, 1, 1100, &p), Some((Mark::BestEffort, Some(2))));
+        assert_eq!(full.p_r, u32::MAX);
     }
 
     proptest::proptest! {
@@ -695,7 +702,10 @@ mod tests {
         fn regular_fast_slot_equals_the_full_update(
             flags in 0u8..16,
             p_id in 0u16..=128,
-            p_r in proptest::prelude::any::<u32>(),
+            p_r in proptest::prelude::prop_oneof![
+                6 => proptest::prelude::any::<u32>(),
+                1 => u32::MAX - 1..=u32::MAX,
+            ],
             w_v in proptest::prelude::any::<u128>(),
             prev_gap in proptest::prelude::any::<u16>(),
             dt in 0u64..7000,

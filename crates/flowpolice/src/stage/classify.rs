@@ -185,6 +185,13 @@ impl FlowPolice {
         let FlowPolice { router, keying, link, s, blocks, .. } = self;
         let (link, table) = (*link, router.table());
         let entries = table.entries();
+        // The records cut to the burst's `n`: `k < n` indexes them without
+        // a check or a mask.
+        let (Some(reg), Some(hints), Some(blocks)) =
+            (s.reg.get_mut(..n), s.hint.get_mut(..n), blocks.get_mut(..n))
+        else {
+            return None;
+        };
         for (k, (m, buf)) in batch.metas().iter().zip(batch.bufs()).enumerate() {
             let c = if IP {
                 Self::fast_regular_at::<PLAIN>(0, keying, buf.data())?
@@ -201,23 +208,21 @@ impl FlowPolice {
             } else {
                 table.prefetch_first(home);
             }
-            // `k < n ≤ BURST`: the modulo only spares the bounds checks.
-            let k = k % BURST;
             // Packet `k`, and (raw IP) its shim at `IP_SHIM`: passes 3 and 4
             // know that of a burst taken here ([`Shape`](super::Shape)).
-            let r = &mut s.reg[k];
+            let r = &mut reg[k];
             (r.hash, r.home) = (hash, home as u32);
             if !IP {
                 r.shim = c.shim as u16;
             }
             blocks[k] = c.block;
             if k >= lag {
-                let j = (k - lag) % BURST;
-                hint(table, entries, &s.reg[j], &mut s.hint[j], HINTS);
+                let j = k - lag;
+                hint(table, entries, &reg[j], &mut hints[j], HINTS);
             }
         }
         for j in n.saturating_sub(lag)..n {
-            hint(table, entries, &s.reg[j % BURST], &mut s.hint[j % BURST], HINTS);
+            hint(table, entries, &reg[j], &mut hints[j], HINTS);
         }
         Some(n)
     }

@@ -397,7 +397,11 @@ impl FlowPolice {
         let (mut m, mut k, mut runs, mut rest_got) = (0, 0, 0u32, 0u32);
         while k < n {
             let start = k;
-            k = self.pass3_common_run::<B, IDENT, AT>(batch, k, n, now_ms, &mut m);
+            k = if IDENT {
+                self.pass3_ident_run::<B, AT>(batch, k, n, now_ms)
+            } else {
+                self.pass3_common_run(batch, k, n, now_ms, &mut m)
+            };
             // Ordinals `start..k` were accepted, their type bytes in
             // `s.ty[start..k]`.
             runs |= full(k) & !full(start);

@@ -109,13 +109,12 @@ impl FlowPolice {
     /// [`FlowEntry::regular_fast_slot`](crate::FlowEntry::regular_fast_slot));
     /// returns the first other ordinal (nothing done for it), `n` when all
     /// were common. Their classes are the caller's: their type bytes go to
-    /// `s.ty` by ordinal. `IDENT`: the `k`-th regular packet is packet `k`,
-    /// its new capability's MAC input goes to `blocks[k]` (not `*m`) and
-    /// no record is kept; `AT` (unless 0): every shim is at `AT`. The
-    /// table's entries and the burst's buffers are borrowed once for the
-    /// run.
+    /// `s.ty` by ordinal; each new capability's MAC input to `blocks[*m]`
+    /// and its packet to `s.stamp[*m]`. The table's entries and the burst's
+    /// buffers are borrowed once for the run. [`Self::pass3_ident_run`] is
+    /// this for a burst pass 1 took whole.
     #[inline(always)]
-    pub(super) fn pass3_common_run<B: PacketBuf, const IDENT: bool, const AT: u16>(
+    pub(super) fn pass3_common_run<B: PacketBuf>(
         &mut self,
         batch: &mut Batch<B>,
         mut k: usize,
@@ -127,13 +126,9 @@ impl FlowPolice {
         let FlowPolice { router, s, blocks, .. } = self;
         let (entries, p) = router.entries_and_params();
         let (bufs, _) = batch.bufs_mut_metas();
-        // With `IDENT`, packet `k < n` is in the first `n` buffers: one
-        // check for the run.
-        let Some(bufs) = bufs.get_mut(..if IDENT { n } else { bufs.len() }) else { return k };
         while k < n {
             let r = s.reg[k % BURST];
-            let i = if IDENT { k } else { usize::from(r.i) };
-            let at = if AT != 0 { AT } else { r.shim };
+            let (i, at) = (usize::from(r.i), r.shim);
             let Some(d) = capability_bytes(bufs, i, at) else { break };
             let c = Cap::read(d);
             if tag(blocks, k) != c.mac {
@@ -146,25 +141,75 @@ impl FlowPolice {
                 _ => None,
             };
             let Some((mark, issue)) = common else { break };
-            if IDENT {
-                // The new capability's MAC input in slot `k` (pass 4 packs
-                // the slots); the type byte's copy says whether there is
-                // one (its low bit, 0 on the wire).
-                let (ty, _) = type_byte(mark);
-                d[1] = ty;
-                if let Some(p_id) = issue {
-                    d[4..6].copy_from_slice(&p_id.to_be_bytes());
-                    blocks[k % BURST] = c.block_with(p_id);
-                }
-                s.ty[k % BURST] = ty | u8::from(issue.is_some());
-            } else {
-                let to = (i % BURST, at);
-                accepted_fast(blocks, &mut s.stamp, d, &c, to, mark, issue, &mut new);
-                s.ty[k % BURST] = d[1];
-            }
+            let to = (i % BURST, at);
+            accepted_fast(blocks, &mut s.stamp, d, &c, to, mark, issue, &mut new);
+            s.ty[k % BURST] = d[1];
             k += 1;
         }
         *m = new;
+        k
+    }
+
+    /// [`Self::pass3_common_run`] for a burst pass 1 took whole: the `k`-th
+    /// regular packet is packet `k`, its shim at `AT` (unless 0, where
+    /// `s.reg[k]` says); its new capability's MAC input goes to `blocks[k]`
+    /// (pass 4 packs the slots) and no record is kept; the type byte's
+    /// copy in `s.ty[k]` has its low bit (0 on the wire) set when there is
+    /// one.
+    #[inline(always)]
+    pub(super) fn pass3_ident_run<B: PacketBuf, const AT: u16>(
+        &mut self,
+        batch: &mut Batch<B>,
+        mut k: usize,
+        n: usize,
+        now_ms: u64,
+    ) -> usize {
+        let FlowPolice { router, s, blocks, .. } = self;
+        let (entries, p) = router.entries_and_params();
+        let (bufs, _) = batch.bufs_mut_metas();
+        // Every per-ordinal array cut to the first `n`: `k < n` indexes
+        // them all without a check or a mask.
+        let (Some(bufs), Some(blocks), Some(hint), Some(ty), Some(reg)) = (
+            bufs.get_mut(..n),
+            blocks.get_mut(..n),
+            s.hint.get(..n),
+            s.ty.get_mut(..n),
+            s.reg.get(..n),
+        ) else {
+            return k;
+        };
+        while k < n {
+            let at = if AT != 0 { AT } else { reg[k].shim };
+            let Some(d) = capability_bytes(bufs, k, at) else { break };
+            let c = Cap::read(d);
+            let tag = u64::from_ne_bytes(blocks[k].first_chunk::<8>().copied().unwrap_or_default());
+            if tag != c.mac {
+                break;
+            }
+            // `P_id` and `ts` each one load of its own (fewer words kept
+            // live than with `Cap`'s).
+            let pid = u16::from_be_bytes([d[4], d[5]]);
+            let ts = u32::from_be_bytes([d[14], d[15], d[16], d[17]]);
+            // No hint (`NO_HINT`) names no slot of the table, or one that
+            // does not hold the flow.
+            let common = match entries.get_mut(hint[k] as usize) {
+                Some(e) if e.flow_id == c.fid => e.regular_fast_slot(ts, pid, now_ms, p),
+                _ => None,
+            };
+            let Some((mark, issue)) = common else { break };
+            // The new capability's MAC input in slot `k` (pass 4 packs
+            // the slots), read back from the bytes just written; the type
+            // byte's copy says whether there is one (its low bit, 0 on
+            // the wire).
+            let (t, _) = type_byte(mark);
+            d[1] = t;
+            if let Some(p_id) = issue {
+                d[4..6].copy_from_slice(&p_id.to_be_bytes());
+                blocks[k] = Cap::block_in(d);
+            }
+            ty[k] = t | u8::from(issue.is_some());
+            k += 1;
+        }
         k
     }
 
