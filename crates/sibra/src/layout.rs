@@ -55,11 +55,83 @@ impl SibraShape {
         v
     }
 
-    /// The fields of slot `v` (`v` from [`find`](Self::find) or
-    /// [`learn`](Self::learn)).
+    /// The layout of a packet of length `len` whose first [`WINDOW_LEN`]
+    /// bytes are `w`, if it has one of the remembered shapes, passes the
+    /// per-packet checks and its layout fits the window
+    /// ([`Plan::window`]): then exactly what [`find`](Self::find) finds.
     #[inline(always)]
-    pub(crate) fn fields(&self, v: usize) -> &SibraFields {
+    pub(crate) fn find_window(&self, w: &[u8; WINDOW_LEN], len: usize) -> Option<&Learned> {
+        let [a, b] = &self.slots;
+        if a.matches_window(w, len) {
+            Some(&a.fields)
+        } else if b.matches_window(w, len) {
+            Some(&b.fields)
+        } else {
+            None
+        }
+    }
+
+    /// The fields of slot `v` with their [`Plan`] (`v` from
+    /// [`find`](Self::find) or [`learn`](Self::learn)).
+    #[inline(always)]
+    pub(crate) fn learned(&self, v: usize) -> &Learned {
         &self.slots[v & 1].fields
+    }
+}
+
+/// Whether every offset the transit path reads for `f` is below
+/// [`WINDOW_SPAN`].
+fn window_fits(f: &SibraFields) -> bool {
+    // The path's first eight bytes (the shape's head) too.
+    if f.path >= WINDOW_SPAN {
+        return false;
+    }
+    let hops = [Some(f.active), f.next];
+    hops.iter().flatten().all(|h| {
+        [Some(h.sof), Some(h.info), Some(h.ids), h.prev]
+            .iter()
+            .flatten()
+            .all(|&at| at < WINDOW_SPAN)
+    })
+}
+
+/// A remembered layout: its [`SibraFields`] and the per-packet answers
+/// that follow from them alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Learned {
+    /// The layout.
+    pub(crate) fields: SibraFields,
+    /// What the transit path derives from it, derived once.
+    pub(crate) plan: Plan,
+}
+
+/// The answers of a layout the transit path needs per packet, computed
+/// when the layout is learned (each is a function of the [`SibraFields`]
+/// alone: [`Plan::of`]), so that a packet loads them instead of deriving
+/// them from flags and options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// False for steady setups (S and T set: no reservation to verify).
+    pub(crate) verify: bool,
+    /// Every offset the transit path reads (the SOFs, ResvInfos, IDs and
+    /// previous SOFs of the active and the next hop) is below
+    /// [`WINDOW_SPAN`]: a packet of at least [`WINDOW_LEN`] bytes can be
+    /// read through a fixed window of that length.
+    pub(crate) window: bool,
+}
+
+/// The offsets a [`Plan::window`] layout reads are below this (a power of
+/// two: a read masks its offset with `WINDOW_SPAN − 1`).
+pub(crate) const WINDOW_SPAN: u16 = 128;
+
+/// The fixed window's length: [`WINDOW_SPAN`] plus the longest read (the
+/// 16 bytes of an ephemeral ID).
+pub(crate) const WINDOW_LEN: usize = WINDOW_SPAN as usize + 16;
+
+impl Plan {
+    /// The plan of `f`.
+    pub(crate) fn of(f: &SibraFields) -> Self {
+        Plan { verify: !(f.steady() && f.setup()), window: window_fits(f) }
     }
 }
 
@@ -90,7 +162,12 @@ struct ShapeSlot {
     /// The SIBRA path's first five bytes (flags, CurrHop, P0, P1, P2): its
     /// first eight bytes as a little-endian word, shifted left by 24.
     head: u64,
-    fields: SibraFields,
+    /// [`head`](Self::head) when the layout fits the fixed window
+    /// ([`Plan::window`]), else [`NEVER`] (a head's low 24 bits are
+    /// zero): what [`matches_window`](Self::matches_window) compares, so
+    /// that it needs no test of its own for the window.
+    window_head: u64,
+    fields: Learned,
 }
 
 impl Default for ShapeSlot {
@@ -101,7 +178,8 @@ impl Default for ShapeSlot {
             hdr_len: 0,
             head_end: 0,
             head: 0,
-            fields: SibraFields::default(),
+            window_head: NEVER,
+            fields: Learned::default(),
         }
     }
 }
@@ -137,10 +215,31 @@ impl ShapeSlot {
         same && head_word(pkt, usize::from(self.head_end)) == Some(self.head)
     }
 
+    /// [`matches`](Self::matches) for a packet of length `len` whose first
+    /// [`WINDOW_LEN`] bytes are `w`, when the layout fits the window (else
+    /// `false`: [`window_head`](Self::window_head) is [`NEVER`]): the
+    /// head's offset (the path's, below [`WINDOW_SPAN`] then) needs no
+    /// bounds check.
+    #[inline(always)]
+    fn matches_window(&self, w: &[u8; WINDOW_LEN], len: usize) -> bool {
+        let [w0 @ .., _, _, _, _] = *w.first_chunk::<SCION_COMMON_LEN>().unwrap_or(&[0; 12]);
+        let w0 = u64::from_le_bytes(w0);
+        let payload_len = usize::from(u16::from_be_bytes([w[6], w[7]]));
+        let same = (w0 & WORD0_MASK == self.word0)
+            & (u16::from_le_bytes([w[8], w[9]]) == self.word8)
+            & (usize::from(self.hdr_len) + payload_len <= len);
+        // The head at the path's offset (`head_end − 8`), masked as the
+        // window reads do.
+        let at = usize::from(self.fields.fields.path) & (usize::from(WINDOW_SPAN) - 1);
+        same && w.get(at..).and_then(|b| b.first_chunk::<8>()).map(|b| u64::from_le_bytes(*b) << 24)
+            == Some(self.window_head)
+    }
+
     /// Remembers `f`, the fields of `pkt`.
     fn learn(&mut self, pkt: &[u8], f: &SibraFields) {
         let end = f.path.saturating_add(8);
         let head = head_word(pkt, usize::from(end)).filter(|_| end <= f.header_len);
+        let plan = Plan::of(f);
         if let (Some(c), Some(head)) = (pkt.first_chunk::<SCION_COMMON_LEN>(), head) {
             *self = ShapeSlot {
                 word0: u64::from(c[5]) << 40,
@@ -148,12 +247,13 @@ impl ShapeSlot {
                 hdr_len: u16::from(c[5]) * 4,
                 head_end: end,
                 head,
-                fields: *f,
+                window_head: if plan.window { head } else { NEVER },
+                fields: Learned { fields: *f, plan },
             };
         } else {
             // Not reachable for fields `sibra_fields` computed (a SIBRA
             // path is at least eight bytes); never matched.
-            *self = ShapeSlot { fields: *f, ..ShapeSlot::default() };
+            *self = ShapeSlot { fields: Learned { fields: *f, plan }, ..ShapeSlot::default() };
         }
     }
 }
@@ -177,6 +277,15 @@ pub fn sibra_fields_memo_ref<'s>(
     pkt: &[u8],
     shape: &'s mut SibraShape,
 ) -> Result<Option<&'s SibraFields>, Error> {
+    Ok(learned_memo_ref(pkt, shape)?.map(|l| &l.fields))
+}
+
+/// [`sibra_fields_memo_ref`] lending the layout with its [`Plan`].
+#[inline(always)]
+pub(crate) fn learned_memo_ref<'s>(
+    pkt: &[u8],
+    shape: &'s mut SibraShape,
+) -> Result<Option<&'s Learned>, Error> {
     let v = match shape.find(pkt) {
         Some(v) => v,
         None => match sibra_fields_learn(pkt, shape)? {
@@ -184,7 +293,7 @@ pub fn sibra_fields_memo_ref<'s>(
             None => return Ok(None),
         },
     };
-    Ok(Some(shape.fields(v)))
+    Ok(Some(shape.learned(v)))
 }
 
 /// [`sibra_fields_memo`] for a packet of a new shape (or not SIBRA, or bad):

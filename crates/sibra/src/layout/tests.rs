@@ -11,7 +11,7 @@ use packet::scion::{
 use packet::Ia;
 use proptest::prelude::*;
 
-use super::{sibra_fields_memo, SibraShape};
+use super::{sibra_fields_memo, SibraShape, WINDOW_LEN, WINDOW_SPAN};
 use crate::mutate::{apply, arb_mutation};
 
 /// A SCION packet carrying `path`, host type codes `dt`/`st`, `payload` bytes.
@@ -95,6 +95,7 @@ proptest! {
     fn memo_equals_uncached_over_mutated_sequences(
         templates in prop::collection::vec((arb_path(), 0u8..4, 0u8..4, 0usize..24), 1..4),
         steps in prop::collection::vec((any::<usize>(), arb_mutation()), 1..48),
+        pad in prop_oneof![Just(0usize), 0usize..200],
     ) {
         let pkts: Vec<(Vec<u8>, usize)> = templates
             .into_iter()
@@ -106,10 +107,33 @@ proptest! {
         let mut shape = SibraShape::default();
         for (t, m) in &steps {
             let (base, off) = &pkts[t % pkts.len()];
-            let pkt = apply(base.clone(), m, &key_bytes(*off));
+            let mut pkt = apply(base.clone(), m, &key_bytes(*off));
+            // Bytes after the payload: long packets also go through the
+            // window's shape check.
+            pkt.resize(pkt.len() + pad, 0x77);
+            if let Some(w) = pkt.first_chunk::<WINDOW_LEN>() {
+                // The window finds what `find` finds, for the layouts that
+                // fit it (and only those).
+                let exact = shape.find(&pkt).map(|v| *shape.learned(v)).filter(|l| l.plan.window);
+                prop_assert_eq!(shape.find_window(w, pkt.len()).copied(), exact);
+            }
             let want = sibra_fields(&pkt);
             prop_assert_eq!(sibra_fields_memo(&pkt, &mut shape), want);
-            if let Ok(Some(_)) = want {
+            if let Ok(Some(f)) = want {
+                // A layout said to fit the window: every read the transit
+                // path makes starts below `WINDOW_SPAN` (so a masked read
+                // is the exact one) and ends inside the window.
+                let v = shape.find(&pkt).unwrap_or(0);
+                if shape.learned(v).plan.window {
+                    let reads = [Some(f.active), f.next].into_iter().flatten().flat_map(|h| {
+                        [Some((h.sof, 8)), Some((h.info, 8)), Some((h.ids, h.ids_len)),
+                            h.prev.map(|p| (p, 8))]
+                    });
+                    for (at, n) in reads.flatten().chain([(f.path, 8)]) {
+                        prop_assert!(at < WINDOW_SPAN);
+                        prop_assert!(usize::from(at) + usize::from(n) <= WINDOW_LEN);
+                    }
+                }
                 // It is remembered: the same packet again is a memo hit.
                 let learned = shape;
                 prop_assert_eq!(sibra_fields_memo(&pkt, &mut shape), want);

@@ -49,7 +49,8 @@ pub(super) fn edge_info(
     if passes_by_hint(meta) {
         return Ok(None);
     }
-    let Some((off, f)) = fields_of(data, meta, shape)? else { return Ok(None) };
+    let Some((off, l)) = fields_of(data, meta, shape)? else { return Ok(None) };
+    let f = &l.fields;
     if f.request() {
         return Ok(None);
     }

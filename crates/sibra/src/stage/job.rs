@@ -15,7 +15,7 @@ use packet::scion::PathType;
 use pipeline::{Batch, DropReason, Meta, PacketBuf, Proto};
 
 use super::RouterConfig;
-use crate::layout::{sibra_fields_memo_ref, SibraShape};
+use crate::layout::{learned_memo_ref, Learned, SibraShape, WINDOW_LEN, WINDOW_SPAN};
 use crate::token::TokenCheck;
 use crate::types::{BwClass, EphemeralId, ResvIdx, ResvInfo, ResvKey, Sof, SteadyId, Tick};
 
@@ -206,12 +206,12 @@ pub(super) fn fields_of<'s>(
     data: &[u8],
     meta: &Meta,
     shape: &'s mut SibraShape,
-) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
+) -> Result<Option<(usize, &'s Learned)>, DropReason> {
     let Some(off) = scion_offset(meta) else { return Ok(None) };
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
     // A remembered shape first: its check covers the path type.
     if let Some(v) = shape.find(pkt) {
-        return Ok(Some((off, shape.fields(v))));
+        return Ok(Some((off, shape.learned(v))));
     }
     fields_new(data, off, pkt, shape)
 }
@@ -240,9 +240,9 @@ fn fields_new<'s>(
     off: usize,
     pkt: &[u8],
     shape: &'s mut SibraShape,
-) -> Result<Option<(usize, &'s SibraFields)>, DropReason> {
+) -> Result<Option<(usize, &'s Learned)>, DropReason> {
     if PathType::peek(pkt) == Some(PathType::SIBRA) {
-        if let Some(f) = sibra_fields_memo_ref(pkt, shape)? {
+        if let Some(f) = learned_memo_ref(pkt, shape)? {
             return Ok(Some((off, f)));
         }
     }
@@ -284,19 +284,61 @@ fn has_own_part(t: PathType) -> bool {
 /// so the read cannot fail; `Malformed` keeps it panic-free regardless).
 #[inline(always)]
 pub(super) fn take<const N: usize>(pkt: &[u8], at: u16) -> Result<[u8; N], DropReason> {
-    // One compare: `at` is a u16, so `at + N` cannot overflow.
-    let at = usize::from(at);
-    pkt.get(at..at + N).and_then(|b| <[u8; N]>::try_from(b).ok()).ok_or(DropReason::Malformed)
+    pkt.take::<N>(at)
+}
+
+/// The header bytes [`job_of`] reads: the packet from the SCION header on
+/// (`&[u8]`, every read bounds-checked) or a [`Window`] of it.
+pub(super) trait Header<'a>: Copy {
+    /// `N` bytes at `at` (an offset [`SibraFields`] computed for this
+    /// packet, so the read cannot fail; `Malformed` keeps it panic-free
+    /// regardless).
+    fn bytes<const N: usize>(self, at: u16) -> Result<&'a [u8; N], DropReason>;
+
+    /// [`bytes`](Self::bytes) by value.
+    #[inline(always)]
+    fn take<const N: usize>(self, at: u16) -> Result<[u8; N], DropReason> {
+        self.bytes::<N>(at).copied()
+    }
+}
+
+impl<'a> Header<'a> for &'a [u8] {
+    #[inline(always)]
+    fn bytes<const N: usize>(self, at: u16) -> Result<&'a [u8; N], DropReason> {
+        // One compare: `at` is a u16, so `at + N` cannot overflow.
+        let at = usize::from(at);
+        self.get(at..at + N).and_then(|b| b.first_chunk::<N>()).ok_or(DropReason::Malformed)
+    }
+}
+
+/// The first [`WINDOW_LEN`] bytes of a packet (from its SCION header),
+/// taken once per packet, for a layout whose
+/// [`Plan::window`](crate::layout::Plan::window) holds (every offset
+/// [`job_of`] reads is below [`WINDOW_SPAN`]): a read at such an offset,
+/// masked, needs no bounds check of its own and returns the same bytes as
+/// the exact read. (For another layout the masked reads would be wrong:
+/// only such layouts are read through it.)
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Window<'a>(pub(super) &'a [u8; WINDOW_LEN]);
+
+impl<'a> Header<'a> for Window<'a> {
+    #[inline(always)]
+    fn bytes<const N: usize>(self, at: u16) -> Result<&'a [u8; N], DropReason> {
+        // The mask leaves offsets below `WINDOW_SPAN` as they are and puts
+        // every read (N ≤ 16) inside the window: no compare left.
+        let at = usize::from(at) & (usize::from(WINDOW_SPAN) - 1);
+        self.0.get(at..).and_then(|b| b.first_chunk::<N>()).ok_or(DropReason::Malformed)
+    }
 }
 
 /// The path IDs a hop's block MACs cover, zero-padded to 16 bytes (which is
 /// also how a steady ID sits in a [`ResvKey`]).
 #[inline(always)]
-pub(super) fn ids_of(pkt: &[u8], hop: &SibraHop) -> Result<[u8; 16], DropReason> {
+pub(super) fn ids_of<'a>(pkt: impl Header<'a>, hop: &SibraHop) -> Result<[u8; 16], DropReason> {
     if hop.ids_len == 16 {
-        take::<16>(pkt, hop.ids)
+        pkt.take::<16>(hop.ids)
     } else {
-        let s = take::<8>(pkt, hop.ids)?;
+        let s = pkt.take::<8>(hop.ids)?;
         let mut ids = [0u8; 16];
         ids[..8].copy_from_slice(&s);
         Ok(ids)
@@ -305,16 +347,19 @@ pub(super) fn ids_of(pkt: &[u8], hop: &SibraHop) -> Result<[u8; 16], DropReason>
 
 /// [`ids_of`] written in place.
 #[inline(always)]
-pub(super) fn ids_into(pkt: &[u8], hop: &SibraHop, id: &mut [u8; 16]) -> Result<(), DropReason> {
-    // Slice copies, not arrays taken by value: the compiler then moves the
-    // ID as one vector instead of spilling its bytes (≈ 20 instructions per
-    // packet, measured).
-    let at = usize::from(hop.ids);
+pub(super) fn ids_into<'a>(
+    pkt: impl Header<'a>,
+    hop: &SibraHop,
+    id: &mut [u8; 16],
+) -> Result<(), DropReason> {
+    // Copies from the packet's bytes, not arrays taken by value: the
+    // compiler then moves the ID as one vector instead of spilling its
+    // bytes (≈ 20 instructions per packet, measured).
     if hop.ids_len == 16 {
-        id.copy_from_slice(pkt.get(at..at + 16).ok_or(DropReason::Malformed)?);
+        id.copy_from_slice(pkt.bytes::<16>(hop.ids)?);
     } else {
         let [lo, hi] = id.as_chunks_mut::<8>().0 else { return Err(DropReason::Malformed) };
-        lo.copy_from_slice(pkt.get(at..at + 8).ok_or(DropReason::Malformed)?);
+        lo.copy_from_slice(pkt.bytes::<8>(hop.ids)?);
         *hi = [0; 8];
     }
     Ok(())
@@ -331,27 +376,29 @@ pub(super) fn info_mac(b: [u8; 8]) -> [u8; 8] {
 /// [`inspect`] after the layout is known: checks the packet's SOF(s) against
 /// the interface it arrived on, fills `job` and prepares (but does not run)
 /// the MAC checks into `checks[..job.n_hops]` (both in place: no copies of
-/// the job or the 48-byte inputs; on error `job` holds garbage). `pkt`
-/// starts at the SCION header, which is at `base` in the packet. Same
-/// checks, order and results as [`inspect_reference`]. Without `FULL`, the
-/// fields only the control stage reads (`path`, `forward`, `hops`) are not
-/// written (the transit stage's per-packet stores), and a steady setup
+/// the job or the 48-byte inputs; on error `job` holds garbage). `pkt` is
+/// the packet from the SCION header on (the header is at `base` in the
+/// packet), or a [`Window`] of it when `l.plan.window` holds. Same checks,
+/// order and results as [`inspect_reference`]. Without `FULL`, the fields
+/// only the control stage reads (`path`, `forward`, `hops`, `verify`) are
+/// not written (the transit stage's per-packet stores), and a steady setup
 /// (`verify` false) fails as `Malformed` as soon as that is known: the
 /// transit stage's verdict for it whatever follows.
 #[inline(always)]
-pub(super) fn job_of<const FULL: bool>(
-    pkt: &[u8],
+pub(super) fn job_of<'a, H: Header<'a>, const FULL: bool>(
+    pkt: H,
     base: usize,
-    f: &SibraFields,
+    l: &Learned,
     arrival: u16,
     cfg: &RouterConfig,
     job: &mut Job,
     checks: &mut [TokenCheck],
 ) -> Result<(), DropReason> {
     let malformed = DropReason::Malformed;
+    let (f, plan) = (&l.fields, &l.plan);
     let fwd = f.forward();
     let a = &f.active;
-    let sof0b = take::<8>(pkt, a.sof)?;
+    let sof0b = pkt.take::<8>(a.sof)?;
     let (arr, mut leave) = sides_of_wire(&sof0b, fwd);
     if arr != arrival {
         return Err(DropReason::WrongInterface);
@@ -365,21 +412,23 @@ pub(super) fn job_of<const FULL: bool>(
     job.n_hops = 1;
     job.next_curr = f.next.map(|n| n.hop);
     if leave == 0 && f.next.is_some() {
-        leave = junction::<FULL>(pkt, f, job)?;
+        leave = junction::<_, FULL>(pkt, f, job)?;
     }
     job.port = match (leave, job.next_curr) {
         (0, None) => cfg.local_port,
         (0, Some(_)) | (_, None) => return Err(DropReason::NoRoute),
         (ifid, Some(_)) => cfg.ifaces.port(ifid).ok_or(DropReason::NoRoute)?,
     };
-    job.verify = !(f.steady() && f.setup());
-    if !FULL && !job.verify {
+    if FULL {
+        job.verify = plan.verify;
+    }
+    if !FULL && !plan.verify {
         // The transit stage drops a data packet with S and T set as
         // malformed, and every check from here on fails as malformed or
         // passes: the verdict is known.
         return Err(malformed);
     }
-    let info0 = take::<8>(pkt, a.info)?;
+    let info0 = pkt.take::<8>(a.info)?;
     let info = ResvInfo::from_view(&packet::scion::sibra::ResvInfo::new_unchecked(&info0[..]))
         .map_err(|_| malformed)?;
     // Straight into the job, then read back from there: as a value merged
@@ -391,14 +440,13 @@ pub(super) fn job_of<const FULL: bool>(
     job.exp = info.exp_tick;
     job.index = info.index;
     // (Without `FULL`, `verify` holds here.)
-    if !FULL || job.verify {
+    if !FULL || plan.verify {
         let check = checks.first_mut().ok_or(malformed)?;
         check.set_from_wire(&sof0b, &info_mac(info0), &job.key.id, &[0; 8]);
         if let Some(p) = a.prev {
             // Copied in place over the zeros (as a value merged with the
             // zeros, its bytes went through the stack in pieces).
-            let p = usize::from(p);
-            check.input[2][4..12].copy_from_slice(pkt.get(p..p + 8).ok_or(malformed)?);
+            check.input[2][4..12].copy_from_slice(pkt.bytes::<8>(p)?);
         }
         if job.n_hops == 2 {
             second_check(pkt, f, info0, job, checks)?;
@@ -412,13 +460,13 @@ pub(super) fn job_of<const FULL: bool>(
 /// enter from inside it. Returns where the packet leaves. Out of line:
 /// single-hop packets kept its registers live (measured).
 #[inline(never)]
-fn junction<const FULL: bool>(
-    pkt: &[u8],
+fn junction<'a, H: Header<'a>, const FULL: bool>(
+    pkt: H,
     f: &SibraFields,
     job: &mut Job,
 ) -> Result<u16, DropReason> {
     let Some(n) = &f.next else { return Ok(0) };
-    let sof1b = take::<8>(pkt, n.sof)?;
+    let sof1b = pkt.take::<8>(n.sof)?;
     let (a1, l1) = sides_of_wire(&sof1b, f.forward());
     if a1 != 0 {
         return Err(DropReason::WrongInterface);
@@ -434,8 +482,8 @@ fn junction<const FULL: bool>(
 /// The MAC check of a junction's second SOF into `checks[1]` (its block's
 /// IDs and ResvInfo; the job's expiry becomes the earlier of the two).
 #[inline(never)]
-fn second_check(
-    pkt: &[u8],
+fn second_check<'a, H: Header<'a>>(
+    pkt: H,
     f: &SibraFields,
     info0: [u8; 8],
     job: &mut Job,
@@ -443,7 +491,7 @@ fn second_check(
 ) -> Result<(), DropReason> {
     let malformed = DropReason::Malformed;
     let Some(n) = &f.next else { return Ok(()) };
-    let sof1b = take::<8>(pkt, n.sof)?;
+    let sof1b = pkt.take::<8>(n.sof)?;
     let check = checks.get_mut(1).ok_or(malformed)?;
     // Written in place as in `job_of` (every failure here is `Malformed`,
     // so their order does not show): the IDs straight from the job when
@@ -454,13 +502,12 @@ fn second_check(
     } else {
         // The second hop of a junction in the next block: its own IDs
         // (setup) and expiry.
-        let bi = take::<8>(pkt, n.info)?;
+        let bi = pkt.take::<8>(n.info)?;
         job.exp = job.exp.min(Tick(u32::from_be_bytes([bi[0], bi[1], bi[2], bi[3]])));
         check.set_from_wire(&sof1b, &info_mac(bi), &ids_of(pkt, n)?, &[0; 8]);
     }
     if let Some(p) = n.prev {
-        let p = usize::from(p);
-        check.input[2][4..12].copy_from_slice(pkt.get(p..p + 8).ok_or(malformed)?);
+        check.input[2][4..12].copy_from_slice(pkt.bytes::<8>(p)?);
     }
     Ok(())
 }
@@ -483,12 +530,12 @@ pub(super) fn inspect(
     checks: &mut [TokenCheck],
 ) -> Result<Option<Job>, DropReason> {
     let Some((off, f)) = fields_of(data, meta, shape)? else { return Ok(None) };
-    if f.request() != requests {
+    if f.fields.request() != requests {
         return Ok(None);
     }
     let pkt = data.get(off..).ok_or(DropReason::Truncated)?;
     let mut job = Job::default();
-    job_of::<true>(pkt, off, f, cfg.ifaces.ingress_if(meta.port), cfg, &mut job, checks)?;
+    job_of::<_, true>(pkt, off, f, cfg.ifaces.ingress_if(meta.port), cfg, &mut job, checks)?;
     Ok(Some(job))
 }
 

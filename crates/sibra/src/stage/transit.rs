@@ -14,13 +14,17 @@ use core::any::Any;
 
 use packet::scion::PathType;
 use pipeline::{
-    Batch, DropReason, Element, Now, PacketBuf, Reconfigured, Refused, ScionHint, Stage, BURST,
+    Batch, DropReason, Element, Meta, Now, PacketBuf, Reconfigured, Refused, ScionHint, Stage,
+    BURST,
 };
 
-use super::job::{fields_of, inspect_reference, is_request, job_of, passes_by_hint, triage, Job};
+use super::job::{
+    fields_of, inspect_reference, is_request, job_of, passes_by_hint, scion_offset, triage, Job,
+    Window,
+};
 use super::{changed, RequestPolicy, RouterConfig, SibraCounters};
 use crate::config::TransitConfig;
-use crate::layout::SibraShape;
+use crate::layout::{SibraShape, WINDOW_LEN};
 use crate::monitor::{CoreMonitor, CoreVerdict};
 use crate::token::{verify_batch_failed, Revocations, SofKeys, TokenCheck};
 use crate::types::Tick;
@@ -338,6 +342,47 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
     }
 }
 
+/// Why [`SibraTransit::gather`] does not finish a packet.
+enum Outcome {
+    /// Not this stage's business (counted as skipped).
+    Skip,
+    /// A request, sent to the control plane.
+    Control,
+    /// Dropped for this reason.
+    Drop(DropReason),
+}
+
+/// The per-packet work of [`SibraTransit::gather`] for a packet that does
+/// not take the fixed window (shorter than it, of a new layout, of one
+/// that reaches past it, or not SIBRA): the layout through the memo, then
+/// the job read exactly. Out of line: the window is the usual case.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn job_exact(
+    shape: &mut SibraShape,
+    cfg: &RouterConfig,
+    data: &[u8],
+    meta: &Meta,
+    arrival: u16,
+    to_control: bool,
+    job: &mut Job,
+    checks: &mut [TokenCheck],
+) -> Result<(), Outcome> {
+    let (off, f) = match fields_of(data, meta, shape) {
+        Ok(Some(x)) => x,
+        Ok(None) => return Err(Outcome::Skip),
+        // A request goes to control even with a bad SIBRA path (as
+        // `is_request` judges it: rare, so checked only here).
+        Err(_) if to_control && is_request(data, meta) => return Err(Outcome::Control),
+        Err(r) => return Err(Outcome::Drop(r)),
+    };
+    if f.fields.request() {
+        return Err(if to_control { Outcome::Control } else { Outcome::Skip });
+    }
+    let pkt = data.get(off..).ok_or(Outcome::Drop(DropReason::Truncated))?;
+    job_of::<_, false>(pkt, off, f, arrival, cfg, job, checks).map_err(Outcome::Drop)
+}
+
 impl SibraTransit {
     /// The per-packet part of [`Stage::process`]: layout, interfaces, cheap
     /// checks and MAC inputs of every live packet; returns the number of
@@ -363,43 +408,52 @@ impl SibraTransit {
                 continue;
             }
             let (data, meta) = (batch.data(i), batch.meta(i));
-            let (off, f) = match fields_of(data, meta, &mut self.shape) {
-                Ok(Some(x)) => x,
-                Ok(None) => {
-                    self.counters.skipped += 1;
-                    continue;
-                }
-                Err(r) => {
-                    // A request goes to control even with a bad SIBRA path
-                    // (as `is_request` judges it: rare, so checked only here).
-                    if to_control && is_request(data, meta) {
-                        batch.to_control(i);
-                    } else {
-                        batch.drop_packet(i, r);
-                    }
-                    continue;
-                }
-            };
-            if f.request() {
-                if to_control {
-                    batch.to_control(i);
-                } else {
-                    self.counters.skipped += 1;
-                }
-                continue;
-            }
             let arrival =
                 if ONE_PORT { burst_arrival } else { self.cfg.ifaces.ingress_if(meta.port) };
             let slot = &mut checks[n..n + 2];
             // Filled in place; a slot not in `todo` is never read.
             let job = &mut jobs[i];
-            if let Err(r) = data
-                .get(off..)
-                .ok_or(DropReason::Truncated)
-                .and_then(|pkt| job_of::<false>(pkt, off, f, arrival, &self.cfg, job, slot))
-            {
-                batch.drop_packet(i, r);
-                continue;
+            // A remembered layout read through the fixed window (no bounds
+            // check per field) when the packet is long enough for it, else
+            // the exact path: the same verdicts (see `job_exact`).
+            let window = scion_offset(meta).and_then(|off| {
+                let pkt = data.get(off..)?;
+                let w = pkt.first_chunk::<WINDOW_LEN>()?;
+                Some((off, w, self.shape.find_window(w, pkt.len())?))
+            });
+            let r = match window {
+                Some((_, _, l)) if l.fields.request() => {
+                    Err(if to_control { Outcome::Control } else { Outcome::Skip })
+                }
+                Some((off, w, l)) => {
+                    job_of::<_, false>(Window(w), off, l, arrival, &self.cfg, job, slot)
+                        .map_err(Outcome::Drop)
+                }
+                None => job_exact(
+                    &mut self.shape,
+                    &self.cfg,
+                    data,
+                    meta,
+                    arrival,
+                    to_control,
+                    job,
+                    slot,
+                ),
+            };
+            match r {
+                Ok(()) => {}
+                Err(Outcome::Skip) => {
+                    self.counters.skipped += 1;
+                    continue;
+                }
+                Err(Outcome::Control) => {
+                    batch.to_control(i);
+                    continue;
+                }
+                Err(Outcome::Drop(r)) => {
+                    batch.drop_packet(i, r);
+                    continue;
+                }
             }
             if let Some(r) =
                 cheap_checks::<false>(&self.monitor, &self.revocations, job, tick, quiet)
