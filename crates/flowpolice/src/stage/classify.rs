@@ -2,6 +2,7 @@
 //! and puzzle, insertion prefetch) and regular packets (flow binding, hash,
 //! tag prefetch, MAC input); pass 1b turns the tags into a slot hint.
 
+use mac::Block;
 use packet::flowpolice::{FlowPolice as Shim, PacketType, Puzzle};
 use pipeline::{Batch, DropReason, PacketBuf, BURST};
 
@@ -192,39 +193,79 @@ impl FlowPolice {
         else {
             return None;
         };
-        for (k, (m, buf)) in batch.metas().iter().zip(batch.bufs()).enumerate() {
-            let c = if IP {
-                Self::fast_regular_at::<PLAIN>(0, keying, buf.data())?
-            } else {
-                Self::fast_regular_with(link, keying, m, buf.data())?
-            };
-            if BINDING && c.fid != c.addr_fid {
-                return None;
-            }
-            let hash = table.hash(c.fid);
-            let home = table.home(hash);
-            if HINTS {
-                table.prefetch_tags(home);
-            } else {
-                table.prefetch_first(home);
-            }
-            // Packet `k`, and (raw IP) its shim at `IP_SHIM`: passes 3 and 4
-            // know that of a burst taken here ([`Shape`](super::Shape)).
-            let r = &mut reg[k];
-            (r.hash, r.home) = (hash, home as u32);
-            if !IP {
-                r.shim = c.shim as u16;
-            }
-            blocks[k] = c.block;
-            if k >= lag {
-                let j = k - lag;
-                hint(table, entries, &reg[j], &mut hints[j], HINTS);
-            }
+        // The first `lag` packets, then each next one followed by pass 1b
+        // for the one `lag` before it (two loops: no per-packet test of
+        // `k >= lag`).
+        let first = lag.min(n);
+        let (Some((m0, m1)), Some((b0, b1))) =
+            (batch.metas().split_at_checked(first), batch.bufs().split_at_checked(first))
+        else {
+            return None;
+        };
+        for (k, (m, buf)) in m0.iter().zip(b0).enumerate() {
+            Self::take::<B, IP, PLAIN, HINTS, BINDING>(
+                link, keying, table, m, buf, k, reg, blocks,
+            )?;
+        }
+        // `j = k - lag`: this loop runs only when `lag < n`, so `first = lag`.
+        for (j, (m, buf)) in m1.iter().zip(b1).enumerate() {
+            let k = j + first;
+            Self::take::<B, IP, PLAIN, HINTS, BINDING>(
+                link, keying, table, m, buf, k, reg, blocks,
+            )?;
+            hint(table, entries, &reg[j], &mut hints[j], HINTS);
         }
         for j in n.saturating_sub(lag)..n {
             hint(table, entries, &reg[j], &mut hints[j], HINTS);
         }
         Some(n)
+    }
+
+    /// [`Self::pass1_common_with`] for packet `k` (`m`, `buf`): its record
+    /// in `reg[k]` and MAC input in `blocks[k]`, or `None` when the fast
+    /// path does not take it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn take<
+        B: PacketBuf,
+        const IP: bool,
+        const PLAIN: bool,
+        const HINTS: bool,
+        const BINDING: bool,
+    >(
+        link: LinkLayer,
+        keying: &crate::flowkey::FlowKeying,
+        table: &FlowTable,
+        m: &pipeline::Meta,
+        buf: &B,
+        k: usize,
+        reg: &mut [Reg],
+        blocks: &mut [Block],
+    ) -> Option<()> {
+        let c = if IP {
+            Self::fast_regular_at::<PLAIN>(0, keying, buf.data())?
+        } else {
+            Self::fast_regular_with(link, keying, m, buf.data())?
+        };
+        if BINDING && c.fid != c.addr_fid {
+            return None;
+        }
+        let hash = table.hash(c.fid);
+        let home = table.home(hash);
+        if HINTS {
+            table.prefetch_tags(home);
+        } else {
+            table.prefetch_first(home);
+        }
+        // Packet `k`, and (raw IP) its shim at `IP_SHIM`: passes 3 and 4
+        // know that of a burst taken here ([`Shape`](super::Shape)).
+        let r = &mut reg[k];
+        (r.hash, r.home) = (hash, home as u32);
+        if !IP {
+            r.shim = c.shim as u16;
+        }
+        blocks[k] = c.block;
+        Some(())
     }
 
     /// Pass 1 for a packet the fast path did not take: classify, cheap

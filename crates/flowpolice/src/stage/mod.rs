@@ -394,20 +394,19 @@ impl FlowPolice {
         // Algorithm 1's fast path) in a loop without calls, its state in
         // registers; each other packet, in order, out of line. The ordinals
         // left form the range `k..n`.
-        let (mut m, mut k, mut runs, mut rest_got) = (0, 0, 0u32, 0u32);
+        let (mut m, mut k, mut others, mut rest_got) = (0, 0, 0u32, 0u32);
         while k < n {
-            let start = k;
             k = if IDENT {
                 self.pass3_ident_run::<B, AT>(batch, k, n, now_ms)
             } else {
                 self.pass3_common_run(batch, k, n, now_ms, &mut m)
             };
-            // Ordinals `start..k` were accepted, their type bytes in
-            // `s.ty[start..k]`.
-            runs |= full(k) & !full(start);
             if k >= n {
                 break;
             }
+            // Each ordinal a run stopped at is handled here; the runs took
+            // the others (no run start kept live across a run).
+            others |= 1 << (k % BURST);
             let (bufs, _) = batch.bufs_mut_metas();
             // Packet `k` at `AT` in a burst pass 1 took whole, else as
             // recorded.
@@ -427,6 +426,8 @@ impl FlowPolice {
             }
             k += 1;
         }
+        // The ordinals the runs accepted, their type bytes in `s.ty`.
+        let runs = full(n) & !others;
         // The privileged among them: the type bytes' differing bit, eight
         // ordinals a word (only those of `runs` were written this burst).
         let privileged = scratch::type_bits(&self.s.ty, PRIVILEGED_BYTE ^ BEST_EFFORT_BYTE) & runs;

@@ -2,9 +2,7 @@
 //! will read, started ahead of it, and the tag-guided slot hint that lets a
 //! lookup load only its flow's entry.
 
-use super::tags::{
-    block_candidates, block_mask, first_match, tag, tag_block, window_top_bits, BLOCK, LO,
-};
+use super::tags::{block_candidates, block_mask, first_match, tag, tag_block, BLOCK, LO};
 use super::FlowTable;
 use crate::flow::FlowEntry;
 
@@ -94,7 +92,7 @@ impl FlowTable {
     #[inline(always)]
     fn slot_hint_second(&self, pattern: u64, home: usize) -> Option<usize> {
         let w: &[u8; 8] = self.tags.get(home + 8..home + 16)?.try_into().ok()?;
-        match first_match(u64::from_le_bytes(*w), pattern, window_top_bits(self.window - 8)) {
+        match first_match(u64::from_le_bytes(*w), pattern, self.second_valid) {
             Ok(k) => Some(home + 8 + k),
             Err(true) if self.window > 16 => self.slot_hint_rest(pattern, home),
             Err(_) => None,

@@ -107,6 +107,9 @@ pub struct FlowTable {
     window: usize,
     /// The window's bytes in its first 8-tag word, as their top bits.
     first_valid: u64,
+    /// The window's bytes in its second 8-tag word (read only when the
+    /// window is wider than 8 slots), likewise.
+    second_valid: u64,
     /// The window's slots in its last 32-tag block.
     last_block_valid: u32,
     k0: u64,
@@ -207,6 +210,7 @@ impl FlowTable {
             homes: (n_chunks - window / CHUNK_SLOTS + 1) as u64,
             window,
             first_valid: window_top_bits(window),
+            second_valid: window_top_bits(window.saturating_sub(8)),
             last_block_valid: block_mask(window - (window.div_ceil(BLOCK) - 1) * BLOCK),
             k0: hash_key[0],
             // Odd, and never tiny: a small multiplier would leave the high bits 0.
