@@ -540,7 +540,16 @@ pub(super) fn inspect(
 }
 
 /// Whether the packet is a SIBRA request (malformed packets are not).
+///
+/// Only a packet whose path type byte says SIBRA can be one: `locate` reads
+/// the path type from that same byte, so any other value answers `false`
+/// without locating the packet (one byte read; garbage floods reach here
+/// for every frame under the `to-control` request policy).
 pub(super) fn is_request(data: &[u8], meta: &Meta) -> bool {
+    let Some(off) = scion::scion_offset(meta) else { return false };
+    if data.get(off..).and_then(PathType::peek) != Some(PathType::SIBRA) {
+        return false;
+    }
     match locate_path(data, meta) {
         Ok(Some(r)) => {
             data.get(r.start).is_some_and(|f| f & packet::scion::sibra::FLAG_REQUEST != 0)

@@ -477,3 +477,42 @@ proptest! {
         prop_assert_eq!(super::job::sides_of_wire(&sof, fwd), want);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The request test (path type byte first) against its definition:
+    /// the located SIBRA path's first byte carries the request flag. Over
+    /// mutated templates (requests among them), with the path type byte
+    /// overwritten one time in three, and over random frames.
+    #[test]
+    fn is_request_answers_as_the_located_path(
+        bursts in arb_steps(),
+        path_type in prop::option::weighted(0.3, any::<u8>()),
+        junk in prop::collection::vec(any::<u8>(), 0..96),
+    ) {
+        use super::job::{is_request, locate_path};
+        let defined = |data: &[u8], meta: &Meta| {
+            matches!(locate_path(data, meta), Ok(Some(r))
+                if data.get(r.start).is_some_and(|f| f & packet::scion::sibra::FLAG_REQUEST != 0))
+        };
+        let tpl = templates();
+        for step in bursts.iter().flatten() {
+            let (mut pkt, port) = realize(&tpl, step);
+            if let (Some(t), Some(b)) = (path_type, pkt.get_mut(8)) {
+                *b = t;
+            }
+            let meta = Meta::new(port);
+            prop_assert_eq!(is_request(&pkt, &meta), defined(&pkt, &meta));
+        }
+        let meta = Meta::new(0);
+        prop_assert_eq!(is_request(&junk, &meta), defined(&junk, &meta));
+    }
+}
+
+/// The templates include requests that the test above finds.
+#[test]
+fn the_templates_include_requests() {
+    use super::job::is_request;
+    assert!(templates().iter().any(|(p, port)| is_request(p, &Meta::new(*port))));
+}
