@@ -257,7 +257,7 @@ fn fields_new<'s>(
 /// path's registers (≈ 15 instructions per SIBRA packet, measured). `pkt` is
 /// `data[off..]`.
 #[inline(never)]
-fn judge_other(data: &[u8], off: usize, pkt: &[u8]) -> Result<(), DropReason> {
+pub(super) fn judge_other(data: &[u8], off: usize, pkt: &[u8]) -> Result<(), DropReason> {
     match PathType::peek(pkt) {
         Some(t) if !has_own_part(t) && common_header_ok(pkt).is_some() => Ok(()),
         _ => scion::locate(data, off).map(|_| ()),

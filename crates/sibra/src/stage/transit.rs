@@ -19,8 +19,8 @@ use pipeline::{
 };
 
 use super::job::{
-    fields_of, inspect_reference, is_request, job_of, passes_by_hint, scion_offset, triage, Job,
-    Window,
+    fields_of, inspect_reference, is_request, job_of, judge_other, passes_by_hint, scion_offset,
+    triage, Job, Window,
 };
 use super::{changed, RequestPolicy, RouterConfig, SibraCounters};
 use crate::config::TransitConfig;
@@ -429,16 +429,26 @@ impl SibraTransit {
                     job_of::<_, false>(Window(w), off, l, arrival, &self.cfg, job, slot)
                         .map_err(Outcome::Drop)
                 }
-                None => job_exact(
-                    &mut self.shape,
-                    &self.cfg,
-                    data,
-                    meta,
-                    arrival,
-                    to_control,
-                    job,
-                    slot,
-                ),
+                None => match scion_offset(meta).and_then(|off| Some((off, data.get(off..)?))) {
+                    // Another path type (or a frame too short to say): only
+                    // its judgement, as `job_exact` would reach it (no
+                    // remembered SIBRA shape matches it, and it is no
+                    // request), without that call's set-up.
+                    Some((off, pkt)) if PathType::peek(pkt) != Some(PathType::SIBRA) => {
+                        Err(judge_other(data, off, pkt)
+                            .map_or_else(Outcome::Drop, |()| Outcome::Skip))
+                    }
+                    _ => job_exact(
+                        &mut self.shape,
+                        &self.cfg,
+                        data,
+                        meta,
+                        arrival,
+                        to_control,
+                        job,
+                        slot,
+                    ),
+                },
             };
             match r {
                 Ok(()) => {}
