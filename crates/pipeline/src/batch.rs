@@ -271,6 +271,11 @@ pub struct Batch<B> {
     /// [`common_scion_hint`](Self::common_scion_hint)), once a stage asked;
     /// forgotten when packets are added or metadata is handed out mutably.
     common_hint: Option<Option<ScionHint>>,
+    /// Whether no stage recorded layers since the packets arrived: each
+    /// packet's layer fields are still those of [`Meta::new`] (see
+    /// [`layers_unparsed`](Self::layers_unparsed)); cleared like `ingress`
+    /// and by the parser.
+    unparsed: bool,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -289,6 +294,7 @@ impl<B: PacketBuf> Batch<B> {
             ingress: None,
             egress: None,
             common_hint: None,
+            unparsed: true,
         }
     }
 
@@ -326,6 +332,9 @@ impl<B: PacketBuf> Batch<B> {
     fn note_added(&mut self, was_empty: bool, port: u16) {
         self.common_hint = None;
         if was_empty {
+            // Fresh metadata only; packets added later are fresh too, so a
+            // batch that was unparsed stays so.
+            self.unparsed = true;
             self.ingress = Some(port);
             self.egress = Some(port);
         } else {
@@ -344,6 +353,26 @@ impl<B: PacketBuf> Batch<B> {
         self.ingress = None;
         self.egress = None;
         self.common_hint = None;
+        self.unparsed = false;
+    }
+
+    /// Whether it is known that no stage has recorded layers in the
+    /// metadata since the packets arrived: every packet's [`Meta::l3`],
+    /// [`Meta::proto`], offsets and [`Meta::scion`] are those of
+    /// [`Meta::new`]. True after packets are added to an empty batch; false
+    /// once a parse stage ran or metadata was handed out mutably
+    /// ([`meta_mut`](Self::meta_mut), [`get_mut`](Self::get_mut),
+    /// [`metas_mut`](Self::metas_mut)). Lets a stage that reads raw packets
+    /// skip a walk of the metadata.
+    pub fn layers_unparsed(&self) -> bool {
+        self.unparsed
+    }
+
+    /// Tells the batch that layers are (about to be) recorded in the
+    /// metadata through [`meta_mut_keep_hints`](Self::meta_mut_keep_hints):
+    /// [`layers_unparsed`](Self::layers_unparsed) is false from now on.
+    pub(crate) fn note_layers_recorded(&mut self) {
+        self.unparsed = false;
     }
 
     /// The SCION hint every live packet of the burst carries, if they all
@@ -414,6 +443,8 @@ impl<B: PacketBuf> Batch<B> {
     /// The metadata of packet `i`, mutable, keeping the port hints: for this
     /// crate's own stages that never change `Meta::port` or the verdict
     /// (the parser filling in offsets).
+    /// The caller records layers: it calls
+    /// [`note_layers_recorded`](Self::note_layers_recorded) once per burst.
     pub(crate) fn meta_mut_keep_hints(&mut self, i: usize) -> &mut Meta {
         &mut self.meta[i]
     }
@@ -568,7 +599,24 @@ impl<B: PacketBuf> Batch<B> {
 
     /// Sets the traffic class of every live forwarded packet, keeping its
     /// port ([`set_class`](Self::set_class) for the whole burst).
+    #[inline]
     pub fn class_all(&mut self, class: Class) {
+        let n = self.bufs.len();
+        match self.egress {
+            // Every packet live and known to be forwarded on `port`: one
+            // store of the same verdict each, no test of the old one.
+            Some(port) if self.live == full_mask(n) => {
+                let v = Verdict::Forward { port, class };
+                if n == BURST {
+                    // A full burst: a fixed count, unrolled without set-up.
+                    self.meta.iter_mut().for_each(|m| m.verdict = v);
+                } else {
+                    self.meta[..n].iter_mut().for_each(|m| m.verdict = v);
+                }
+                return;
+            }
+            _ => {}
+        }
         self.each_live_forward(|_, c| *c = class);
     }
 
@@ -727,6 +775,63 @@ mod tests {
         assert_eq!(b.meta(0).verdict, Verdict::Forward { port: 4, class: Class(5) });
         assert_eq!(b.meta(1).verdict, Verdict::Drop(DropReason::Malformed));
         assert_eq!(b.meta(2).verdict, Verdict::Forward { port: 0, class: Class(5) });
+    }
+
+    #[test]
+    fn class_all_with_a_common_egress_classes_every_packet() {
+        for n in [1, 7, BURST] {
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            b.extend_with(2, |v| v.extend((0..n).map(|k| vec![k as u8])));
+            b.forward_all(3);
+            b.class_all(Class(4));
+            for i in 0..n {
+                assert_eq!(b.meta(i).verdict, Verdict::Forward { port: 3, class: Class(4) });
+            }
+            assert_eq!(b.egress_port(), Some(3), "n = {n}");
+            // A drop leaves the common egress of the live packets; the
+            // dropped packet keeps its verdict.
+            b.drop_packet(0, DropReason::Policy);
+            b.class_all(Class(1));
+            assert_eq!(b.meta(0).verdict, Verdict::Drop(DropReason::Policy));
+            for i in 1..n {
+                assert_eq!(b.meta(i).verdict, Verdict::Forward { port: 3, class: Class(1) });
+            }
+        }
+    }
+
+    #[test]
+    fn layers_are_known_unparsed_until_a_stage_may_have_recorded_some() {
+        let mut b: Batch<Vec<u8>> = Batch::new();
+        assert!(b.layers_unparsed(), "an empty batch");
+        b.extend_with(0, |v| v.extend((0..BURST).map(|k| vec![k as u8])));
+        assert!(b.layers_unparsed());
+        // Verdicts, hashes and drops leave the layers alone.
+        b.set_hash(0, 7);
+        b.forward(1, 3, Class(2));
+        b.drop_packet(2, DropReason::Policy);
+        b.class_all(Class(1));
+        assert!(b.layers_unparsed());
+        let _ = b.bufs_mut_metas();
+        assert!(b.layers_unparsed());
+        b.meta_mut(0).l3 = L3::Ipv4;
+        assert!(!b.layers_unparsed());
+        // Packets added to a batch that is not empty keep the answer.
+        b.drain_with(|_, _| {});
+        b.push(vec![0], 1).unwrap();
+        assert!(b.layers_unparsed(), "fresh packets only");
+        let _ = b.metas_mut();
+        b.push(vec![1], 1).unwrap();
+        assert!(!b.layers_unparsed(), "packet 0's metadata was handed out");
+        b.clear();
+        b.push(vec![0], 1).unwrap();
+        let _ = b.get_mut(0);
+        assert!(!b.layers_unparsed());
+        // The parser records layers through its own accessor.
+        b.clear();
+        b.push(vec![0], 1).unwrap();
+        b.note_layers_recorded();
+        b.meta_mut_keep_hints(0).l3_off = 14;
+        assert!(!b.layers_unparsed());
     }
 
     #[test]

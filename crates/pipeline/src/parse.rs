@@ -618,6 +618,7 @@ impl<B: PacketBuf> Stage<B> for Parse {
         // The packets of SCION links first, from the templates; then the
         // rest walked one by one. (Two loops: template code in the walk's
         // loop costs other traffic instructions per packet.)
+        batch.note_layers_recorded();
         let last = batch.live_mask().checked_ilog2();
         let rest = self.by_templates(batch);
         self.walk(batch, rest);
@@ -941,6 +942,8 @@ mod tests {
         // Parsing changes no port or verdict of a live packet: the batch's
         // port hints survive it, so later stages and the runtime can use them.
         assert_eq!((batch.ingress_port(), batch.egress_port()), (Some(3), Some(3)));
+        // Layers were recorded: a later stage must read them.
+        assert!(!batch.layers_unparsed());
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl FlowPolice {
         // fewer live registers).
         // Raw IP input no stage parsed (the usual case): the IP header at
         // 0, checked for the burst once.
-        let ip = self.link == LinkLayer::Ip && Self::all_fresh(batch.metas());
+        let ip = self.link == LinkLayer::Ip
+            && (batch.layers_unparsed() || Self::all_fresh(batch.metas()));
         // Without protected IPv4 destinations (the usual case) a raw IP
         // packet's flow ID of the addresses is its destination.
         let plain = ip && !self.keying.has_secure_v4();
