@@ -630,6 +630,11 @@ impl<B: PacketBuf> Stage<B> for Parse {
             }
         }
     }
+
+    /// Classifies and drops; no packet changes length.
+    fn keeps_lengths(&self) -> bool {
+        true
+    }
 }
 
 impl Parse {

@@ -184,8 +184,10 @@ fn prefetch(p: *const u8) {
 
 /// One pass over `n` freshly received mbufs: returns the OR of their
 /// offload flags (with `FLAGS`; 0 otherwise) and of their segment counts,
-/// and with `PREFETCH` starts loading each one's first data line, so that
-/// the pipeline's parser finds the headers in cache.
+/// and the sum of their lengths (`pkt_len`, in the line the segment count
+/// is read from: one more instruction each); with `PREFETCH` it starts
+/// loading each one's first data line, so that the pipeline's parser finds
+/// the headers in cache.
 ///
 /// The prefetch address is the mbuf's own address plus the first one's
 /// data offset from its header (`buf_addr + data_off - m`): the mbufs of a
@@ -201,10 +203,13 @@ fn prefetch(p: *const u8) {
 unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
     mbufs: *const *mut sys::rte_mbuf,
     n: usize,
-) -> (u64, u16) {
-    let (mut flags, mut segs) = (0u64, 0u16);
+) -> (u64, u16, u32) {
+    // A burst's lengths add up 32-bit: a single-segment frame's is below
+    // 2^16 and there are at most BURST of them (a burst with a longer
+    // chain is not counted from this sum, see `rx_burst`).
+    let (mut flags, mut segs, mut bytes) = (0u64, 0u16, 0u32);
     if n == 0 {
-        return (flags, segs);
+        return (flags, segs, bytes);
     }
     // SAFETY: n > 0, so the first pointer is a valid mbuf.
     let data_at = unsafe {
@@ -218,6 +223,7 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
         // header is in bounds and a prefetch never faults.
         unsafe {
             segs |= (*m).nb_segs;
+            bytes = bytes.wrapping_add((*m).pkt_len);
             if FLAGS {
                 flags |= (*m).ol_flags;
             }
@@ -232,7 +238,7 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
         for &m in full {
             visit(m);
         }
-        return (flags, segs);
+        return (flags, segs, bytes);
     }
     // Four per step: the loop's own count and branch are a third of a
     // packet's work here.
@@ -246,7 +252,7 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
     for &m in quads.remainder() {
         visit(m);
     }
-    (flags, segs)
+    (flags, segs, bytes)
 }
 
 /// The total length of `bufs` in bytes (TX byte counters), reading one
@@ -374,6 +380,9 @@ pub struct DpdkIo {
     /// Per port (in `ports` order): multi-segment frames freed on RX since
     /// the last publication, reported as `too_long` drops of that port.
     too_long: Vec<u64>,
+    /// The bytes of the last RX burst's packets ([`WorkerIo::rx_bytes`]);
+    /// `None` after a burst that freed multi-segment frames.
+    rx_bytes: Option<u64>,
 }
 
 /// Stops and closes the ports and frees the pools, after the workers have stopped.
@@ -515,6 +524,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             prefetch: c.prefetch,
             prefetch_now: c.prefetch,
             too_long: vec![0; ports.len()],
+            rx_bytes: None,
         })
         .collect();
     let teardown_ports = ports.clone();
@@ -567,7 +577,7 @@ impl WorkerIo for DpdkIo {
         // RSS), and of their segment counts: both rarely matter, so one pass
         // checks them for the whole burst and the per-packet work below is
         // skipped.
-        let (mut flags, mut freed) = (0u64, 0u64);
+        let (mut flags, mut freed, mut bytes) = (0u64, 0u64, 0u32);
         let new = batch.extend_with(port, |bufs| {
             let start = bufs.len();
             let room = BURST.saturating_sub(start);
@@ -582,7 +592,7 @@ impl WorkerIo for DpdkIo {
             let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
             let n = n.min(room);
             // SAFETY: the driver wrote n valid, non-NULL mbuf pointers.
-            let (f, segs) = unsafe {
+            let (f, segs, b) = unsafe {
                 match (want_flags, want_prefetch) {
                     (false, true) => scan_rx::<false, true>(dst, n),
                     (true, true) => scan_rx::<true, true>(dst, n),
@@ -590,7 +600,7 @@ impl WorkerIo for DpdkIo {
                     (true, false) => scan_rx::<true, false>(dst, n),
                 }
             };
-            flags = f;
+            (flags, bytes) = (f, b);
             let mut keep = n;
             // Every count is at least 1, so the OR exceeds 1 only if one does.
             if segs > 1 {
@@ -616,7 +626,10 @@ impl WorkerIo for DpdkIo {
             // single-segment mbufs, i.e. initialised `Mbuf`s; keep <= room.
             unsafe { bufs.set_len(start + keep) };
         });
+        self.rx_bytes = Some(u64::from(bytes));
         if freed > 0 {
+            // The sum counted the freed frames.
+            self.rx_bytes = None;
             if let Some(s) = self.ports.iter().position(|&p| p == port) {
                 self.too_long[s] += freed;
             }
@@ -666,6 +679,11 @@ impl WorkerIo for DpdkIo {
 
     fn free(&mut self, buf: Mbuf) {
         drop(buf);
+    }
+
+    #[inline]
+    fn rx_bytes(&self) -> Option<u64> {
+        self.rx_bytes
     }
 
     #[inline]

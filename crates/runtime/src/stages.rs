@@ -119,6 +119,10 @@ impl<B: PacketBuf> Stage<B> for Nop {
     fn reads_packets(&self) -> bool {
         false
     }
+
+    fn keeps_lengths(&self) -> bool {
+        true
+    }
 }
 
 /// `port-forward` parameters: `map = [[in, out], ...]` or `port = out` for all.
@@ -218,6 +222,10 @@ impl<B: PacketBuf> Stage<B> for PortForward {
     /// Routes by the ingress port in the metadata alone.
     fn reads_packets(&self) -> bool {
         false
+    }
+
+    fn keeps_lengths(&self) -> bool {
+        true
     }
 }
 
@@ -611,6 +619,11 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
             self.one::<true, B>(batch, i);
         }
     }
+
+    /// Rewrites fields in place; no packet changes length.
+    fn keeps_lengths(&self) -> bool {
+        true
+    }
 }
 
 /// A rule of `classify`.
@@ -675,6 +688,11 @@ impl<B: PacketBuf> Stage<B> for Classify {
             };
             batch.set_class(i, class);
         }
+    }
+
+    /// Sets classes only.
+    fn keeps_lengths(&self) -> bool {
+        true
     }
 }
 
