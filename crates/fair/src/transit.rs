@@ -693,6 +693,11 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         }
         stats.marked += n as u64;
     }
+
+    /// Writes its mark in place; no packet changes length.
+    fn keeps_lengths(&self) -> bool {
+        true
+    }
 }
 
 /// The offset index the fast path may mark for with `key` (a `Paper` key),
@@ -994,9 +999,12 @@ mod tests {
                 }
                 c
             };
+            let lens: Vec<usize> = (0..b.len()).map(|i| b.data(i).len()).collect();
             let (fast, fs) = run(false, copy(&b));
             let (slow, ss) = run(true, b);
             proptest::prop_assert_eq!(fs, ss);
+            // The stage keeps lengths, as it tells the runtime.
+            proptest::prop_assert_eq!(fast.iter().map(|(d, _)| d.len()).collect::<Vec<_>>(), lens);
             proptest::prop_assert_eq!(fast, slow);
         }
     }

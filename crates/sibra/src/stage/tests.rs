@@ -226,11 +226,13 @@ proptest! {
         for burst in &bursts {
             let mut a: Batch<Vec<u8>> = Batch::new();
             let mut b: Batch<Vec<u8>> = Batch::new();
+            let mut lens = Vec::new();
             for step in burst {
                 let (mut pkt, port) = realize(&tpl, step);
                 // Bytes after the payload: longer packets take the fixed
                 // window, shorter ones the exact reads.
                 pkt.resize(pkt.len() + pad, 0xa5);
+                lens.push(pkt.len());
                 let i = a.push(pkt.clone(), port).unwrap();
                 // The fast stage also sees the parse stage's header hint.
                 if hinted {
@@ -255,10 +257,14 @@ proptest! {
             };
             prop_assert_eq!(fast.counters().forwarded - before.forwarded, sent(false));
             prop_assert_eq!(fast.counters().local - before.local, sent(true));
-            for i in 0..a.len() {
+            prop_assert_eq!(a.len(), lens.len());
+            for (i, &len) in lens.iter().enumerate() {
                 prop_assert_eq!(a.meta(i).verdict, b.meta(i).verdict, "packet {}", i);
                 prop_assert_eq!(a.data(i), b.data(i));
+                // The stage keeps lengths, as it tells the runtime.
+                prop_assert_eq!(a.data(i).len(), len);
             }
+            prop_assert!(Stage::<Vec<u8>>::keeps_lengths(&fast));
             prop_assert_eq!(fast.counters(), slow.counters());
             // The same observations in the same order: the same sketch,
             // suspects and blacklist (packet lengths included).
