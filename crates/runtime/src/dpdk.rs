@@ -591,6 +591,17 @@ impl WorkerIo for DpdkIo {
             // the vector's spare slots are an array of `rte_mbuf *`).
             let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
             let n = n.min(room);
+            // The driver has just written these headers through pointers it
+            // had just written. Loaded at once, they cost about 10 ns per
+            // packet (`port-forward` on `net_null`: 66 % of testpmd io; 81 %
+            // with this fence; 87 % reading no header), the signature of
+            // memory-ordering flushes. One fence per burst lets the driver's
+            // stores resolve first.
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: lfence is part of SSE2, which every x86_64 CPU has.
+            unsafe {
+                std::arch::x86_64::_mm_lfence()
+            };
             // SAFETY: the driver wrote n valid, non-NULL mbuf pointers.
             let (f, segs, b) = unsafe {
                 match (want_flags, want_prefetch) {
