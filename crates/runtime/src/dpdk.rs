@@ -592,11 +592,11 @@ impl WorkerIo for DpdkIo {
             let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
             let n = n.min(room);
             // The driver has just written these headers through pointers it
-            // had just written. Loaded at once, they cost about 10 ns per
-            // packet (`port-forward` on `net_null`: 66 % of testpmd io; 81 %
-            // with this fence; 87 % reading no header), the signature of
-            // memory-ordering flushes. One fence per burst lets the driver's
-            // stores resolve first.
+            // had just written. Loaded at once, they cost about 8 ns per
+            // packet (`port-forward` on `net_null`: 63–67 % of testpmd io;
+            // 81–82 % with this fence; 88–89 % reading no header), as
+            // memory-ordering flushes would. One fence per burst lets the
+            // driver's stores resolve first.
             #[cfg(target_arch = "x86_64")]
             // SAFETY: lfence is part of SSE2, which every x86_64 CPU has.
             unsafe {
