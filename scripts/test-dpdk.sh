@@ -17,7 +17,7 @@ if ! pkg-config --exists libdpdk 2>/dev/null || ! command -v clang >/dev/null; t
     apt-get install -y -qq libdpdk-dev dpdk pkg-config libclang-dev clang >/dev/null
 fi
 
-cargo test -p runtime --features dpdk --test dpdk --test dpdk_af_packet -- --test-threads=1 --nocapture
+cargo test -p runtime --features dpdk --lib --test dpdk --test dpdk_af_packet -- --test-threads=1 --nocapture
 # The DPDK router managed live by `ctl` (the test runs both binaries).
 cargo build -p ctl
 cargo test -p router --features dpdk --test dpdk_live -- --nocapture

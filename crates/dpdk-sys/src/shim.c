@@ -27,4 +27,5 @@ uint64_t shim_rss_hf_ip(void) { return RTE_ETH_RSS_IP; }
 uint64_t shim_rss_l3_src_only(void) { return RTE_ETH_RSS_L3_SRC_ONLY; }
 uint64_t shim_rss_l3_dst_only(void) { return RTE_ETH_RSS_L3_DST_ONLY; }
 uint32_t shim_mq_rx_rss(void) { return RTE_ETH_MQ_RX_RSS; }
+uint64_t shim_rx_offload_scatter(void) { return RTE_ETH_RX_OFFLOAD_SCATTER; }
 uint16_t shim_mbuf_default_buf_size(void) { return RTE_MBUF_DEFAULT_BUF_SIZE; }

@@ -33,6 +33,7 @@ uint64_t shim_rss_hf_ip(void);
 uint64_t shim_rss_l3_src_only(void);
 uint64_t shim_rss_l3_dst_only(void);
 uint32_t shim_mq_rx_rss(void);
+uint64_t shim_rx_offload_scatter(void);
 uint16_t shim_mbuf_default_buf_size(void);
 
 #endif

@@ -693,11 +693,6 @@ impl<B: PacketBuf> Stage<B> for FairTransit {
         }
         stats.marked += n as u64;
     }
-
-    /// Writes its mark in place; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 /// The offset index the fast path may mark for with `key` (a `Paper` key),
@@ -1003,7 +998,7 @@ mod tests {
             let (fast, fs) = run(false, copy(&b));
             let (slow, ss) = run(true, b);
             proptest::prop_assert_eq!(fs, ss);
-            // The stage keeps lengths, as it tells the runtime.
+            // No packet changes length.
             proptest::prop_assert_eq!(fast.iter().map(|(d, _)| d.len()).collect::<Vec<_>>(), lens);
             proptest::prop_assert_eq!(fast, slow);
         }

@@ -630,11 +630,6 @@ impl<B: PacketBuf> Stage<B> for Parse {
             }
         }
     }
-
-    /// Classifies and drops; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 impl Parse {

@@ -24,16 +24,6 @@ pub trait Stage<B: PacketBuf>: Element {
     fn reads_packets(&self) -> bool {
         true
     }
-
-    /// Whether the stage leaves the length of every packet as it came and
-    /// adds no packets to the batch (a forwarder, a stage that rewrites
-    /// fields in place). A pipeline whose stages all answer `true` sends
-    /// each packet with the bytes it arrived with, so the runtime can count
-    /// transmitted bytes from the receive side instead of summing them
-    /// again. The default, `false`, is always safe.
-    fn keeps_lengths(&self) -> bool {
-        false
-    }
 }
 
 /// Stages run in order over each burst, with per-stage counters.
@@ -73,12 +63,6 @@ impl<B: PacketBuf> Pipeline<B> {
     /// Whether any stage reads packet bytes ([`Stage::reads_packets`]).
     pub fn reads_packets(&self) -> bool {
         self.stages.iter().any(|s| s.reads_packets())
-    }
-
-    /// Whether every stage keeps packet lengths ([`Stage::keeps_lengths`]);
-    /// true of an empty pipeline.
-    pub fn keeps_lengths(&self) -> bool {
-        self.stages.iter().all(|s| s.keeps_lengths())
     }
 
     /// Number of stages.
@@ -272,28 +256,6 @@ mod tests {
         let mut empty = Batch::new();
         p.run(&mut empty, Now::default());
         assert_eq!(p.counters().map(|(_, c)| c.packets).collect::<Vec<_>>(), packets);
-    }
-
-    /// Says it keeps packet lengths (it touches nothing).
-    struct Keep;
-    impl Element for Keep {
-        fn name(&self) -> &str {
-            "keep"
-        }
-    }
-    impl<B: PacketBuf> Stage<B> for Keep {
-        fn process(&mut self, _batch: &mut Batch<B>, _now: Now) {}
-        fn keeps_lengths(&self) -> bool {
-            true
-        }
-    }
-
-    #[test]
-    fn a_pipeline_keeps_lengths_when_every_stage_says_so() {
-        assert!(Pipeline::<Vec<u8>>::new().keeps_lengths());
-        assert!(Pipeline::<Vec<u8>>::new().with(Keep).with(Keep).keeps_lengths());
-        // A stage that does not say so (the default) may change them.
-        assert!(!Pipeline::<Vec<u8>>::new().with(Keep).with(Pass).keeps_lengths());
     }
 
     #[test]

@@ -231,6 +231,12 @@ pub struct DpdkConfig {
     /// turns it off for every pipeline.
     #[serde(default = "yes")]
     pub prefetch: bool,
+    /// Which ports' received frames are checked for chained (multi-segment)
+    /// mbufs, which are dropped as `too_long`: `auto` (default) checks the
+    /// ports that can deliver them, `always` checks every port. See
+    /// [`SegmentCheck`].
+    #[serde(default)]
+    pub check_segments: SegmentCheck,
     /// Pin the data plane's Unix clock (`Now::unix_ns`) to this second while
     /// the monotonic clock keeps running. For replaying a looped capture
     /// (`net_pcap,rx_pcap=...,infinite_rx=1`) whose protocol timestamps
@@ -238,6 +244,26 @@ pub struct DpdkConfig {
     /// seconds: benchmarks and tests only, never in production.
     #[serde(default)]
     pub unix_time_s: Option<u64>,
+}
+
+/// `[io.dpdk] check_segments`: where the RX pass reads each frame's segment
+/// count. The pipeline sees a frame as one contiguous buffer, so a frame
+/// that arrives chained over several mbufs is dropped (`too_long`); reading
+/// the count is one load of the mbuf header per packet, which right after
+/// the driver filled the headers costs measurable time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentCheck {
+    /// Skip the ports known to deliver single-segment frames only: devices
+    /// that advertise no scatter RX (`RTE_ETH_RX_OFFLOAD_SCATTER`) and whose
+    /// driver is `net_null` or `net_af_packet` (which drops what does not
+    /// fit one buffer). Check every other port: NIC drivers that can chain
+    /// advertise scatter RX, and software devices may chain oversize frames
+    /// whatever they advertise (`net_pcap` does).
+    #[default]
+    Auto,
+    /// Check every port.
+    Always,
 }
 
 fn default_mbufs() -> u32 {
@@ -667,6 +693,21 @@ kind = "nop"
         assert_eq!(c.ports[0].egress.kind, "fifo");
         assert_eq!(c.pipeline[0].kind, "nop");
         assert_eq!(c.base_dir, Path::new("x"));
+    }
+
+    #[test]
+    fn the_segment_check_is_auto_unless_set() {
+        let dpdk = |extra: &str| {
+            let text = format!(
+                "[io]\nbackend = \"dpdk\"\n[io.dpdk]\n{extra}\n[[ports]]\nid = 0\n[[pipeline]]\nkind = \"nop\"\n"
+            );
+            parse(&text, Path::new("d.toml")).map(|c| c.io.dpdk.unwrap().check_segments)
+        };
+        assert_eq!(dpdk("").unwrap(), SegmentCheck::Auto);
+        assert_eq!(dpdk("check_segments = \"always\"").unwrap(), SegmentCheck::Always);
+        let e = dpdk("check_segments = \"never\"").unwrap_err();
+        assert_eq!(e.key, "io.dpdk.check_segments");
+        assert!(e.to_string().contains("auto"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! * Each worker has its own mbuf pool; [`Mbuf`] implements
 //!   [`PacketBuf`] directly over the mbuf, so a `Batch<Mbuf>` is built without
 //!   copying. Only single-segment mbufs are accepted (others are freed on RX
-//!   and counted as `too_long` drops of their port).
+//!   and counted as `too_long` drops of their port; ports whose device cannot
+//!   chain frames skip that check, see [`SegmentCheck`]).
 //! * Per burst, the hot path is: `rte_eth_rx_burst` writes the mbuf pointers
 //!   straight into the batch's buffer vector ([`Batch::extend_with`]; `Mbuf`
 //!   is a transparent pointer), one pass over the new mbufs ORs their segment
@@ -37,7 +38,7 @@ use std::sync::OnceLock;
 use dpdk_sys as sys;
 use pipeline::{Batch, NoRoom, Now, PacketBuf, BURST};
 
-use crate::config::{ConfigError, DpdkConfig, RouterConfig};
+use crate::config::{ConfigError, DpdkConfig, RouterConfig, SegmentCheck};
 use crate::io::{TscClock, WorkerIo};
 use crate::rss::{hash_by, RssKey};
 use crate::stats::LocalCounters;
@@ -183,11 +184,10 @@ fn prefetch(p: *const u8) {
 }
 
 /// One pass over `n` freshly received mbufs: returns the OR of their
-/// offload flags (with `FLAGS`; 0 otherwise) and of their segment counts,
-/// and the sum of their lengths (`pkt_len`, in the line the segment count
-/// is read from: one more instruction each); with `PREFETCH` it starts
-/// loading each one's first data line, so that the pipeline's parser finds
-/// the headers in cache.
+/// offload flags (with `FLAGS`; 0 otherwise) and of their segment counts
+/// (with `SEGS`; 1 otherwise), and with `PREFETCH` starts loading each
+/// one's first data line, so that the pipeline's parser finds the headers
+/// in cache.
 ///
 /// The prefetch address is the mbuf's own address plus the first one's
 /// data offset from its header (`buf_addr + data_off - m`): the mbufs of a
@@ -200,16 +200,13 @@ fn prefetch(p: *const u8) {
 /// `mbufs` points to `n` valid, non-NULL mbuf pointers whose headers the
 /// driver just filled.
 #[inline(always)]
-unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
+unsafe fn scan_rx<const SEGS: bool, const FLAGS: bool, const PREFETCH: bool>(
     mbufs: *const *mut sys::rte_mbuf,
     n: usize,
-) -> (u64, u16, u32) {
-    // A burst's lengths add up 32-bit: a single-segment frame's is below
-    // 2^16 and there are at most BURST of them (a burst with a longer
-    // chain is not counted from this sum, see `rx_burst`).
-    let (mut flags, mut segs, mut bytes) = (0u64, 0u16, 0u32);
+) -> (u64, u16) {
+    let (mut flags, mut segs) = (0u64, 1u16);
     if n == 0 {
-        return (flags, segs, bytes);
+        return (flags, segs);
     }
     // SAFETY: n > 0, so the first pointer is a valid mbuf.
     let data_at = unsafe {
@@ -222,8 +219,9 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
         // SAFETY: `m` is a valid mbuf (the caller's contract); reading its
         // header is in bounds and a prefetch never faults.
         unsafe {
-            segs |= (*m).nb_segs;
-            bytes = bytes.wrapping_add((*m).pkt_len);
+            if SEGS {
+                segs |= (*m).nb_segs;
+            }
             if FLAGS {
                 flags |= (*m).ol_flags;
             }
@@ -238,7 +236,7 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
         for &m in full {
             visit(m);
         }
-        return (flags, segs, bytes);
+        return (flags, segs);
     }
     // Four per step: the loop's own count and branch are a third of a
     // packet's work here.
@@ -252,7 +250,22 @@ unsafe fn scan_rx<const FLAGS: bool, const PREFETCH: bool>(
     for &m in quads.remainder() {
         visit(m);
     }
-    (flags, segs, bytes)
+    (flags, segs)
+}
+
+/// Whether the RX pass must read the segment counts of frames from a port
+/// with device information `info` ([`SegmentCheck`]).
+fn may_chain(check: SegmentCheck, info: &sys::rte_eth_dev_info) -> bool {
+    // SAFETY: a pure function returning a constant.
+    let scatter = info.rx_offload_capa & unsafe { sys::shim_rx_offload_scatter() } != 0;
+    let driver = if info.driver_name.is_null() {
+        None
+    } else {
+        // SAFETY: DPDK fills `driver_name` with a static NUL-terminated string.
+        Some(unsafe { CStr::from_ptr(info.driver_name) })
+    };
+    let single_segment = matches!(driver.map(CStr::to_bytes), Some(b"net_null" | b"net_af_packet"));
+    check == SegmentCheck::Always || scatter || !single_segment
 }
 
 /// The total length of `bufs` in bytes (TX byte counters), reading one
@@ -380,9 +393,9 @@ pub struct DpdkIo {
     /// Per port (in `ports` order): multi-segment frames freed on RX since
     /// the last publication, reported as `too_long` drops of that port.
     too_long: Vec<u64>,
-    /// The bytes of the last RX burst's packets ([`WorkerIo::rx_bytes`]);
-    /// `None` after a burst that freed multi-segment frames.
-    rx_bytes: Option<u64>,
+    /// By port id: whether the RX pass reads segment counts there
+    /// ([`SegmentCheck`]); ids past the end are checked.
+    check_segments: Vec<bool>,
 }
 
 /// Stops and closes the ports and frees the pools, after the workers have stopped.
@@ -398,6 +411,8 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
     let ports: Vec<u16> = cfg.ports.iter().map(|p| p.id).collect();
     let mut pools = Vec::new();
     let mut hardware_hash = false;
+    let max_id = ports.iter().copied().max().unwrap_or(0);
+    let mut check_segments = vec![true; usize::from(max_id) + 1];
     for w in 0..workers {
         // Names are global in the EAL: number every pool of the process.
         static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -435,6 +450,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             .in_file(&cfg.source)
             .into());
         }
+        check_segments[usize::from(port)] = may_chain(c.check_segments, &info);
         if info.max_rx_queues < workers || info.max_tx_queues < workers {
             return Err(RuntimeError::Dpdk(format!(
                 "port {port} supports {} RX / {} TX queues, {workers} workers need one each",
@@ -524,7 +540,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             prefetch: c.prefetch,
             prefetch_now: c.prefetch,
             too_long: vec![0; ports.len()],
-            rx_bytes: None,
+            check_segments: check_segments.clone(),
         })
         .collect();
     let teardown_ports = ports.clone();
@@ -573,11 +589,15 @@ impl WorkerIo for DpdkIo {
     fn rx_burst(&mut self, port: u16, batch: &mut Batch<Mbuf>) -> usize {
         let (queue, want_prefetch, want_flags) =
             (self.queue, self.prefetch_now, self.hardware_hash);
+        // With the offload flags read, the segment count in the same line
+        // costs nothing more.
+        let want_segs =
+            want_flags || self.check_segments.get(usize::from(port)).copied().unwrap_or(true);
         // OR of every received mbuf's `ol_flags` (read only when a port has
-        // RSS), and of their segment counts: both rarely matter, so one pass
-        // checks them for the whole burst and the per-packet work below is
-        // skipped.
-        let (mut flags, mut freed, mut bytes) = (0u64, 0u64, 0u32);
+        // RSS), and of their segment counts (on ports that may chain): both
+        // rarely matter, so one pass checks them for the whole burst and the
+        // per-packet work below is skipped.
+        let (mut flags, mut freed) = (0u64, 0u64);
         let new = batch.extend_with(port, |bufs| {
             let start = bufs.len();
             let room = BURST.saturating_sub(start);
@@ -591,27 +611,32 @@ impl WorkerIo for DpdkIo {
             // the vector's spare slots are an array of `rte_mbuf *`).
             let n = usize::from(unsafe { sys::shim_rx_burst(port, queue, dst, room as u16) });
             let n = n.min(room);
-            // The driver has just written these headers through pointers it
-            // had just written. Loaded at once, they cost about 8 ns per
-            // packet (`port-forward` on `net_null`: 63–67 % of testpmd io;
-            // 81–82 % with this fence; 88–89 % reading no header), as
-            // memory-ordering flushes would. One fence per burst lets the
-            // driver's stores resolve first.
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: lfence is part of SSE2, which every x86_64 CPU has.
-            unsafe {
-                std::arch::x86_64::_mm_lfence()
-            };
-            // SAFETY: the driver wrote n valid, non-NULL mbuf pointers.
-            let (f, segs, b) = unsafe {
-                match (want_flags, want_prefetch) {
-                    (false, true) => scan_rx::<false, true>(dst, n),
-                    (true, true) => scan_rx::<true, true>(dst, n),
-                    (false, false) => scan_rx::<false, false>(dst, n),
-                    (true, false) => scan_rx::<true, false>(dst, n),
-                }
-            };
-            (flags, bytes) = (f, b);
+            let mut segs = 1;
+            if want_segs {
+                // The driver has just written these headers through pointers
+                // it had just written. Loaded at once, they cost about 8 ns
+                // per packet (`port-forward` on `net_null`: 63–67 % of
+                // testpmd io; 81–82 % with this fence; 88–89 % reading no
+                // header), as memory-ordering flushes would. One fence per
+                // burst lets the driver's stores resolve first.
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: lfence is part of SSE2, which every x86_64 CPU has.
+                unsafe {
+                    std::arch::x86_64::_mm_lfence()
+                };
+                // SAFETY: the driver wrote n valid, non-NULL mbuf pointers.
+                (flags, segs) = unsafe {
+                    match (want_flags, want_prefetch) {
+                        (false, true) => scan_rx::<true, false, true>(dst, n),
+                        (true, true) => scan_rx::<true, true, true>(dst, n),
+                        (false, false) => scan_rx::<true, false, false>(dst, n),
+                        (true, false) => scan_rx::<true, true, false>(dst, n),
+                    }
+                };
+            } else if want_prefetch {
+                // SAFETY: as above.
+                unsafe { scan_rx::<false, false, true>(dst, n) };
+            }
             let mut keep = n;
             // Every count is at least 1, so the OR exceeds 1 only if one does.
             if segs > 1 {
@@ -637,10 +662,7 @@ impl WorkerIo for DpdkIo {
             // single-segment mbufs, i.e. initialised `Mbuf`s; keep <= room.
             unsafe { bufs.set_len(start + keep) };
         });
-        self.rx_bytes = Some(u64::from(bytes));
         if freed > 0 {
-            // The sum counted the freed frames.
-            self.rx_bytes = None;
             if let Some(s) = self.ports.iter().position(|&p| p == port) {
                 self.too_long[s] += freed;
             }
@@ -693,11 +715,6 @@ impl WorkerIo for DpdkIo {
     }
 
     #[inline]
-    fn rx_bytes(&self) -> Option<u64> {
-        self.rx_bytes
-    }
-
-    #[inline]
     fn bytes(bufs: &[Mbuf]) -> u64 {
         mbuf_bytes(bufs)
     }
@@ -745,5 +762,38 @@ impl Drop for DpdkIo {
             // SAFETY: dropped on the worker thread that registered itself.
             unsafe { sys::rte_thread_unregister() };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Device information naming `driver`, with scatter RX advertised or not.
+    fn info(driver: &'static CStr, scatter: bool) -> sys::rte_eth_dev_info {
+        let mut info = sys::rte_eth_dev_info { driver_name: driver.as_ptr(), ..Default::default() };
+        if scatter {
+            // SAFETY: a pure function returning a constant.
+            info.rx_offload_capa = unsafe { sys::shim_rx_offload_scatter() };
+        }
+        info
+    }
+
+    #[test]
+    fn segment_counts_are_skipped_only_where_frames_cannot_chain() {
+        use SegmentCheck::{Always, Auto};
+        // Known single-segment software devices: skipped.
+        assert!(!may_chain(Auto, &info(c"net_null", false)));
+        assert!(!may_chain(Auto, &info(c"net_af_packet", false)));
+        // ... unless the operator asks, or the device says it can scatter.
+        assert!(may_chain(Always, &info(c"net_null", false)));
+        assert!(may_chain(Auto, &info(c"net_null", true)));
+        // net_pcap chains oversize frames while advertising nothing; an
+        // unknown or unnamed driver is checked.
+        assert!(may_chain(Auto, &info(c"net_pcap", false)));
+        assert!(may_chain(Auto, &info(c"net_ixgbe", true)));
+        assert!(may_chain(Auto, &info(c"mystery", false)));
+        let unnamed = sys::rte_eth_dev_info { driver_name: std::ptr::null(), ..Default::default() };
+        assert!(may_chain(Auto, &unnamed));
     }
 }

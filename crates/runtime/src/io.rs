@@ -50,15 +50,6 @@ pub trait WorkerIo: Send {
         }
     }
 
-    /// The total length in bytes of the packets the last
-    /// [`rx_burst`](Self::rx_burst) added, if the backend summed them while
-    /// receiving (DPDK reads each length beside the segment count it checks
-    /// anyway). The worker then counts a burst that leaves whole, through a
-    /// pipeline that keeps lengths, without reading the lengths again.
-    fn rx_bytes(&self) -> Option<u64> {
-        None
-    }
-
     /// The total length of `bufs` in bytes (for the TX byte counters);
     /// backends whose buffers keep their length where one load reads it
     /// override the per-buffer sum.

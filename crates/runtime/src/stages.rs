@@ -119,10 +119,6 @@ impl<B: PacketBuf> Stage<B> for Nop {
     fn reads_packets(&self) -> bool {
         false
     }
-
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 /// `port-forward` parameters: `map = [[in, out], ...]` or `port = out` for all.
@@ -222,10 +218,6 @@ impl<B: PacketBuf> Stage<B> for PortForward {
     /// Routes by the ingress port in the metadata alone.
     fn reads_packets(&self) -> bool {
         false
-    }
-
-    fn keeps_lengths(&self) -> bool {
-        true
     }
 }
 
@@ -619,11 +611,6 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
             self.one::<true, B>(batch, i);
         }
     }
-
-    /// Rewrites fields in place; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 /// A rule of `classify`.
@@ -688,11 +675,6 @@ impl<B: PacketBuf> Stage<B> for Classify {
             };
             batch.set_class(i, class);
         }
-    }
-
-    /// Sets classes only.
-    fn keeps_lengths(&self) -> bool {
-        true
     }
 }
 

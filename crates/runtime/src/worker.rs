@@ -140,8 +140,7 @@ pub struct Worker<I: WorkerIo> {
     pub slow: Option<crate::slowpath::WorkerLink<I::Buf>>,
 }
 
-/// Transmits `v` on port `port`, counting packets, bytes and TX-ring drops;
-/// `known`: the bytes of `v`, if the caller knows them.
+/// Transmits `v` on port `port`, counting packets, bytes and TX-ring drops.
 #[inline(always)]
 fn transmit<I: WorkerIo>(
     io: &mut I,
@@ -149,10 +148,9 @@ fn transmit<I: WorkerIo>(
     v: &mut Vec<I::Buf>,
     pc: &mut PortCounters,
     now: Now,
-    known: Option<u64>,
 ) -> usize {
     let n = v.len();
-    let mut bytes = known.unwrap_or_else(|| I::bytes(v));
+    let mut bytes = I::bytes(v);
     let sent = io.tx_burst(port, v, now);
     pc.tx += sent as u64;
     if !v.is_empty() {
@@ -218,10 +216,6 @@ struct Loop<I: WorkerIo> {
     /// Port id → slot if the port's egress discipline is a pass-through,
     /// `NO_SLOT` otherwise (one look-up for a burst that goes to TX whole).
     direct_slot: Vec<usize>,
-    /// Whether the pipeline keeps packet lengths
-    /// ([`pipeline::Pipeline::keeps_lengths`]): a burst that leaves whole
-    /// then has the bytes it was received with ([`WorkerIo::rx_bytes`]).
-    keeps_lengths: bool,
     /// Per slot: packets bound for TX in this burst.
     staged: Vec<Vec<I::Buf>>,
     /// Whether a `staged` vector may hold packets (set when one is pushed
@@ -353,7 +347,6 @@ impl<I: WorkerIo> Loop<I> {
             direct: Vec::new(),
             shaped: Vec::new(),
             direct_slot: Vec::new(),
-            keeps_lengths: false,
             egress,
             port_ids,
             stats,
@@ -383,7 +376,6 @@ impl<I: WorkerIo> Loop<I> {
     fn configured(&mut self) {
         self.classify_egress();
         self.io.pipeline_reads_packets(self.pipeline.reads_packets());
-        self.keeps_lengths = self.pipeline.keeps_lengths();
     }
 
     /// Which ports bypass their egress discipline (asked again after every
@@ -461,8 +453,6 @@ impl<I: WorkerIo> Loop<I> {
     fn dispatch(&mut self, pslot: usize, now: Now) {
         // The batch may already know that every packet goes to one port.
         let hint = if self.batch.all_live() { self.batch.egress_port() } else { None };
-        // The burst's bytes as received, if they are still its bytes.
-        let rx_bytes = if self.keeps_lengths { self.io.rx_bytes() } else { None };
         let Loop {
             io,
             slot,
@@ -486,10 +476,9 @@ impl<I: WorkerIo> Loop<I> {
                 if s != NO_SLOT {
                     let pc = &mut local.ports[s];
                     if *staged_any && !staged[s].is_empty() {
-                        transmit(io, port, &mut staged[s], pc, now, None);
+                        transmit(io, port, &mut staged[s], pc, now);
                     }
-                    // Every packet of the burst, the lengths unchanged.
-                    transmit(io, port, bufs, pc, now, rx_bytes);
+                    transmit(io, port, bufs, pc, now);
                     return;
                 }
             }
@@ -513,14 +502,7 @@ impl<I: WorkerIo> Loop<I> {
                             staged[s].push(buf);
                             *staged_any = true;
                             if staged[s].len() == BURST {
-                                transmit(
-                                    io,
-                                    port_ids[s],
-                                    &mut staged[s],
-                                    &mut local.ports[s],
-                                    now,
-                                    None,
-                                );
+                                transmit(io, port_ids[s], &mut staged[s], &mut local.ports[s], now);
                             }
                         } else if let Err((buf, reason)) = egress[s].enqueue(buf, class, now) {
                             local.ports[s].drops.inc(reason);
@@ -590,7 +572,7 @@ impl<I: WorkerIo> Loop<I> {
                 self.staged_any = true;
                 if self.staged[s].len() >= BURST {
                     let pc = &mut self.local.ports[s];
-                    transmit(&mut self.io, port, &mut self.staged[s], pc, now, None);
+                    transmit(&mut self.io, port, &mut self.staged[s], pc, now);
                 }
             } else if let Err((buf, reason)) = self.egress[s].enqueue(r.buf, class, now) {
                 self.local.ports[s].drops.inc(reason);
@@ -622,7 +604,7 @@ impl<I: WorkerIo> Loop<I> {
             for (e, v) in self.staged.iter_mut().enumerate() {
                 if !v.is_empty() {
                     let pc = &mut self.local.ports[e];
-                    moved += transmit(&mut self.io, self.port_ids[e], v, pc, now, None);
+                    moved += transmit(&mut self.io, self.port_ids[e], v, pc, now);
                 }
             }
             self.staged_any = false;
@@ -632,7 +614,7 @@ impl<I: WorkerIo> Loop<I> {
             let eg = &mut self.egress[e];
             if eg.queued() > 0 && eg.dequeue(now, BURST, &mut self.txv) > 0 {
                 let (port, pc) = (self.port_ids[e], &mut self.local.ports[e]);
-                moved += transmit(&mut self.io, port, &mut self.txv, pc, now, None);
+                moved += transmit(&mut self.io, port, &mut self.txv, pc, now);
             }
             let q = eg.queued();
             self.local.ports[e].queued = q as u64;
@@ -720,8 +702,6 @@ mod tests {
         bulk_frees: usize,
         /// What the worker said of its pipeline reading packet bytes.
         reads: Vec<bool>,
-        /// How often the worker asked for the last burst's RX bytes.
-        rx_bytes_asked: usize,
     }
 
     /// A scripted backend: fixed bursts per RX port and a TX ring that takes
@@ -732,9 +712,6 @@ mod tests {
         tx_room: usize,
         t: u64,
         rec: Arc<Mutex<Rec>>,
-        /// The bytes of the last burst received, summed on receive (as
-        /// the DPDK backend does).
-        rx_bytes: u64,
     }
 
     impl WorkerIo for Mock {
@@ -748,12 +725,7 @@ mod tests {
         fn rx_burst(&mut self, port: u16, batch: &mut Batch<Vec<u8>>) -> usize {
             let Some(k) = self.input.iter().position(|(p, _)| *p == port) else { return 0 };
             let (_, burst) = self.input.remove(k);
-            self.rx_bytes = burst.iter().map(|b| b.len() as u64).sum();
             batch.extend_with(port, |v| v.extend(burst)).len()
-        }
-        fn rx_bytes(&self) -> Option<u64> {
-            self.rec.lock().unwrap().rx_bytes_asked += 1;
-            Some(self.rx_bytes)
         }
         fn tx_burst(&mut self, port: u16, pkts: &mut Vec<Vec<u8>>, _now: Now) -> usize {
             let n = pkts.len().min(self.tx_room);
@@ -815,8 +787,7 @@ mod tests {
         let stats = Arc::new(WorkerStats::new(1, port_ids.len(), 0));
         let (_tx, rx) = crossbeam_channel::unbounded();
         let rec = Arc::new(Mutex::new(Rec::default()));
-        let io =
-            Mock { ports: port_ids.clone(), input, tx_room, t: 0, rec: rec.clone(), rx_bytes: 0 };
+        let io = Mock { ports: port_ids.clone(), input, tx_room, t: 0, rec: rec.clone() };
         let w = Worker {
             index: 0,
             io,
@@ -857,47 +828,6 @@ mod tests {
         let (rec, _) = run_with(Pipeline::new().with(forward), vec![(2, vec![vec![9]])], 32, false);
         assert_eq!(rec.reads, [false]);
         assert_eq!(rec.sent, [(4, vec![9])]);
-    }
-
-    /// Sends every packet to port 4, first cutting it to `cut` bytes when set
-    /// (and then saying so: it does not keep lengths).
-    struct CutTo4 {
-        cut: Option<usize>,
-    }
-    impl Element for CutTo4 {
-        fn name(&self) -> &str {
-            "cut-to-4"
-        }
-    }
-    impl Stage<Vec<u8>> for CutTo4 {
-        fn process(&mut self, batch: &mut Batch<Vec<u8>>, _now: Now) {
-            if let Some(cut) = self.cut {
-                for i in batch.live() {
-                    batch.buf_mut(i).truncate(cut);
-                }
-            }
-            batch.forward_all(4);
-        }
-        fn keeps_lengths(&self) -> bool {
-            self.cut.is_none()
-        }
-    }
-
-    #[test]
-    fn tx_bytes_come_from_rx_only_while_the_pipeline_keeps_lengths() {
-        let burst: Vec<_> = (0..32).map(|i| pkt(9, i, 60 + usize::from(i))).collect();
-        let sum: u64 = (0..32).map(|i| 60 + i).sum();
-        // Lengths kept: the burst's bytes as the backend summed them on RX.
-        let pipeline = Pipeline::new().with(CutTo4 { cut: None });
-        let (rec, snap) = run_with(pipeline, vec![(2, burst.clone())], 64, false);
-        assert_eq!((snap.ports[2].counters.tx, snap.ports[2].counters.tx_bytes), (32, sum));
-        assert_eq!(rec.rx_bytes_asked, 1);
-        // Lengths changed: the bytes sent, not those received.
-        let pipeline = Pipeline::new().with(CutTo4 { cut: Some(20) });
-        let (rec, snap) = run_with(pipeline, vec![(2, burst)], 64, false);
-        assert_eq!((snap.ports[2].counters.tx, snap.ports[2].counters.tx_bytes), (32, 32 * 20));
-        assert_eq!(rec.rx_bytes_asked, 0);
-        assert!(rec.sent.iter().all(|(p, b)| *p == 4 && b.len() == 20));
     }
 
     /// Forwards like [`ByFirstByte`]; at the packet whose second byte is
@@ -941,14 +871,7 @@ mod tests {
         })));
         let rec = Arc::new(Mutex::new(Rec::default()));
         let input = (0..40).map(|i| (2, vec![pkt(4, i, 60)])).collect();
-        let io = Mock {
-            ports: port_ids.clone(),
-            input,
-            tx_room: 64,
-            t: 0,
-            rec: rec.clone(),
-            rx_bytes: 0,
-        };
+        let io = Mock { ports: port_ids.clone(), input, tx_room: 64, t: 0, rec: rec.clone() };
         let w = Worker {
             index: 0,
             io,

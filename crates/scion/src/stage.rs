@@ -520,11 +520,6 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             }
         }
     }
-
-    /// Updates the path's pointers in place; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 /// The packets of `live` that continue the memo's run, finished as

@@ -582,9 +582,4 @@ impl<B: PacketBuf> Stage<B> for FlowPolice {
         c.feedback_unissued += t.feedback[2];
         c.restamped += m as u64 - t.requests_stamped;
     }
-
-    /// Writes capabilities and feedback into the shim in place; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }

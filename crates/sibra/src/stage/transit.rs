@@ -340,11 +340,6 @@ impl<B: PacketBuf> Stage<B> for SibraTransit {
         };
         self.finish(batch, n, todo, now, tick);
     }
-
-    /// Checks and rewrites the path's fields in place; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
 
 /// Why [`SibraTransit::gather`] does not finish a packet.

@@ -71,9 +71,4 @@ impl<B: PacketBuf> Stage<B> for ZlaneClassify {
         // Acceptable epochs (and a fixed SV's installation) once per burst.
         self.inner.classify_burst(batch, now);
     }
-
-    /// Checks and classes packets; no packet changes length.
-    fn keeps_lengths(&self) -> bool {
-        true
-    }
 }
