@@ -24,6 +24,8 @@
 //! (entries; the tag array as above), and prints the ratio stage / floor: how
 //! far the stage is from the memory traffic it cannot avoid. Sizes given as
 //! arguments are measured as well. 10M flows need ≈ 0.6 GB, 100M ≈ 6 GB.
+//! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
+//! for the table's size).
 //!
 //! `cargo run --release -p flowpolice --example memfloor -- 64 512 6144`
 //! `PATTERN=near cargo run --release -p flowpolice --example memfloor -- 6144`
@@ -143,6 +145,7 @@ fn regular_cost(flows: usize) -> (f64, usize) {
         SeedChain::generate([1; 32], 0, 4),
     );
     cfg.link = LinkLayer::Ip;
+    cfg.hint_lag = std::env::var("HINT_LAG").ok().and_then(|s| s.parse().ok());
     let mut stage = FlowPolice::new(cfg).expect("stage");
     let caps: Vec<(usize, Capability)> = (0..flows)
         .filter_map(|i| {
