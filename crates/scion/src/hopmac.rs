@@ -59,6 +59,24 @@ pub fn is_expired(timestamp: u32, exp_time: u8, now_unix_ns: u64) -> bool {
     now_unix_ns > hop_expiry_unix_ns(timestamp, exp_time)
 }
 
+/// `now_unix_ns` as the bound [`is_expired_by`] compares against: Unix
+/// half-seconds, rounded up. Computed once for a burst, it spares each hop
+/// field the nanosecond arithmetic of [`is_expired`].
+#[inline]
+pub fn expiry_bound(now_unix_ns: u64) -> u64 {
+    now_unix_ns.div_ceil(500_000_000)
+}
+
+/// [`is_expired`] against a bound from [`expiry_bound`], with the same
+/// result. Every expiry falls on a half-second: `Timestamp` seconds plus
+/// `(1 + ExpTime)` units of 337.5 s is `E = 2·Timestamp + 675·(1 + ExpTime)`
+/// half-seconds, and for a whole number `E`, `now > E half-seconds` holds
+/// exactly when `E < ⌈now / 0.5 s⌉`.
+#[inline]
+pub fn is_expired_by(timestamp: u32, exp_time: u8, bound: u64) -> bool {
+    2 * u64::from(timestamp) + 675 * (1 + u64::from(exp_time)) < bound
+}
+
 /// An AS's hop-field (forwarding) key with its CMAC subkeys derived once.
 #[derive(Clone, Debug)]
 pub struct ForwardingKey(Cmac);
@@ -170,5 +188,28 @@ mod tests {
         assert!(!is_expired(1_000, 0, exp));
         assert!(is_expired(1_000, 0, exp + 1));
         assert_eq!(chain_seg_id(0xffff, &[0x0f, 0xf0, 9, 9, 9, 9]), 0xf00f);
+        // The same instants through the per-burst bound.
+        for (now, expired) in [(exp - 1, false), (exp, false), (exp + 1, true)] {
+            assert_eq!(is_expired_by(1_000, 0, expiry_bound(now)), expired, "{now}");
+        }
+        // The largest fields: no overflow, the last instant still valid.
+        let last = u64::from(u32::MAX) * 1_000_000_000 + 256 * 337_500_000_000;
+        assert!(!is_expired_by(u32::MAX, 255, expiry_bound(last)));
+        assert!(is_expired_by(u32::MAX, 255, expiry_bound(last + 1)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_bound_decides_as_the_nanoseconds(ts: u32, exp: u8, delta in -2_000_000_000i64..2_000_000_000, far: u64) {
+            // Around the expiry instant, and anywhere.
+            let at = hop_expiry_unix_ns(ts, exp).saturating_add_signed(delta);
+            for now in [at, far] {
+                proptest::prop_assert_eq!(
+                    is_expired_by(ts, exp, expiry_bound(now)),
+                    is_expired(ts, exp, now),
+                    "now {}", now
+                );
+            }
+        }
     }
 }

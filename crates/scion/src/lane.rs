@@ -26,7 +26,7 @@ use packet::scion::{curr_segment_bounds, meta_word_valid, path_len_of, PathType}
 use pipeline::{DropReason, Meta, ScionHint};
 
 use crate::forward::Forwarder;
-use crate::hopmac::is_expired;
+use crate::hopmac::is_expired_by;
 use crate::interfaces::INTERNAL_IF;
 use crate::run::{layout_word, parsed_key, LAYOUT_MASK};
 
@@ -412,7 +412,8 @@ impl Hop {
 
     /// Decides everything [`Forwarder::apply_checked`] decides for this hop
     /// but the MAC, for packet `i` that arrived on interface `ingress_if`,
-    /// and updates its `fields` as it would once the MAC verifies
+    /// at the time whose [`expiry_bound`](crate::hopmac::expiry_bound) is
+    /// `expiry`, and updates its `fields` as it would once the MAC verifies
     /// ([`LaneHop::undo`] reverts that if it does not).
     #[inline(always)]
     pub(crate) fn settle(
@@ -421,10 +422,10 @@ impl Hop {
         fields: Fields<'_>,
         i: usize,
         ingress_if: u16,
-        now_unix_ns: u64,
+        expiry: u64,
     ) -> LaneHop {
         let ts = u32::from_be_bytes(((self.info >> 32) as u32).to_le_bytes());
-        let expired = is_expired(ts, (self.hop >> 8) as u8, now_unix_ns);
+        let expired = is_expired_by(ts, (self.hop >> 8) as u8, expiry);
         let be16 = |v: u64| u16::from_be_bytes((v as u16).to_le_bytes());
         let (ing, egr) = (be16(self.hop >> 16), be16(self.hop >> 32));
         let (ingress, egress) = if self.cons() { (ing, egr) } else { (egr, ing) };

@@ -129,7 +129,8 @@ pub use forward::{
     HopOutcome, HopPlan,
 };
 pub use hopmac::{
-    chain_seg_id, hop_input, is_expired, mac_eq, mac_input, ForwardingKey, HopMac, MAC_LEN,
+    chain_seg_id, expiry_bound, hop_input, is_expired, is_expired_by, mac_eq, mac_input,
+    ForwardingKey, HopMac, MAC_LEN,
 };
 pub use interfaces::{InterfaceTable, INTERNAL_IF};
 pub use locate::{locate, scion_offset, PathLoc};

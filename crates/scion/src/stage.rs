@@ -15,7 +15,7 @@ use pipeline::{
 use crate::config::ScionForwardConfig;
 use crate::epic::{hvf_with, FreshWindow};
 use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan, PlainExit};
-use crate::hopmac::HopMac;
+use crate::hopmac::{expiry_bound, HopMac};
 use crate::interfaces::INTERNAL_IF;
 use crate::lane::{Hop, LaneHop, Read, Template};
 use crate::locate::{locate, scion_offset};
@@ -351,6 +351,8 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             u64::from_le_bytes(*k1.last_chunk().unwrap_or(&[0; 8])),
         );
         let k1 = u128::from_be_bytes(k1);
+        // The lane's expiry checks compare against one bound for the burst.
+        let expiry = expiry_bound(now.unix_ns);
         // Pass 1: locate and parse each packet once; gather MAC inputs.
         let mut live = batch.live();
         // A packet that ended a run, still to be handled.
@@ -408,7 +410,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
                     }
                     // Gathered downwards from the end of `tags`.
                     g.tags[2 * BURST - 1 - l] = h.masked_input(k1_words);
-                    lanes[l] = h.settle(fwd, fields, i, last_if, now.unix_ns);
+                    lanes[l] = h.settle(fwd, fields, i, last_if, expiry);
                     l += 1;
                     continue;
                 }
