@@ -256,10 +256,12 @@ pub struct DpdkConfig {
 pub enum SegmentCheck {
     /// Skip the ports known to deliver single-segment frames only: devices
     /// that advertise no scatter RX (`RTE_ETH_RX_OFFLOAD_SCATTER`) and whose
-    /// driver is `net_null` or `net_af_packet` (which drops what does not
-    /// fit one buffer). Check every other port: NIC drivers that can chain
-    /// advertise scatter RX, and software devices may chain oversize frames
-    /// whatever they advertise (`net_pcap` does).
+    /// driver is `net_null` (one buffer per generated frame) or
+    /// `net_af_packet` (copies each frame into one buffer, and refuses an RX
+    /// queue whose pool's buffers are smaller than its ring's frames). Check
+    /// every other port: NIC drivers that can chain advertise scatter RX, and
+    /// software devices may chain oversize frames whatever they advertise
+    /// (`net_pcap` does).
     #[default]
     Auto,
     /// Check every port.

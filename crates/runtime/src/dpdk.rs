@@ -253,9 +253,9 @@ unsafe fn scan_rx<const SEGS: bool, const FLAGS: bool, const PREFETCH: bool>(
     (flags, segs)
 }
 
-/// Whether the RX pass must read the segment counts of frames from a port
-/// with device information `info` ([`SegmentCheck`]).
-fn may_chain(check: SegmentCheck, info: &sys::rte_eth_dev_info) -> bool {
+/// Whether the RX pass reads the segment counts of frames from a port with
+/// device information `info` under the setting `check` ([`SegmentCheck`]).
+fn reads_segments(check: SegmentCheck, info: &sys::rte_eth_dev_info) -> bool {
     // SAFETY: a pure function returning a constant.
     let scatter = info.rx_offload_capa & unsafe { sys::shim_rx_offload_scatter() } != 0;
     let driver = if info.driver_name.is_null() {
@@ -450,7 +450,7 @@ pub fn open(cfg: &RouterConfig) -> Result<(Vec<DpdkIo>, Teardown), RuntimeError>
             .in_file(&cfg.source)
             .into());
         }
-        check_segments[usize::from(port)] = may_chain(c.check_segments, &info);
+        check_segments[usize::from(port)] = reads_segments(c.check_segments, &info);
         if info.max_rx_queues < workers || info.max_tx_queues < workers {
             return Err(RuntimeError::Dpdk(format!(
                 "port {port} supports {} RX / {} TX queues, {workers} workers need one each",
@@ -613,12 +613,12 @@ impl WorkerIo for DpdkIo {
             let n = n.min(room);
             let mut segs = 1;
             if want_segs {
-                // The driver has just written these headers through pointers
-                // it had just written. Loaded at once, they cost about 8 ns
-                // per packet (`port-forward` on `net_null`: 63–67 % of
-                // testpmd io; 81–82 % with this fence; 88–89 % reading no
-                // header), as memory-ordering flushes would. One fence per
-                // burst lets the driver's stores resolve first.
+                // The driver has just written these headers. Loaded at once,
+                // they cost about 8 ns per packet (`port-forward` on
+                // `net_null`: 63–67 % of testpmd io; 81–82 % with this fence;
+                // 88–89 % reading no header), as memory-ordering flushes
+                // would. One fence per burst lets the driver's stores
+                // resolve first.
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: lfence is part of SSE2, which every x86_64 CPU has.
                 unsafe {
@@ -783,17 +783,17 @@ mod tests {
     fn segment_counts_are_skipped_only_where_frames_cannot_chain() {
         use SegmentCheck::{Always, Auto};
         // Known single-segment software devices: skipped.
-        assert!(!may_chain(Auto, &info(c"net_null", false)));
-        assert!(!may_chain(Auto, &info(c"net_af_packet", false)));
+        assert!(!reads_segments(Auto, &info(c"net_null", false)));
+        assert!(!reads_segments(Auto, &info(c"net_af_packet", false)));
         // ... unless the operator asks, or the device says it can scatter.
-        assert!(may_chain(Always, &info(c"net_null", false)));
-        assert!(may_chain(Auto, &info(c"net_null", true)));
+        assert!(reads_segments(Always, &info(c"net_null", false)));
+        assert!(reads_segments(Auto, &info(c"net_null", true)));
         // net_pcap chains oversize frames while advertising nothing; an
         // unknown or unnamed driver is checked.
-        assert!(may_chain(Auto, &info(c"net_pcap", false)));
-        assert!(may_chain(Auto, &info(c"net_ixgbe", true)));
-        assert!(may_chain(Auto, &info(c"mystery", false)));
+        assert!(reads_segments(Auto, &info(c"net_pcap", false)));
+        assert!(reads_segments(Auto, &info(c"net_ixgbe", true)));
+        assert!(reads_segments(Auto, &info(c"mystery", false)));
         let unnamed = sys::rte_eth_dev_info { driver_name: std::ptr::null(), ..Default::default() };
-        assert!(may_chain(Auto, &unnamed));
+        assert!(reads_segments(Auto, &unnamed));
     }
 }
