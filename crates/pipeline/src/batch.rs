@@ -276,6 +276,11 @@ pub struct Batch<B> {
     /// [`layers_unparsed`](Self::layers_unparsed)); cleared like `ingress`
     /// and by the parser.
     unparsed: bool,
+    /// Whether the stage before the running one was a parse stage that
+    /// verified IPv4 checksums (see [`ipv4_verified`](Self::ipv4_verified)).
+    ipv4_verified: bool,
+    /// Set by such a parse stage, for the stage after it.
+    ipv4_verified_next: bool,
 }
 
 impl<B: PacketBuf> Default for Batch<B> {
@@ -295,6 +300,8 @@ impl<B: PacketBuf> Batch<B> {
             egress: None,
             common_hint: None,
             unparsed: true,
+            ipv4_verified: false,
+            ipv4_verified_next: false,
         }
     }
 
@@ -335,6 +342,8 @@ impl<B: PacketBuf> Batch<B> {
             // Fresh metadata only; packets added later are fresh too, so a
             // batch that was unparsed stays so.
             self.unparsed = true;
+            self.ipv4_verified = false;
+            self.ipv4_verified_next = false;
             self.ingress = Some(port);
             self.egress = Some(port);
         } else {
@@ -354,6 +363,8 @@ impl<B: PacketBuf> Batch<B> {
         self.egress = None;
         self.common_hint = None;
         self.unparsed = false;
+        self.ipv4_verified = false;
+        self.ipv4_verified_next = false;
     }
 
     /// Whether it is known that no stage has recorded layers in the
@@ -373,6 +384,40 @@ impl<B: PacketBuf> Batch<B> {
     /// [`layers_unparsed`](Self::layers_unparsed) is false from now on.
     pub(crate) fn note_layers_recorded(&mut self) {
         self.unparsed = false;
+    }
+
+    /// Whether the stage that runs now directly follows, in a
+    /// [`Pipeline`](crate::Pipeline), a parse stage that verifies IPv4
+    /// header checksums. Then every live packet whose metadata says
+    /// [`L3::Ipv4`] has an IPv4 header at [`Meta::l3_off`] that passed the
+    /// parse stage's checks: a header length of at least 20 bytes, a total
+    /// length that covers the header and fits the frame, and the header
+    /// checksum (not the version nibble). The stage may act on such a
+    /// packet without making those checks again (IP forwarding after the
+    /// parse stage).
+    ///
+    /// It holds for that one stage only, as no other stage can have changed
+    /// the packets since: it is false for every later stage, for the next
+    /// burst, once metadata was handed out mutably, and for a stage run
+    /// outside a pipeline. (Packets added during the stage carry fresh
+    /// metadata, which says no IPv4.)
+    #[inline]
+    pub fn ipv4_verified(&self) -> bool {
+        self.ipv4_verified
+    }
+
+    /// Tells the batch that the running parse stage checked every IPv4
+    /// header it recorded, as [`ipv4_verified`](Self::ipv4_verified)
+    /// describes, for the stage after it.
+    pub(crate) fn note_ipv4_verified(&mut self) {
+        self.ipv4_verified_next = true;
+    }
+
+    /// Called by the pipeline before each stage: what the previous stage
+    /// noted for its successor becomes what this one may assume.
+    #[inline]
+    pub(crate) fn begin_stage(&mut self) {
+        self.ipv4_verified = core::mem::take(&mut self.ipv4_verified_next);
     }
 
     /// The SCION hint every live packet of the burst carries, if they all

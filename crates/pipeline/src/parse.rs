@@ -622,6 +622,12 @@ impl<B: PacketBuf> Stage<B> for Parse {
         let last = batch.live_mask().checked_ilog2();
         let rest = self.by_templates(batch);
         self.walk(batch, rest);
+        // Every IPv4 header recorded passed the checks, checksum included
+        // (the fast path's, the general walk's or a template's): the next
+        // stage need not check again.
+        if self.cfg.verify_ipv4_checksum {
+            batch.note_ipv4_verified();
+        }
         // A burst whose last packet was walked, and is SCION, may leave a
         // new template.
         if let Some(last) = last.map(|l| l as usize).filter(|&l| rest >> l & 1 != 0) {
@@ -944,6 +950,92 @@ mod tests {
         assert_eq!((batch.ingress_port(), batch.egress_port()), (Some(3), Some(3)));
         // Layers were recorded: a later stage must read them.
         assert!(!batch.layers_unparsed());
+    }
+
+    /// Records, per burst, whether the batch let it rely on the parse
+    /// stage's IPv4 checks.
+    struct Probe(std::sync::Arc<std::sync::Mutex<Vec<bool>>>);
+    impl crate::Element for Probe {
+        fn name(&self) -> &str {
+            "probe"
+        }
+    }
+    impl<B: PacketBuf> Stage<B> for Probe {
+        fn process(&mut self, batch: &mut Batch<B>, _now: Now) {
+            self.0.lock().unwrap().push(batch.ipv4_verified());
+        }
+    }
+
+    #[test]
+    fn only_the_stage_right_after_a_verifying_parse_stage_may_rely_on_it() {
+        let seen = |cfg: Option<ParseConfig>, probes: usize| {
+            let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut p: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
+            if let Some(cfg) = cfg {
+                p.push(Box::new(Parse::new(cfg)));
+            }
+            for _ in 0..probes {
+                p.push(Box::new(Probe(log.clone())));
+            }
+            for _ in 0..2 {
+                let mut batch = Batch::new();
+                batch.push(v4(254, &[0u8; 28]), 0).unwrap();
+                p.run(&mut batch, Now::default());
+            }
+            let log = log.lock().unwrap().clone();
+            log
+        };
+        // Two bursts: the first probe may rely on it each time, the second
+        // never (the first could have changed the packets).
+        assert_eq!(seen(Some(ParseConfig::default()), 2), [true, false, true, false]);
+        let no_verify = ParseConfig { verify_ipv4_checksum: false, ..ParseConfig::default() };
+        assert_eq!(seen(Some(no_verify), 1), [false, false]);
+        assert_eq!(seen(None, 1), [false, false]);
+        // Outside a pipeline, and for packets added afterwards: no.
+        let mut batch: Batch<Vec<u8>> = Batch::new();
+        batch.push(v4(254, &[0u8; 28]), 0).unwrap();
+        Parse::default().process(&mut batch, Now::default());
+        assert!(!batch.ipv4_verified());
+        let mut p: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
+        p.push(Box::new(Parse::default()));
+        p.run(&mut batch, Now::default());
+        batch.clear();
+        batch.push(v4(254, &[0u8; 28]), 0).unwrap();
+        batch.begin_stage();
+        assert!(!batch.ipv4_verified());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+        /// What the stage after the parse stage may rely on: every live
+        /// frame recorded as IPv4 has a header that passes the checks, with
+        /// its total length within the frame (any frame, verifying parse).
+        #[test]
+        fn every_ipv4_header_the_parse_stage_records_passed_its_checks(
+            frames in proptest::collection::vec(mixed_frame(), 1..40),
+            burst in proptest::prop_oneof![1usize..6, proptest::prelude::Just(crate::BURST)],
+        ) {
+            let mut p = Parse::default();
+            for chunk in frames.chunks(burst) {
+                let mut batch: Batch<Vec<u8>> = Batch::new();
+                for f in chunk {
+                    batch.push(f.clone(), 0).unwrap();
+                }
+                p.process(&mut batch, Now::default());
+                for i in batch.live() {
+                    let m = *batch.meta(i);
+                    if m.l3 != L3::Ipv4 {
+                        continue;
+                    }
+                    let ip = &batch.data(i)[usize::from(m.l3_off)..];
+                    proptest::prop_assert!(ip.len() >= 20);
+                    let ihl = usize::from(ip[0] & 0x0f) * 4;
+                    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+                    proptest::prop_assert!(ihl >= 20 && ihl <= total && total <= ip.len());
+                    proptest::prop_assert!(Ipv4::new_unchecked(ip).verify_checksum());
+                }
+            }
+        }
     }
 
     #[test]

@@ -153,6 +153,7 @@ fn run_stage<B: PacketBuf>(
     live: u32,
 ) -> u32 {
     counters.packets += u64::from(live);
+    batch.begin_stage();
     stage.process(batch, now);
     let after = batch.live_mask();
     for i in Indices::of(before & !after) {

@@ -15,8 +15,8 @@ use std::net::Ipv4Addr;
 use std::any::Any;
 
 use pipeline::{
-    replace_whole, Batch, Class, DropReason, Element, Indices, Now, PacketBuf, Parse, ParseConfig,
-    Reconfigured, Refused, Stage, Verdict,
+    replace_whole, Batch, Class, DropReason, Element, Indices, Meta, Now, PacketBuf, Parse,
+    ParseConfig, Reconfigured, Refused, Stage, Verdict, L3,
 };
 
 use crate::config::{typed, ConfigError};
@@ -461,55 +461,64 @@ impl Ipv4Forward {
     /// another layout) returns `None` with the frame untouched, and
     /// [`one`](Self::one) then decides it with the general checks.
     /// `VERIFY` and `TTL` are the configuration's `verify_checksum` and
-    /// `decrement_ttl`, as constants for the burst loop; `first` is the
-    /// first route (longest prefix) read once per burst.
+    /// `decrement_ttl`, as constants for the burst loop. `CHECKED`: the
+    /// parse stage ran just before and checked every IPv4 header it
+    /// recorded in the metadata `m` (`Batch::ipv4_verified`), so that a
+    /// frame it recorded as IPv4 at byte 14, with a 20-byte header, needs
+    /// no length or checksum check here. `first` is the first route
+    /// (longest prefix) read once per burst.
     #[inline(always)]
-    fn fast_one<const VERIFY: bool, const TTL: bool>(
+    fn fast_one<const VERIFY: bool, const TTL: bool, const CHECKED: bool>(
         &self,
         d: &mut [u8],
+        m: &Meta,
         first: &FirstRoute,
     ) -> Option<usize> {
         let len = d.len();
         let h = d.first_chunk_mut::<34>()?;
-        // EtherType, version and IHL, ToS, total length and ID in one
-        // little-endian load: IPv4 (0x0800) with a 20-byte header (0x45).
-        let w = u64::from_le_bytes(*h[12..].first_chunk::<8>()?);
-        if w & 0x00ff_ffff != 0x0045_0008 {
-            return None;
-        }
-        // 20 <= total length <= the bytes after Ethernet (len >= 34 here),
-        // in one compare: a total below 20 wraps to a huge distance.
-        let total = usize::from(((w >> 32) as u16).swap_bytes());
-        if total.wrapping_sub(20) > len - 34 {
-            return None;
-        }
-        if VERIFY && !pipeline::ipv4_header_checksum_ok(h[14..].first_chunk::<20>()?) {
-            return None;
+        if CHECKED {
+            // Untagged (IPv4 at 14) with version 4 and a 20-byte header.
+            if m.l3 != L3::Ipv4 || m.l3_off != 14 || h[14] != 0x45 {
+                return None;
+            }
+        } else {
+            // EtherType, version and IHL, ToS, total length and ID in one
+            // little-endian load: IPv4 (0x0800) with a 20-byte header (0x45).
+            let w = u64::from_le_bytes(*h[12..].first_chunk::<8>()?);
+            if w & 0x00ff_ffff != 0x0045_0008 {
+                return None;
+            }
+            // 20 <= total length <= the bytes after Ethernet (len >= 34
+            // here), in one compare: a total below 20 wraps to a huge
+            // distance.
+            let total = usize::from(((w >> 32) as u16).swap_bytes());
+            if total.wrapping_sub(20) > len - 34 {
+                return None;
+            }
+            if VERIFY && !pipeline::ipv4_header_checksum_ok(h[14..].first_chunk::<20>()?) {
+                return None;
+            }
         }
         let dst_le = u32::from_le_bytes(*h[30..].first_chunk::<4>()?);
         if (TTL && h[22] <= 1) || (first.local && self.is_local(dst_le.swap_bytes())) {
             return None;
         }
-        let (r, mac) = if dst_le & first.mask_le == first.addr_le {
-            (0, first.mac)
-        } else {
-            let dst = dst_le.swap_bytes();
-            let r = self.routes.iter().position(|r| dst & r.mask == r.addr)?;
-            (r, self.routes[r].mac)
-        };
-        if TTL {
-            decrement_ttl(h);
+        // The first route on its own: its MAC is at hand, and the route
+        // index needs no second look-up (most bursts take this route).
+        if dst_le & first.mask_le == first.addr_le {
+            rewrite::<TTL>(h, first.mac);
+            return Some(0);
         }
-        if let Some(mac) = mac {
-            h[0..6].copy_from_slice(&mac);
-        }
+        let dst = dst_le.swap_bytes();
+        let r = self.routes.iter().position(|r| dst & r.mask == r.addr)?;
+        rewrite::<TTL>(h, self.routes[r].mac);
         Some(r)
     }
 
     /// [`fast_one`](Self::fast_one) over every packet of `batch`: the
     /// packets it forwarded, one mask per route, and the others.
     #[inline(always)]
-    fn sort_burst<const VERIFY: bool, const TTL: bool, B: PacketBuf>(
+    fn sort_burst<const VERIFY: bool, const TTL: bool, const CHECKED: bool, B: PacketBuf>(
         &self,
         batch: &mut Batch<B>,
     ) -> ([u32; FAST_ROUTES], u32) {
@@ -526,9 +535,10 @@ impl Ipv4Forward {
         };
         // The first route's mask in a register: most bursts take one route.
         let (mut m0, mut rest) = (0u32, 0u32);
-        for (k, b) in batch.bufs_mut_metas().0.iter_mut().enumerate() {
+        let (bufs, metas) = batch.bufs_mut_metas();
+        for (k, (b, m)) in bufs.iter_mut().zip(metas).enumerate() {
             let bit = 1 << k;
-            match self.fast_one::<VERIFY, TTL>(b.data_mut(), &first) {
+            match self.fast_one::<VERIFY, TTL, CHECKED>(b.data_mut(), m, &first) {
                 Some(0) => m0 |= bit,
                 Some(r) => masks[r & (FAST_ROUTES - 1)] |= bit,
                 None => rest |= bit,
@@ -576,6 +586,17 @@ impl Ipv4Forward {
     }
 }
 
+/// The rewrite of a forwarded frame: TTL (when `TTL`) and next-hop MAC.
+#[inline(always)]
+fn rewrite<const TTL: bool>(h: &mut [u8; 34], mac: Option<[u8; 6]>) {
+    if TTL {
+        decrement_ttl(h);
+    }
+    if let Some(mac) = mac {
+        h[0..6].copy_from_slice(&mac);
+    }
+}
+
 /// Decrements the TTL of the IPv4 header at byte 14 and patches its
 /// checksum (RFC 1624 incremental update: TTL is the high byte of its word).
 #[inline(always)]
@@ -596,11 +617,16 @@ impl<B: PacketBuf> Stage<B> for Ipv4Forward {
         // A whole burst: one pass decides and rewrites the common frames
         // into per-route masks; the verdicts are then set per route (one
         // route for the whole burst gives the batch its common egress).
-        let (masks, rest) = match (self.verify_checksum, self.decrement_ttl) {
-            (true, true) => self.sort_burst::<true, true, B>(batch),
-            (true, false) => self.sort_burst::<true, false, B>(batch),
-            (false, true) => self.sort_burst::<false, true, B>(batch),
-            (false, false) => self.sort_burst::<false, false, B>(batch),
+        // Right after the parse stage, the IPv4 headers it recorded skip
+        // the length and checksum checks.
+        let (masks, rest) = match (batch.ipv4_verified(), self.verify_checksum, self.decrement_ttl)
+        {
+            (true, _, true) => self.sort_burst::<false, true, true, B>(batch),
+            (true, _, false) => self.sort_burst::<false, false, true, B>(batch),
+            (false, true, true) => self.sort_burst::<true, true, false, B>(batch),
+            (false, true, false) => self.sort_burst::<true, false, false, B>(batch),
+            (false, false, true) => self.sort_burst::<false, true, false, B>(batch),
+            (false, false, false) => self.sort_burst::<false, false, false, B>(batch),
         };
         for (r, &m) in masks.iter().enumerate().take(self.routes.len()) {
             if m != 0 {
@@ -834,6 +860,69 @@ mod tests {
             if let (true, Some(port)) = (b.all_live(), b.egress_port()) {
                 proptest::prop_assert!(ports.iter().all(|p| *p == port));
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// After the parse stage, whose fully checked packets skip the
+        /// layout, length and checksum checks, a whole burst ends exactly as
+        /// the same packets parsed and forwarded one at a time.
+        #[test]
+        fn ipv4_forward_after_parse_matches_one_at_a_time(
+            pkts in proptest::collection::vec(
+                (0u8..4, 0u8..3, proptest::option::weighted(0.03, (0usize..40, proptest::prelude::any::<u8>()))),
+                1..=32,
+            ),
+            parse_verify in proptest::prelude::any::<bool>(),
+            verify in proptest::prelude::any::<bool>(),
+            ttl in proptest::prelude::any::<bool>(),
+            local in proptest::prelude::any::<bool>(),
+        ) {
+            let mut params: toml::Table = toml::from_str(
+                r#"routes = [{ prefix = "10.2.0.0/16", port = 2, next_hop_mac = "02:aa:bb:cc:dd:ee" }, { prefix = "10.0.0.0/8", port = 1 }]"#,
+            ).unwrap();
+            params.insert("verify_checksum".into(), toml::Value::Boolean(verify));
+            params.insert("decrement_ttl".into(), toml::Value::Boolean(ttl));
+            if local {
+                params.insert("local".into(), toml::Value::Array(vec![toml::Value::String("10.2.0.7".into())]));
+            }
+            let mut parse: toml::Table = toml::Table::new();
+            parse.insert("verify_ipv4_checksum".into(), toml::Value::Boolean(parse_verify));
+            let frames: Vec<Vec<u8>> = pkts
+                .iter()
+                .map(|(net, t, edit)| {
+                    let dst = [[10, 2, 0, 7], [10, 3, 0, 9], [192, 0, 2, 1], [10, 2, 9, 9]][usize::from(*net)];
+                    let mut f = frame([10, 1, 0, 1], dst, [64, 1, 0][usize::from(*t)]);
+                    if let Some((at, v)) = edit {
+                        f[*at] = *v;
+                    }
+                    f
+                })
+                .collect();
+            let stages = || {
+                let mut p = Pipeline::new();
+                p.push(registry().build_stage("parse", &ctx(), &parse).unwrap());
+                p.push(registry().build_stage("ipv4-forward", &ctx(), &params).unwrap());
+                p
+            };
+            let (mut whole, mut single) = (stages(), stages());
+            let mut b = Batch::new();
+            for f in &frames {
+                b.push(f.clone(), 0).unwrap();
+            }
+            whole.run(&mut b, Now::default());
+            for (i, f) in frames.iter().enumerate() {
+                let mut one = Batch::new();
+                one.push(f.clone(), 0).unwrap();
+                one.push(f.clone(), 0).unwrap();
+                one.drop_packet(0, DropReason::Malformed);
+                single.run(&mut one, Now::default());
+                proptest::prop_assert_eq!(b.data(i), one.data(1));
+                proptest::prop_assert_eq!(b.meta(i), one.meta(1));
+            }
+            let counts = |p: &Pipeline<Vec<u8>>| format!("{:?}", p.counters().collect::<Vec<_>>());
+            proptest::prop_assert_eq!(counts(&whole), counts(&single));
         }
     }
 
