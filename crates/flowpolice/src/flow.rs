@@ -406,9 +406,7 @@ impl FlowEntry {
             return None;
         }
         self.w_v |= 1u128 << bit;
-        // `saturating_add(1)` as a compare and an add of the carry (no
-        // register for the saturated value).
-        self.p_r += u32::from(self.p_r != u32::MAX);
+        self.p_r = self.p_r.saturating_add(1);
         let mark = if self.flags & T_C != 0 { Mark::Privileged } else { Mark::BestEffort };
         let issue = if u64::from(el) < p.half_period_ms() && self.p_id < p.k_th {
             self.p_id += 1;
