@@ -832,25 +832,7 @@ mod tests {
                 p.push(registry().build_stage("ipv4-forward", &ctx(), &params).unwrap());
                 p
             };
-            let (mut whole, mut single) = (stage(), stage());
-            let mut b = Batch::new();
-            for f in &frames {
-                b.push(f.clone(), 0).unwrap();
-            }
-            whole.run(&mut b, Now::default());
-            for (i, f) in frames.iter().enumerate() {
-                let mut one = Batch::new();
-                one.push(f.clone(), 0).unwrap();
-                // A packet ahead that is already dropped keeps the batch off
-                // the whole-burst pass.
-                one.push(f.clone(), 0).unwrap();
-                one.drop_packet(0, DropReason::Malformed);
-                single.run(&mut one, Now::default());
-                proptest::prop_assert_eq!(b.data(i), one.data(1));
-                proptest::prop_assert_eq!(b.meta(i), one.meta(1));
-            }
-            let counts = |p: &Pipeline<Vec<u8>>| format!("{:?}", p.counters().collect::<Vec<_>>());
-            proptest::prop_assert_eq!(counts(&whole), counts(&single));
+            let b = burst_matches_one_at_a_time(stage, &frames)?;
             let ports: Vec<_> = b.metas().iter().filter_map(|m| match m.verdict {
                 Verdict::Forward { port, .. } => Some(port),
                 _ => None,
@@ -906,24 +888,36 @@ mod tests {
                 p.push(registry().build_stage("ipv4-forward", &ctx(), &params).unwrap());
                 p
             };
-            let (mut whole, mut single) = (stages(), stages());
-            let mut b = Batch::new();
-            for f in &frames {
-                b.push(f.clone(), 0).unwrap();
-            }
-            whole.run(&mut b, Now::default());
-            for (i, f) in frames.iter().enumerate() {
-                let mut one = Batch::new();
-                one.push(f.clone(), 0).unwrap();
-                one.push(f.clone(), 0).unwrap();
-                one.drop_packet(0, DropReason::Malformed);
-                single.run(&mut one, Now::default());
-                proptest::prop_assert_eq!(b.data(i), one.data(1));
-                proptest::prop_assert_eq!(b.meta(i), one.meta(1));
-            }
-            let counts = |p: &Pipeline<Vec<u8>>| format!("{:?}", p.counters().collect::<Vec<_>>());
-            proptest::prop_assert_eq!(counts(&whole), counts(&single));
+            burst_matches_one_at_a_time(stages, &frames)?;
         }
+    }
+
+    /// Runs `frames` through the pipeline `stages` builds, once as one
+    /// burst and once one at a time (each behind a packet already dropped,
+    /// which keeps the batch off the whole-burst passes), and checks that
+    /// both end alike: bytes, metadata and counters. Returns the burst.
+    fn burst_matches_one_at_a_time(
+        stages: impl Fn() -> Pipeline<Vec<u8>>,
+        frames: &[Vec<u8>],
+    ) -> Result<Batch<Vec<u8>>, proptest::test_runner::TestCaseError> {
+        let (mut whole, mut single) = (stages(), stages());
+        let mut b = Batch::new();
+        for f in frames {
+            b.push(f.clone(), 0).unwrap();
+        }
+        whole.run(&mut b, Now::default());
+        for (i, f) in frames.iter().enumerate() {
+            let mut one = Batch::new();
+            one.push(f.clone(), 0).unwrap();
+            one.push(f.clone(), 0).unwrap();
+            one.drop_packet(0, DropReason::Malformed);
+            single.run(&mut one, Now::default());
+            proptest::prop_assert_eq!(b.data(i), one.data(1));
+            proptest::prop_assert_eq!(b.meta(i), one.meta(1));
+        }
+        let counts = |p: &Pipeline<Vec<u8>>| format!("{:?}", p.counters().collect::<Vec<_>>());
+        proptest::prop_assert_eq!(counts(&whole), counts(&single));
+        Ok(b)
     }
 
     #[test]
