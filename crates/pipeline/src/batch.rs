@@ -399,8 +399,9 @@ impl<B: PacketBuf> Batch<B> {
     /// It holds for that one stage only, as no other stage can have changed
     /// the packets since: it is false for every later stage, for the next
     /// burst, once metadata was handed out mutably, and for a stage run
-    /// outside a pipeline. (Packets added during the stage carry fresh
-    /// metadata, which says no IPv4.)
+    /// outside a pipeline; a parse stage run outside a pipeline hands
+    /// nothing on. (Packets added during the stage carry fresh metadata,
+    /// which says no IPv4.)
     #[inline]
     pub fn ipv4_verified(&self) -> bool {
         self.ipv4_verified
@@ -418,6 +419,13 @@ impl<B: PacketBuf> Batch<B> {
     #[inline]
     pub(crate) fn begin_stage(&mut self) {
         self.ipv4_verified = core::mem::take(&mut self.ipv4_verified_next);
+    }
+
+    /// Called by the pipeline before its first stage: nothing noted
+    /// outside it (a stage driven by hand, then bytes changed) is handed on.
+    #[inline]
+    pub(crate) fn begin_pipeline(&mut self) {
+        self.ipv4_verified_next = false;
     }
 
     /// The SCION hint every live packet of the burst carries, if they all

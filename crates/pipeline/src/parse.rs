@@ -996,6 +996,12 @@ mod tests {
         batch.push(v4(254, &[0u8; 28]), 0).unwrap();
         Parse::default().process(&mut batch, Now::default());
         assert!(!batch.ipv4_verified());
+        // A pipeline after a parse stage driven by hand starts afresh.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut probe: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
+        probe.push(Box::new(Probe(log.clone())));
+        probe.run(&mut batch, Now::default());
+        assert_eq!(*log.lock().unwrap(), [false]);
         let mut p: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
         p.push(Box::new(Parse::default()));
         p.run(&mut batch, Now::default());

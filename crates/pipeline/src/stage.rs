@@ -78,6 +78,7 @@ impl<B: PacketBuf> Pipeline<B> {
     /// Runs every stage over `batch`; stops early once no packet is live.
     #[inline(always)]
     pub fn run(&mut self, batch: &mut Batch<B>, now: Now) {
+        batch.begin_pipeline();
         // One stage (a plain forwarder): no loop over stages.
         if let ([stage], [counters]) = (&mut self.stages[..], &mut self.counters[..]) {
             let before = batch.live_mask();
