@@ -342,8 +342,6 @@ impl<B: PacketBuf> Batch<B> {
             // Fresh metadata only; packets added later are fresh too, so a
             // batch that was unparsed stays so.
             self.unparsed = true;
-            self.ipv4_verified = false;
-            self.ipv4_verified_next = false;
             self.ingress = Some(port);
             self.egress = Some(port);
         } else {
@@ -397,11 +395,11 @@ impl<B: PacketBuf> Batch<B> {
     /// parse stage).
     ///
     /// It holds for that one stage only, as no other stage can have changed
-    /// the packets since: it is false for every later stage, for the next
-    /// burst, once metadata was handed out mutably, and for a stage run
-    /// outside a pipeline; a parse stage run outside a pipeline hands
-    /// nothing on. (Packets added during the stage carry fresh metadata,
-    /// which says no IPv4.)
+    /// the packets since: it is false for every later stage, once metadata
+    /// was handed out mutably, and outside a pipeline run (every run starts
+    /// and ends with it forgotten, so a parse stage run outside a pipeline
+    /// hands nothing on). Packets added during the stage carry fresh
+    /// metadata, which says no IPv4.
     #[inline]
     pub fn ipv4_verified(&self) -> bool {
         self.ipv4_verified
@@ -421,10 +419,12 @@ impl<B: PacketBuf> Batch<B> {
         self.ipv4_verified = core::mem::take(&mut self.ipv4_verified_next);
     }
 
-    /// Called by the pipeline before its first stage: nothing noted
-    /// outside it (a stage driven by hand, then bytes changed) is handed on.
+    /// Called by the pipeline before its first stage and after its last:
+    /// nothing noted outside a run (a stage driven by hand, then bytes
+    /// changed) is handed on, and nothing noted in one outlives it.
     #[inline]
-    pub(crate) fn begin_pipeline(&mut self) {
+    pub(crate) fn forget_stage_notes(&mut self) {
+        self.ipv4_verified = false;
         self.ipv4_verified_next = false;
     }
 

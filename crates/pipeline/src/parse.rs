@@ -1005,6 +1005,13 @@ mod tests {
         let mut p: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
         p.push(Box::new(Parse::default()));
         p.run(&mut batch, Now::default());
+        // Nothing outlives a run, not even the last stage's view.
+        let mut q: crate::Pipeline<Vec<u8>> = crate::Pipeline::new();
+        q.push(Box::new(Parse::default()));
+        q.push(Box::new(Probe(log.clone())));
+        q.run(&mut batch, Now::default());
+        assert_eq!(*log.lock().unwrap(), [false, true]);
+        assert!(!batch.ipv4_verified());
         batch.clear();
         batch.push(v4(254, &[0u8; 28]), 0).unwrap();
         batch.begin_stage();

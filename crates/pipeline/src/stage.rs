@@ -78,7 +78,7 @@ impl<B: PacketBuf> Pipeline<B> {
     /// Runs every stage over `batch`; stops early once no packet is live.
     #[inline(always)]
     pub fn run(&mut self, batch: &mut Batch<B>, now: Now) {
-        batch.begin_pipeline();
+        batch.forget_stage_notes();
         // One stage (a plain forwarder): no loop over stages.
         if let ([stage], [counters]) = (&mut self.stages[..], &mut self.counters[..]) {
             let before = batch.live_mask();
@@ -86,9 +86,10 @@ impl<B: PacketBuf> Pipeline<B> {
                 let live = live_count(batch, before);
                 run_stage(&mut **stage, counters, batch, now, before, live);
             }
-            return;
+        } else {
+            self.run_stages(batch, now);
         }
-        self.run_stages(batch, now);
+        batch.forget_stage_notes();
     }
 
     /// [`run`](Self::run) for any number of stages (the general path).
