@@ -145,7 +145,9 @@ fn regular_cost(flows: usize) -> (f64, usize) {
         SeedChain::generate([1; 32], 0, 4),
     );
     cfg.link = LinkLayer::Ip;
-    cfg.hint_lag = std::env::var("HINT_LAG").ok().and_then(|s| s.parse().ok());
+    cfg.hint_lag = std::env::var("HINT_LAG")
+        .ok()
+        .map(|s| s.parse().unwrap_or_else(|_| panic!("HINT_LAG={s}: not a number")));
     let mut stage = FlowPolice::new(cfg).expect("stage");
     let caps: Vec<(usize, Capability)> = (0..flows)
         .filter_map(|i| {
