@@ -189,24 +189,24 @@ impl FlowPolice {
         let shim = l3_off + 20;
         let p: &[u8; 48] = data.get(l3_off..)?.first_chunk()?;
         let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        // The fixed fields as masked compares of little-endian words: IP
-        // bytes 0–7 hold version/IHL 0x45 (byte 0) and the fragment offset
-        // (bytes 6–7, zero); shim bytes 0–3 hold the type bit (regular: 10
-        // or 11, the top bit of byte 1) and the length field, 28 (bytes
-        // 2–3, big-endian). The protocol is one byte compare.
-        let (w0, _) = p.split_first_chunk::<8>()?;
-        let (_, shim_word) = p.split_first_chunk::<20>()?;
-        let (shim_word, _) = shim_word.split_first_chunk::<4>()?;
-        const IP_MASK: u64 = 0xff | (FRAG_MASK as u64) << 48;
-        const SHIM_MASK: u32 = u32::from_le_bytes([0, 0x80, 0xff, 0xff]);
-        const SHIM_WORD: u32 = {
-            let len = (packet::flowpolice::REGULAR_LEN as u16).to_be_bytes();
-            u32::from_le_bytes([0, 0x80, len[0], len[1]])
-        };
+        // The fixed fields in four compares with constants of at most 32
+        // bits (a 64-bit mask is rebuilt in a register for every packet of
+        // a loop whose registers are all taken): version/IHL 0x45 (byte 0);
+        // IP bytes 6–9 as one little-endian word, the fragment offset (the
+        // low 13 bits of bytes 6–7) zero and the protocol (byte 9)
+        // FlowPolice, the TTL (byte 8) masked out; the shim's type bit
+        // (regular: 10 or 11, the top bit of shim byte 1); its length
+        // field, 28 (shim bytes 2–3).
+        const FRAG_PROTO_MASK: u32 = FRAG_MASK as u32 | 0xff << 24;
+        const FRAG_PROTO: u32 = (protocol::FLOWPOLICE as u32) << 24;
+        let (_, w) = p.split_first_chunk::<6>()?;
+        let (frag_proto, _) = w.split_first_chunk::<4>()?;
+        const SHIM_LEN: [u8; 2] = (packet::flowpolice::REGULAR_LEN as u16).to_be_bytes();
         // `total ≥ 48`: the 28-byte shim lies inside the datagram.
-        if u64::from_le_bytes(*w0) & IP_MASK != 0x45
-            || p[9] != protocol::FLOWPOLICE
-            || u32::from_le_bytes(*shim_word) & SHIM_MASK != SHIM_WORD
+        if p[0] != 0x45
+            || u32::from_le_bytes(*frag_proto) & FRAG_PROTO_MASK != FRAG_PROTO
+            || p[21] & 0x80 == 0
+            || [p[22], p[23]] != SHIM_LEN
             || total < 20 + packet::flowpolice::REGULAR_LEN
             || l3_off + total > data.len()
             || shim > usize::from(u16::MAX - 1)

@@ -112,8 +112,7 @@ pub struct FlowTable {
     second_valid: u64,
     /// The window's slots in its last 32-tag block.
     last_block_valid: u32,
-    k0: u64,
-    k1: u64,
+    key: HashKey,
     len: usize,
     probed: u64,
     /// Insertions prefetch all three lines of the home chunk, not two.
@@ -162,15 +161,38 @@ pub(crate) use hints::prefetch_entry;
 pub use requests::MAX_REQUEST_LAG;
 use tags::{block_mask, window_top_bits, BLOCK};
 
-/// [`FlowTable::hash`] with the table's keys passed in.
-#[inline(always)]
-fn keyed_hash(k0: u64, k1: u64, flow_id: u64) -> u64 {
-    #[inline(always)]
-    fn fold(a: u64, b: u64) -> u64 {
-        let m = u128::from(a) * u128::from(b);
-        (m as u64) ^ ((m >> 64) as u64)
+/// The flow hash's keys and mixing constant ([`FlowTable::hash`]).
+#[derive(Clone, Copy, Debug)]
+struct HashKey {
+    k0: u64,
+    /// Odd, and never tiny for a random key: a small multiplier would
+    /// leave the high bits 0.
+    k1: u64,
+    /// The second multiplier, [`MIX`]. Held beside the keys rather than
+    /// written as an immediate: a loop over a burst then multiplies by it
+    /// from memory (one instruction) where a 64-bit immediate costs a move
+    /// into a register per packet once the loop's registers are all taken.
+    mix: u64,
+}
+
+/// The hash's fixed second multiplier (the golden ratio in 64 bits).
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+impl HashKey {
+    fn new(hash_key: [u64; 2]) -> Self {
+        HashKey { k0: hash_key[0], k1: (hash_key[1] ^ 0xd6e8_feb8_6659_fd93) | 1, mix: MIX }
     }
-    fold(fold(flow_id ^ k0, k1), 0x9e37_79b9_7f4a_7c15)
+
+    /// The keyed 64-bit hash of a flow ID ([`FlowTable::hash`]).
+    #[inline(always)]
+    fn hash(&self, flow_id: u64) -> u64 {
+        #[inline(always)]
+        fn fold(a: u64, b: u64) -> u64 {
+            let m = u128::from(a) * u128::from(b);
+            (m as u64) ^ ((m >> 64) as u64)
+        }
+        fold(fold(flow_id ^ self.k0, self.k1), self.mix)
+    }
 }
 
 /// The home chunk of a hash among `homes` ([`FlowTable::home`] divided by
@@ -212,9 +234,7 @@ impl FlowTable {
             first_valid: window_top_bits(window),
             second_valid: window_top_bits(window.saturating_sub(8)),
             last_block_valid: block_mask(window - (window.div_ceil(BLOCK) - 1) * BLOCK),
-            k0: hash_key[0],
-            // Odd, and never tiny: a small multiplier would leave the high bits 0.
-            k1: (hash_key[1] ^ 0xd6e8_feb8_6659_fd93) | 1,
+            key: HashKey::new(hash_key),
             len: 0,
             probed: 0,
             whole_chunk: Self::auto_whole_chunk(n_chunks * CHUNK_SLOTS),
@@ -299,7 +319,7 @@ impl FlowTable {
     /// pick the home chunk) are mixed even for small flow IDs or weak keys.
     #[inline(always)]
     pub fn hash(&self, flow_id: u64) -> u64 {
-        keyed_hash(self.k0, self.k1, flow_id)
+        self.key.hash(flow_id)
     }
 
     /// The first slot of the home chunk of a hash (multiply-high range reduction).

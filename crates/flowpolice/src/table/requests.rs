@@ -3,7 +3,7 @@
 
 use super::hints::{chunk_ptr, second_line};
 use super::tags::{block_candidates, tag, BLOCK};
-use super::{home_chunk, keyed_hash, FlowTable, Full, Slot, CHUNK_SLOTS};
+use super::{home_chunk, FlowTable, Full, HashKey, Slot, CHUNK_SLOTS};
 use crate::flow::FlowEntry;
 use crate::params::Params;
 
@@ -63,9 +63,9 @@ impl FlowTable {
         let idle_ms = p.idle_ms();
         // A new entry: every field but the flow ID is the burst's.
         let fresh = FlowEntry::requested(0, now_ms, p);
-        let FlowTable { store, off, tags, homes, k0, k1, .. } = self;
+        let FlowTable { store, off, tags, homes, key, .. } = self;
         let entries = store.get_mut(*off..).unwrap_or_default();
-        let stage = Stage::<WHOLE> { homes: *homes, k0: *k0, k1: *k1 };
+        let stage = Stage::<WHOLE> { homes: *homes, key: *key };
         // Home chunks (below 2^30: at most `MAX_SLOTS` slots) and tags by
         // request, modulo the ring.
         let mut ring_chunk = [0u32; RING];
@@ -121,8 +121,7 @@ impl FlowTable {
 /// prefetch its insertion lines (`WHOLE`: the whole home chunk).
 struct Stage<const WHOLE: bool> {
     homes: u64,
-    k0: u64,
-    k1: u64,
+    key: HashKey,
 }
 
 impl<const WHOLE: bool> Stage<WHOLE> {
@@ -131,7 +130,7 @@ impl<const WHOLE: bool> Stage<WHOLE> {
     /// chunk and tag.
     #[inline(always)]
     fn run(&self, entries: &[FlowEntry], tags: &[u8], flow_id: u64) -> (u32, u8) {
-        let hash = keyed_hash(self.k0, self.k1, flow_id);
+        let hash = self.key.hash(flow_id);
         // Below 2^30 (at most `MAX_SLOTS` slots): as a `u32`, the bounds
         // checks below need no overflow test.
         let c = home_chunk(self.homes, hash) as u32;
