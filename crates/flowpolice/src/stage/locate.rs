@@ -199,6 +199,8 @@ impl FlowPolice {
         // field, 28 (shim bytes 2–3).
         const FRAG_PROTO_MASK: u32 = FRAG_MASK as u32 | 0xff << 24;
         const FRAG_PROTO: u32 = (protocol::FLOWPOLICE as u32) << 24;
+        // One 4-byte load: written as `[p[6], p[7], p[8], p[9]]` it
+        // compiled into byte loads (+5 instructions per packet, measured).
         let (_, w) = p.split_first_chunk::<6>()?;
         let (frag_proto, _) = w.split_first_chunk::<4>()?;
         const SHIM_LEN: [u8; 2] = (packet::flowpolice::REGULAR_LEN as u16).to_be_bytes();

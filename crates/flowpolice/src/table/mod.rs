@@ -161,8 +161,9 @@ pub(crate) use hints::prefetch_entry;
 pub use requests::MAX_REQUEST_LAG;
 use tags::{block_mask, window_top_bits, BLOCK};
 
-/// The flow hash's keys and mixing constant ([`FlowTable::hash`]).
-#[derive(Clone, Copy, Debug)]
+/// The flow hash's keys and mixing constant ([`FlowTable::hash`]). (No
+/// `Debug`: the keys stay out of logs.)
+#[derive(Clone, Copy)]
 struct HashKey {
     k0: u64,
     /// Odd, and never tiny for a random key: a small multiplier would
