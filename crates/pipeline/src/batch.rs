@@ -249,6 +249,11 @@ impl Indices {
     pub const fn of(mask: u32) -> Self {
         Indices(mask)
     }
+
+    /// The indices not yet visited, as a bit mask.
+    pub const fn mask(&self) -> u32 {
+        self.0
+    }
 }
 
 /// Up to [`BURST`] packet buffers and their metadata.

@@ -23,7 +23,7 @@ use packet::scion::epic::{EPIC_LEN, HVF_LEN};
 use packet::scion::header::{host_len, ADDR_FIXED_LEN, COMMON_LEN};
 use packet::scion::path::{HOP_LEN, INFO_LEN, INF_FLAG_CONS_DIR, INF_FLAG_PEER, META_LEN};
 use packet::scion::{curr_segment_bounds, meta_word_valid, path_len_of, PathType};
-use pipeline::{DropReason, Meta, ScionHint};
+use pipeline::{Batch, DropReason, Meta, PacketBuf, ScionHint, BURST};
 
 use crate::forward::Forwarder;
 use crate::hopmac::is_expired_by;
@@ -109,9 +109,10 @@ impl Template {
 
     /// Takes the layout of the packet `data` with `meta`, whose SCION
     /// header at `hdr` was located with its standard path at `path`, if it
-    /// is of PathType 1, or of PathType 201 with a non-zero HVF count (else
-    /// keeps the template as it is). Whether it did. Out of line: it runs
-    /// once a layout, and the loop that reads packets stays small.
+    /// is of PathType 1, or of PathType 201 with a non-zero HVF count, and
+    /// its path ends within 16-bit offsets (else keeps the template as it
+    /// is). Whether it did. Out of line: it runs once a layout, and the
+    /// loop that reads packets stays small.
     #[inline(never)]
     pub(crate) fn relayout(
         &mut self,
@@ -141,7 +142,8 @@ impl Template {
             }
             _ => return false,
         };
-        let Ok(hdr) = u32::try_from(hdr) else {
+        // Offsets in a lane hop are 16-bit.
+        let (Ok(hdr), Ok(_)) = (u32::try_from(hdr), u16::try_from(path.end)) else {
             return false;
         };
         *self = Template {
@@ -239,13 +241,18 @@ impl Template {
                 tail,
                 info: info_word,
                 hop: hop_head,
-                seg_at: (self.path + META_LEN + info_at + 2) as u32,
-                path: self.path as u32,
+                path: self.path as u16,
                 // The P flag in the info field's flags (byte 0).
                 peering: info_word as u8 & s.peer != 0,
             },
             Fields { head, seg },
         )
+    }
+
+    /// Whether a layout was taken (else every packet is a miss).
+    #[inline(always)]
+    pub(crate) fn is_set(&self) -> bool {
+        self.end != 0
     }
 
     /// The header offset and the path of a packet laid out as the template,
@@ -355,33 +362,20 @@ impl Shape {
 pub(crate) struct Hop {
     /// The meta header.
     meta: u32,
-    /// Offset of the path in the packet.
-    path: u32,
+    /// Offset of the path in the packet (below 2^16: see
+    /// [`Template::relayout`]).
+    path: u16,
     /// Bytes 8-11 of the hop field (the MAC's last four bytes).
     tail: u32,
     /// The info field.
     info: u64,
     /// Bytes 0-7 of the hop field.
     hop: u64,
-    /// Offset of the SegID in the packet.
-    seg_at: u32,
     /// A peering hop (its SegID is not chained).
     peering: bool,
 }
 
 impl Hop {
-    /// Repeated by no lane hop whose MAC is not all zero.
-    pub(crate) const NONE: Hop =
-        Hop { meta: 0, path: 0, tail: 0, info: 0, hop: 0, seg_at: 0, peering: false };
-
-    /// Whether `o` has the same hop field, MAC included: most likely a
-    /// packet at the same hop of the same path. Only a hint: a packet that
-    /// repeats the last lane hop starts a run, which compares it in full.
-    #[inline(always)]
-    pub(crate) fn repeats(&self, o: &Hop) -> bool {
-        (self.hop == o.hop) & (self.tail == o.tail)
-    }
-
     /// Whether the info field is in construction direction.
     #[inline(always)]
     fn cons(&self) -> bool {
@@ -411,7 +405,8 @@ impl Hop {
     }
 
     /// Decides everything [`Forwarder::apply_checked`] decides for this hop
-    /// but the MAC, for packet `i` that arrived on interface `ingress_if`,
+    /// but the MAC, for packet `i` that arrived on the interface whose
+    /// number, its two bytes as on the wire, is `ingress_if`,
     /// at the time whose [`expiry_bound`](crate::hopmac::expiry_bound) is
     /// `expiry`, and updates its `fields` as it would once the MAC verifies
     /// ([`LaneHop::undo`] reverts that if it does not).
@@ -426,8 +421,10 @@ impl Hop {
     ) -> LaneHop {
         let ts = u32::from_be_bytes(((self.info >> 32) as u32).to_le_bytes());
         let expired = is_expired_by(ts, (self.hop >> 8) as u8, expiry);
-        let be16 = |v: u64| u16::from_be_bytes((v as u16).to_le_bytes());
-        let (ing, egr) = (be16(self.hop >> 16), be16(self.hop >> 32));
+        // The interfaces as loaded (little-endian words of the wire bytes):
+        // compared so, and only the egress one's bytes swapped to look up
+        // its port.
+        let (ing, egr) = ((self.hop >> 16) as u16, (self.hop >> 32) as u16);
         let (ingress, egress) = if self.cons() { (ing, egr) } else { (egr, ing) };
         // In `apply_checked`'s order: expiry (before any write), then the
         // SegID update, the ingress interface, the exit; interface 0 has no
@@ -437,15 +434,14 @@ impl Hop {
         } else if fwd.config().check_ingress && ingress_if != INTERNAL_IF && ingress != ingress_if {
             Err(DropReason::WrongInterface)
         } else {
-            fwd.interfaces().port(egress).ok_or(DropReason::NoRoute)
+            fwd.interfaces().port(egress.swap_bytes()).ok_or(DropReason::NoRoute)
         };
-        let mut seg_at = 0;
-        if !(self.peering | expired) {
+        let seg = !(self.peering | expired);
+        if seg {
             // Both directions apply the same XOR (`chain_seg_id`), here on
             // the bytes as loaded.
             let seg = (self.info >> 16) as u16 ^ (self.hop >> 48) as u16;
             *fields.seg = seg.to_le_bytes();
-            seg_at = self.seg_at;
         }
         if then.is_ok() {
             // CurrHF + 1 (byte 0, below CurrINF: at most 63, inside the
@@ -454,12 +450,155 @@ impl Hop {
         }
         LaneHop {
             wire: (self.hop >> 48) | (u64::from(self.tail) << 16),
-            then,
-            seg_at,
+            then: LaneExit::of(then),
+            seg,
             path: self.path,
             i: i as u8,
         }
     }
+}
+
+/// Pass 1 of the lane in a burst: the lane hops gathered so far, with
+/// their MAC inputs (in a `tags` array passed along, from its end
+/// downwards: hop k's at `2 * BURST - 1 - k`).
+pub(crate) struct Gather<'a> {
+    fwd: &'a Forwarder,
+    /// K1 of the CMAC key, as two little-endian words.
+    k1: (u64, u64),
+    /// The burst's [`expiry_bound`](crate::hopmac::expiry_bound).
+    expiry: u64,
+    lanes: &'a mut [LaneHop; BURST],
+    /// How far it got.
+    at: Progress,
+}
+
+/// How far a [`Gather`] got: small and `Copy`, so that a loop keeps it in
+/// registers.
+#[derive(Clone, Copy)]
+struct Progress {
+    /// Lane hops gathered.
+    l: usize,
+    /// The hop field of the last lane hop (bytes 0-7 and 8-11, MAC
+    /// included): a packet that repeats it is most likely at the same hop
+    /// of the same path, and better left to start a run
+    /// ([`Gather::fresh`]; only a hint: the run compares it in full).
+    last: (u64, u32),
+    /// The last arrival port and its ingress interface, the number's two
+    /// bytes as on the wire (most of a burst shares it; no port is
+    /// `u32::MAX`).
+    port: u32,
+    ingress_if: u16,
+}
+
+impl Progress {
+    /// As [`Gather::fresh`].
+    #[inline(always)]
+    fn fresh(&self, h: &Hop, t: &Template) -> bool {
+        !((h.hop == self.last.0) & (h.tail == self.last.1)) || !t.runs()
+    }
+}
+
+impl<'a> Gather<'a> {
+    /// An empty gather into `lanes`.
+    pub(crate) fn new(
+        fwd: &'a Forwarder,
+        k1: (u64, u64),
+        expiry: u64,
+        lanes: &'a mut [LaneHop; BURST],
+    ) -> Self {
+        // Repeated by no lane hop whose MAC is not all zero.
+        let at = Progress { l: 0, last: (0, 0), port: u32::MAX, ingress_if: INTERNAL_IF };
+        Gather { fwd, k1, expiry, lanes, at }
+    }
+
+    /// Lane hops gathered.
+    pub(crate) fn len(&self) -> usize {
+        self.at.l
+    }
+
+    /// Whether the lane hop `h`, read with the template `t`, is taken by
+    /// the lane: unless it repeats the last lane hop on a path that runs
+    /// ([`Template::runs`]); then it starts a run as a repeated plan.
+    #[inline(always)]
+    pub(crate) fn fresh(&self, h: &Hop, t: &Template) -> bool {
+        self.at.fresh(h, t)
+    }
+
+    /// Takes the lane hop `h` of packet `i`, which arrived on `port`: its
+    /// masked MAC input into `tags`, its path updated ([`Hop::settle`]).
+    #[inline(always)]
+    pub(crate) fn take(
+        &mut self,
+        h: Hop,
+        fields: Fields<'_>,
+        i: usize,
+        port: u16,
+        tags: &mut [Block; 2 * BURST],
+    ) {
+        let mut at = self.at;
+        self.take_at(&mut at, h, fields, i, port, tags);
+        self.at = at;
+    }
+
+    /// [`take`](Self::take) with the progress `at` held apart.
+    #[inline(always)]
+    fn take_at(
+        &mut self,
+        at: &mut Progress,
+        h: Hop,
+        fields: Fields<'_>,
+        i: usize,
+        port: u16,
+        tags: &mut [Block; 2 * BURST],
+    ) {
+        at.last = (h.hop, h.tail);
+        if u32::from(port) != at.port {
+            at.port = u32::from(port);
+            at.ingress_if = self.fwd.interfaces().ingress_if(port).swap_bytes();
+        }
+        let l = at.l;
+        // Never full: a burst has at most BURST packets.
+        debug_assert!(l < BURST);
+        if l < BURST {
+            tags[2 * BURST - 1 - l] = h.masked_input(self.k1);
+            self.lanes[l] = h.settle(self.fwd, fields, i, at.ingress_if, self.expiry);
+            at.l = l + 1;
+        }
+    }
+}
+
+/// The lane's own loop of pass 1: takes the packets of `pending` (a bit
+/// mask of batch indices, lowest first) while each is a fresh lane hop
+/// ([`Gather::fresh`]), and returns the packets left, starting with the
+/// first that is not. Out of line, with few values live across it, so
+/// that a burst of lane hops (the common transit hop) is read in a loop
+/// of its own; the general loop then continues where it stops, in the same
+/// state, so a burst is handled as if that loop had read every packet.
+#[inline(never)]
+pub(crate) fn sweep<B: PacketBuf>(
+    batch: &mut Batch<B>,
+    mut pending: u32,
+    t: &mut Template,
+    g: &mut Gather<'_>,
+    tags: &mut [Block; 2 * BURST],
+) -> u32 {
+    let mut at = g.at;
+    let (bufs, metas) = batch.bufs_mut_metas();
+    while pending != 0 {
+        let i = pending.trailing_zeros() as usize;
+        let (Some(buf), Some(meta)) = (bufs.get_mut(i), metas.get(i)) else {
+            break;
+        };
+        match t.read(meta, buf.data_mut()) {
+            Read::Lane(h, fields) if at.fresh(&h, t) => {
+                g.take_at(&mut at, h, fields, i, meta.port, tags)
+            }
+            _ => break,
+        }
+        pending &= pending - 1;
+    }
+    g.at = at;
+    pending
 }
 
 /// A lane packet between pass 1 and pass 3: what it becomes once its MAC
@@ -468,21 +607,90 @@ impl Hop {
 pub(crate) struct LaneHop {
     /// The MAC on the wire (its six bytes as a little-endian word).
     wire: u64,
-    /// The exit port, or why the packet is dropped after its MAC verified.
-    then: Result<u16, DropReason>,
-    /// Offset of the SegID in the packet if it was updated, else 0.
-    seg_at: u32,
+    /// The exit port, or why the packet is dropped after its MAC verified
+    /// ([`LaneExit`]).
+    then: LaneExit,
     /// Offset of the path in the packet (the meta header was updated when
-    /// `then` is `Ok`).
-    path: u32,
+    /// `then` is a port).
+    path: u16,
     /// Index in the batch.
     pub(crate) i: u8,
+    /// Whether the SegID was updated.
+    seg: bool,
+}
+
+/// What a lane hop becomes once its MAC verifies, as one word: a port
+/// (below 2^16), or [`DROP`](Self::DROP) plus the drop reason's index. One
+/// word, so that pass 3 tests a hop's MAC and exit port at once
+/// ([`LaneHop::leaves_on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneExit(u32);
+
+impl LaneExit {
+    /// The first word of a drop.
+    const DROP: u32 = 1 << 16;
+    /// Equal to no exit.
+    pub(crate) const NONE: LaneExit = LaneExit(u32::MAX);
+
+    /// The word of `then`.
+    #[inline(always)]
+    fn of(then: Result<u16, DropReason>) -> LaneExit {
+        match then {
+            Ok(port) => LaneExit(u32::from(port)),
+            Err(r) => LaneExit(Self::DROP + r.index() as u32),
+        }
+    }
+
+    /// The exit the word stands for.
+    #[inline(always)]
+    fn get(self) -> Result<u16, DropReason> {
+        match u16::try_from(self.0) {
+            Ok(port) => Ok(port),
+            Err(_) => {
+                let r = DropReason::ALL.get(self.0.wrapping_sub(Self::DROP) as usize);
+                Err(r.copied().unwrap_or(DropReason::Malformed))
+            }
+        }
+    }
+
+    /// The exit if it is a port, else [`NONE`](Self::NONE).
+    #[inline(always)]
+    pub(crate) fn port_or_none(self) -> LaneExit {
+        if self.0 < Self::DROP {
+            self
+        } else {
+            Self::NONE
+        }
+    }
+
+    /// The port of an exit that is one (of [`port_or_none`](Self::port_or_none)).
+    #[inline(always)]
+    pub(crate) fn port(self) -> Option<u16> {
+        u16::try_from(self.0).ok()
+    }
 }
 
 impl LaneHop {
     /// A placeholder for arrays filled in pass 1.
     pub(crate) const EMPTY: LaneHop =
-        LaneHop { wire: 0, then: Err(DropReason::Malformed), seg_at: 0, path: 0, i: 0 };
+        LaneHop { wire: 0, then: LaneExit::NONE, path: 0, i: 0, seg: false };
+
+    /// The exit the hop is decided for if its MAC verifies.
+    #[inline(always)]
+    pub(crate) fn then(&self) -> LaneExit {
+        self.then
+    }
+
+    /// Whether the hop field's full MAC `tag` verifies and the hop leaves
+    /// through `exit` (a port): both in one test.
+    #[inline(always)]
+    pub(crate) fn leaves_on(&self, tag: &Block, exit: LaneExit) -> bool {
+        let computed = u64::from_le_bytes(*tag.first_chunk::<8>().unwrap_or(&[0; 8]));
+        let differs = ((computed & 0xffff_ffff_ffff) ^ self.wire) | u64::from(self.then.0 ^ exit.0);
+        // Kept opaque to the optimiser, as `mac_eq`: one test of the whole
+        // MAC, no early exit on a byte.
+        core::hint::black_box(differs) == 0
+    }
 
     /// The verdict with the hop field's full MAC `tag`: `then` if the MAC
     /// verifies, else `bad_mac` (the path updates are then undone).
@@ -493,23 +701,28 @@ impl LaneHop {
         if core::hint::black_box((computed & 0xffff_ffff_ffff) ^ self.wire) != 0 {
             return Err(DropReason::BadMac);
         }
-        self.then
+        self.then.get()
     }
 
     /// Restores the SegID and meta header [`Hop::settle`] updated in the
     /// packet bytes `data`: the SegID was XORed with the MAC's first two
-    /// bytes, CurrHF was incremented.
+    /// bytes, CurrHF was incremented (CurrINF, which places the SegID, was
+    /// not).
     #[cold]
     pub(crate) fn undo(&self, data: &mut [u8]) {
-        let at = self.seg_at as usize;
-        if let (true, Some(f)) = (at != 0, data.get_mut(at..at + 2)) {
+        let path = usize::from(self.path);
+        let Some(head) = data.get_mut(path..).and_then(|b| b.first_chunk_mut::<META_LEN>()) else {
+            return;
+        };
+        let curr_inf = usize::from(head[0] >> 6);
+        if self.then.get().is_ok() {
+            *head = (u32::from_le_bytes(*head) - 1).to_le_bytes();
+        }
+        // The SegID: bytes 2-3 of the current info field.
+        let at = path + META_LEN + curr_inf * INFO_LEN + 2;
+        if let (true, Some(f)) = (self.seg, data.get_mut(at..at + 2)) {
             let seg = u16::from_le_bytes([f[0], f[1]]) ^ self.wire as u16;
             f.copy_from_slice(&seg.to_le_bytes());
-        }
-        let path = self.path as usize;
-        let head = data.get_mut(path..).and_then(|b| b.first_chunk_mut::<META_LEN>());
-        if let (true, Some(head)) = (self.then.is_ok(), head) {
-            *head = (u32::from_le_bytes(*head) - 1).to_le_bytes();
         }
     }
 }
@@ -615,6 +828,25 @@ mod tests {
         assert_eq!(kind(&mut template(&p), &mut p), "laid");
         // No packet fits the empty template.
         assert_eq!(kind(&mut none(), &mut packet(1, false)), "miss");
+    }
+
+    #[test]
+    fn a_path_that_ends_past_16_bit_offsets_takes_no_template() {
+        let pkt = packet(1, false);
+        let loc = crate::locate::locate(&pkt, 0).expect("valid");
+        // The same packet behind other headers, so that its path ends at
+        // 2^16.
+        let far = usize::from(u16::MAX) + 1 - loc.scion.end;
+        let mut behind = vec![0; far];
+        behind.extend_from_slice(&pkt);
+        let path = loc.scion.start + far..loc.scion.end + far;
+        let mut t = Template::NONE;
+        assert!(!t.relayout(&Meta::new(0), &behind, far, &path));
+        assert_eq!(kind(&mut t, &mut behind), "miss");
+        // One byte less, and its path ends at the last 16-bit offset.
+        let path = path.start - 1..path.end - 1;
+        assert!(t.relayout(&Meta::new(0), &behind[1..], far - 1, &path));
+        assert_eq!(kind(&mut t, &mut behind[1..]), "lane");
     }
 
     #[test]

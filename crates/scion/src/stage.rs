@@ -16,8 +16,7 @@ use crate::config::ScionForwardConfig;
 use crate::epic::{hvf_with, FreshWindow};
 use crate::forward::{Arrival, Exit, Forwarder, HopCheck, HopPlan, PlainExit};
 use crate::hopmac::{expiry_bound, HopMac};
-use crate::interfaces::INTERNAL_IF;
-use crate::lane::{Hop, LaneHop, Read, Template};
+use crate::lane::{self, LaneExit, LaneHop, Read, Template};
 use crate::locate::{locate, scion_offset};
 use crate::run::{finish_plain, layout_word, run_plain, Layout, Run, RunKey, LAYOUT_MASK};
 
@@ -380,17 +379,17 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             k1,
             now,
         };
-        let lanes = &mut sc.lanes;
         // A local copy, written back after the loop; without the lane, one
         // that reads every packet as a miss.
         let mut t = if lane_on { sc.template } else { Template::NONE };
-        let fwd = g.fwd;
-        let mut l = 0;
-        // The last lane hop: a packet that repeats it starts a run instead.
-        let mut last = Hop::NONE;
-        // The ingress interface of the last arrival port (most of a burst
-        // shares it; no port is u32::MAX).
-        let (mut last_port, mut last_if) = (u32::MAX, INTERNAL_IF);
+        let mut lane = lane::Gather::new(g.fwd, k1_words, expiry, &mut sc.lanes);
+        // The lane hops that lead the burst in a loop of their own; the
+        // loop below goes on from the first packet that is not one.
+        let pending = live.mask() | carry.map_or(0, |i| 1 << i);
+        if lane_on && pending != 0 && t.is_set() {
+            live = Indices::of(lane::sweep(batch, pending, &mut t, &mut lane, g.tags));
+            carry = None;
+        }
         // The packet whose layout became the template last.
         let mut relaid = None;
         while let Some(i) = carry.take().or_else(|| live.next()) {
@@ -402,16 +401,8 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             // (on a path that runs; see `Template::runs`).
             let mut again = false;
             let (hdr, range, epic_hp) = match read {
-                Read::Lane(h, fields) if !h.repeats(&last) || !t.runs() => {
-                    last = h;
-                    if u32::from(meta.port) != last_port {
-                        last_port = u32::from(meta.port);
-                        last_if = fwd.interfaces().ingress_if(meta.port);
-                    }
-                    // Gathered downwards from the end of `tags`.
-                    g.tags[2 * BURST - 1 - l] = h.masked_input(k1_words);
-                    lanes[l] = h.settle(fwd, fields, i, last_if, expiry);
-                    l += 1;
+                Read::Lane(h, fields) if lane.fresh(&h, &t) => {
+                    lane.take(h, fields, i, meta.port, g.tags);
                     continue;
                 }
                 Read::Lane(..) => {
@@ -447,6 +438,7 @@ impl<B: PacketBuf> Stage<B> for ScionForward {
             carry = g.packet(batch, &mut live, i, hdr, range, epic_hp, again);
         }
         let General { n, u, x, nr, .. } = g;
+        let l = lane.len();
         self.scratch.template = t;
         if n == 0 && nr == 0 && l == 0 {
             return;
@@ -711,24 +703,27 @@ fn finish_lane<B: PacketBuf>(
     tags: &[Block],
     top: usize,
 ) {
-    // The packets forwarded on the first lane packet's port (most, when
-    // a burst goes one way): their verdicts are set at the end in one step.
-    let (mut mask, mut port0, mut forwarded) = (0u32, None, 0u64);
+    // The packets whose MAC verifies and that leave on the first lane
+    // hop's port (most, when a burst goes one way) are tested in one step
+    // each; their verdicts are set at the end, together.
+    let exit0 = lanes.first().map_or(LaneExit::NONE, |h| h.then().port_or_none());
+    let (mut mask, mut others) = (0u32, 0u64);
     for (k, h) in lanes.iter().enumerate() {
         let i = usize::from(h.i);
-        let verdict = match tags.get(top.wrapping_sub(k)) {
+        let tag = tags.get(top.wrapping_sub(k));
+        if tag.is_some_and(|t| h.leaves_on(t, exit0)) {
+            mask |= 1 << i;
+            continue;
+        }
+        let verdict = match tag {
             Some(tag) => h.verdict(tag),
             None => Err(DropReason::BadMac),
         };
         match verdict {
             Ok(port) => {
-                forwarded += 1;
-                if *port0.get_or_insert(port) == port {
-                    mask |= 1 << i;
-                } else {
-                    let class = batch.meta(i).class().unwrap_or_default();
-                    batch.forward(i, port, class);
-                }
+                others += 1;
+                let class = batch.meta(i).class().unwrap_or_default();
+                batch.forward(i, port, class);
             }
             Err(r) => {
                 if r == DropReason::BadMac {
@@ -738,8 +733,8 @@ fn finish_lane<B: PacketBuf>(
             }
         }
     }
-    counters.forwarded += forwarded;
-    if let Some(port) = port0 {
+    counters.forwarded += u64::from(mask.count_ones()) + others;
+    if let (Some(port), true) = (exit0.port(), mask != 0) {
         batch.forward_some(mask, port);
     }
 }
