@@ -561,6 +561,31 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
+    /// Forwards the live packets of `mask` on `port` in traffic class
+    /// `class`: [`forward`](Self::forward) for each of them in one step.
+    /// When `mask` holds every live packet the batch knows their common
+    /// egress, as after [`forward_all`](Self::forward_all), so the runtime
+    /// sends the burst whole (per-packet `forward` calls leave it to scan
+    /// the verdicts).
+    pub fn forward_some_in(&mut self, mask: u32, port: u16, class: Class) {
+        let mask = mask & self.live;
+        let n = self.bufs.len();
+        let v = Verdict::Forward { port, class };
+        if mask == full_mask(n) {
+            // The usual case: the whole burst, no per-packet bit test.
+            self.meta[..n].iter_mut().for_each(|m| m.verdict = v);
+        } else {
+            for i in Indices(mask) {
+                self.meta[i].verdict = v;
+            }
+        }
+        if mask == self.live {
+            self.egress = Some(port);
+        } else if mask != 0 && self.egress != Some(port) {
+            self.egress = None;
+        }
+    }
+
     /// Bit mask of live packets (bit i = packet i).
     pub fn live_mask(&self) -> u32 {
         self.live
@@ -916,6 +941,45 @@ mod tests {
         assert_eq!(port_class(&b, 3), None);
         b.forward_some(0b0111, 1);
         assert_eq!(b.egress_port(), Some(1));
+    }
+
+    #[test]
+    fn forwarding_part_of_a_burst_in_a_class_is_forward_per_packet() {
+        let five = || {
+            let mut b: Batch<Vec<u8>> = Batch::new();
+            for k in 0..5u8 {
+                b.push(vec![k], 0).unwrap();
+            }
+            b.set_class(1, Class(3));
+            b.drop_packet(4, DropReason::Malformed);
+            b
+        };
+        let (mut b, mut each) = (five(), five());
+        b.forward_some_in(0b1_0011, 2, Class(5));
+        for i in [0, 1] {
+            each.forward(i, 2, Class(5));
+        }
+        assert_eq!(b.metas(), each.metas(), "as forward, packet by packet");
+        assert_eq!(b.egress_port(), None, "packet 2 and 3 still go to port 0");
+        // Every live packet (a full burst or not): the common egress.
+        b.forward_some_in(0b1_1111, 2, Class(5));
+        assert_eq!(b.egress_port(), Some(2));
+        // Part of them on the same port keeps it, on another drops it.
+        b.forward_some_in(0b0001, 2, Class(5));
+        assert_eq!(b.egress_port(), Some(2));
+        b.forward_some_in(0b0001, 1, Class(5));
+        assert_eq!(b.egress_port(), None);
+        assert_eq!(b.metas()[4].verdict, Verdict::Drop(DropReason::Malformed));
+        let mut full: Batch<Vec<u8>> = Batch::new();
+        for k in 0..BURST {
+            full.push(vec![k as u8], 0).unwrap();
+        }
+        full.forward_some_in(u32::MAX, 1, Class(2));
+        assert_eq!(full.egress_port(), Some(1));
+        assert!(full
+            .metas()
+            .iter()
+            .all(|m| m.verdict == Verdict::Forward { port: 1, class: Class(2) }));
     }
 
     #[test]

@@ -258,8 +258,25 @@ impl SibraTransit {
             if job.n_hops == 2 {
                 self.counters.junctions += 1;
             }
-            batch.forward(i, job.port, self.cfg.class);
         }
+        // The verdicts of the packets still live in a pass of their own:
+        // those that leave through the first one's port (most, when a
+        // burst goes one way) together, so that the batch knows a burst
+        // that goes one way.
+        let forwarded = todo & batch.live_mask();
+        let Some(first) = pipeline::Indices::of(forwarded).next() else {
+            return;
+        };
+        let port0 = jobs[first].port;
+        let mut same = 0u32;
+        for i in pipeline::Indices::of(forwarded) {
+            if jobs[i].port == port0 {
+                same |= 1 << i;
+            } else {
+                batch.forward(i, jobs[i].port, self.cfg.class);
+            }
+        }
+        batch.forward_some_in(same, port0, self.cfg.class);
     }
 }
 
