@@ -14,7 +14,8 @@
 //! everything but the MAC is decided and the path is updated as if the MAC
 //! verified ([`Hop::settle`]); pass 3 compares the MAC and gives the
 //! verdict, undoing the updates if it fails ([`LaneHop::verdict`],
-//! [`LaneHop::undo`]).
+//! [`LaneHop::undo`]). The lane hops that lead a burst are read in a loop
+//! of their own ([`sweep`]); the stage's general loop takes the rest.
 
 use core::ops::Range;
 
