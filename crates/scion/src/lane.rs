@@ -422,11 +422,14 @@ impl Hop {
     ) -> LaneHop {
         let ts = u32::from_be_bytes(((self.info >> 32) as u32).to_le_bytes());
         let expired = is_expired_by(ts, (self.hop >> 8) as u8, expiry);
-        // The interfaces as loaded (little-endian words of the wire bytes):
-        // compared so, and only the egress one's bytes swapped to look up
-        // its port.
-        let (ing, egr) = ((self.hop >> 16) as u16, (self.hop >> 32) as u16);
-        let (ingress, egress) = if self.cons() { (ing, egr) } else { (egr, ing) };
+        // ConsIngress and ConsEgress as one loaded word (its halves swapped
+        // against construction direction; one rotate, where a swap of two
+        // values took two selects): the interfaces stay as loaded
+        // (little-endian words of the wire bytes), compared so, and only
+        // the egress one's bytes are swapped to look up its port.
+        let pair = (self.hop >> 16) as u32;
+        let pair = if self.cons() { pair } else { pair.rotate_left(16) };
+        let (ingress, egress) = (pair as u16, (pair >> 16) as u16);
         // In `apply_checked`'s order: expiry (before any write), then the
         // SegID update, the ingress interface, the exit; interface 0 has no
         // port and this is not the last hop field, so it is `no_route`.
