@@ -31,6 +31,10 @@ use crate::hopmac::is_expired_by;
 use crate::interfaces::INTERNAL_IF;
 use crate::run::{layout_word, parsed_key, LAYOUT_MASK};
 
+/// The internal interface's number, its two bytes as on the wire (as
+/// [`Hop::settle`] takes the arrival interface).
+const INTERNAL_WIRE: u16 = INTERNAL_IF.swap_bytes();
+
 /// The lane's template: where the standard path of a SCION packet
 /// (PathType 1, or embedded in EPIC-Z's, PathType 201) lies when its common
 /// header is laid out like the last one located, and where the current
@@ -435,7 +439,8 @@ impl Hop {
         // port and this is not the last hop field, so it is `no_route`.
         let then = if expired {
             Err(DropReason::Expired)
-        } else if fwd.config().check_ingress && ingress_if != INTERNAL_IF && ingress != ingress_if {
+        } else if fwd.config().check_ingress && ingress_if != INTERNAL_WIRE && ingress != ingress_if
+        {
             Err(DropReason::WrongInterface)
         } else {
             fwd.interfaces().port(egress.swap_bytes()).ok_or(DropReason::NoRoute)
@@ -685,12 +690,19 @@ impl LaneHop {
         self.then
     }
 
+    /// The bits in which the hop field's MAC on the wire differs from the
+    /// first six bytes of its full MAC `tag` (0 if it verifies).
+    #[inline(always)]
+    fn mac_diff(&self, tag: &Block) -> u64 {
+        let computed = u64::from_le_bytes(*tag.first_chunk::<8>().unwrap_or(&[0; 8]));
+        (computed & 0xffff_ffff_ffff) ^ self.wire
+    }
+
     /// Whether the hop field's full MAC `tag` verifies and the hop leaves
     /// through `exit` (a port): both in one test.
     #[inline(always)]
     pub(crate) fn leaves_on(&self, tag: &Block, exit: LaneExit) -> bool {
-        let computed = u64::from_le_bytes(*tag.first_chunk::<8>().unwrap_or(&[0; 8]));
-        let differs = ((computed & 0xffff_ffff_ffff) ^ self.wire) | u64::from(self.then.0 ^ exit.0);
+        let differs = self.mac_diff(tag) | u64::from(self.then.0 ^ exit.0);
         // Kept opaque to the optimiser, as `mac_eq`: one test of the whole
         // MAC, no early exit on a byte.
         core::hint::black_box(differs) == 0
@@ -700,9 +712,8 @@ impl LaneHop {
     /// verifies, else `bad_mac` (the path updates are then undone).
     #[inline(always)]
     pub(crate) fn verdict(&self, tag: &Block) -> Result<u16, DropReason> {
-        let computed = u64::from_le_bytes(*tag.first_chunk::<8>().unwrap_or(&[0; 8]));
         // One XOR kept opaque to the optimiser, as `mac_eq`.
-        if core::hint::black_box((computed & 0xffff_ffff_ffff) ^ self.wire) != 0 {
+        if core::hint::black_box(self.mac_diff(tag)) != 0 {
             return Err(DropReason::BadMac);
         }
         self.then.get()
