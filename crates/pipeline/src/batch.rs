@@ -256,6 +256,65 @@ impl Indices {
     }
 }
 
+/// What a batch knows of its live packets' verdicts: that every one is
+/// forwarded on one port, and perhaps also in one class. One word, so that
+/// forgetting it is one store and forgetting the class one `and`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct EgressHint(u32);
+
+impl EgressHint {
+    /// Nothing known.
+    const NONE: EgressHint = EgressHint(0);
+    /// The port is known (bits 0-15).
+    const PORT: u32 = 1 << 24;
+    /// The class is known too (bits 16-23).
+    const CLASS: u32 = 1 << 25;
+
+    /// Every live packet forwarded on `port`, in `class` if that is known.
+    #[inline(always)]
+    fn of(port: u16, class: Option<Class>) -> EgressHint {
+        let c = class.map_or(0, |c| Self::CLASS | u32::from(c.0) << 16);
+        EgressHint(Self::PORT | c | u32::from(port))
+    }
+
+    /// The common port, if known.
+    #[inline(always)]
+    fn port(self) -> Option<u16> {
+        (self.0 & Self::PORT != 0).then_some(self.0 as u16)
+    }
+
+    /// The common class, if known (only ever with the port).
+    #[inline(always)]
+    fn class(self) -> Option<Class> {
+        (self.0 & Self::CLASS != 0).then_some(Class((self.0 >> 16) as u8))
+    }
+
+    /// Whether the common port is known to be `port`.
+    #[inline(always)]
+    fn is_port(self, port: u16) -> bool {
+        self.0 & (Self::PORT | 0xffff) == Self::PORT | u32::from(port)
+    }
+
+    /// The same port, the class no longer known.
+    #[inline(always)]
+    fn without_class(self) -> EgressHint {
+        EgressHint(self.0 & (Self::PORT | 0xffff))
+    }
+
+    /// What is known after some live packets were forwarded on `port` in
+    /// `class`: the port if it was this one, the class if it was this one.
+    #[inline(always)]
+    fn after_forward(self, port: u16, class: Class) -> EgressHint {
+        if self == EgressHint::of(port, Some(class)) {
+            self
+        } else if self.is_port(port) {
+            self.without_class()
+        } else {
+            EgressHint::NONE
+        }
+    }
+}
+
 /// Up to [`BURST`] packet buffers and their metadata.
 ///
 /// A packet is *live* until a stage drops it or hands it to control; stages
@@ -270,8 +329,9 @@ pub struct Batch<B> {
     ingress: Option<u16>,
     /// The port every live packet is forwarded to, if known to be one (a
     /// hint kept by [`forward`](Self::forward) and
-    /// [`forward_all`](Self::forward_all); cleared like `ingress`).
-    egress: Option<u16>,
+    /// [`forward_all`](Self::forward_all); cleared like `ingress`), and
+    /// the class they are all forwarded in, if known to be one.
+    egress: EgressHint,
     /// Whether the live packets share one SCION hint, and which (see
     /// [`common_scion_hint`](Self::common_scion_hint)), once a stage asked;
     /// forgotten when packets are added or metadata is handed out mutably.
@@ -302,7 +362,7 @@ impl<B: PacketBuf> Batch<B> {
             meta: [Meta::new(0); BURST],
             live: 0,
             ingress: None,
-            egress: None,
+            egress: EgressHint::NONE,
             common_hint: None,
             unparsed: true,
             ipv4_verified: false,
@@ -348,14 +408,12 @@ impl<B: PacketBuf> Batch<B> {
             // batch that was unparsed stays so.
             self.unparsed = true;
             self.ingress = Some(port);
-            self.egress = Some(port);
+            self.egress = EgressHint::of(port, Some(Class::BEST_EFFORT));
         } else {
             if self.ingress != Some(port) {
                 self.ingress = None;
             }
-            if self.egress != Some(port) {
-                self.egress = None;
-            }
+            self.egress = self.egress.after_forward(port, Class::BEST_EFFORT);
         }
     }
 
@@ -363,11 +421,23 @@ impl<B: PacketBuf> Batch<B> {
     #[inline]
     fn forget_hints(&mut self) {
         self.ingress = None;
-        self.egress = None;
+        self.egress = EgressHint::NONE;
         self.common_hint = None;
         self.unparsed = false;
         self.ipv4_verified = false;
         self.ipv4_verified_next = false;
+    }
+
+    /// Sets the verdict of every packet (live or not) to `v`.
+    #[inline(always)]
+    fn set_every_verdict(&mut self, v: Verdict) {
+        let n = self.bufs.len();
+        if n == BURST {
+            // A full burst: a fixed count, unrolled without set-up.
+            self.meta.iter_mut().for_each(|m| m.verdict = v);
+        } else {
+            self.meta[..n].iter_mut().for_each(|m| m.verdict = v);
+        }
     }
 
     /// Whether it is known that no stage has recorded layers in the
@@ -449,6 +519,16 @@ impl<B: PacketBuf> Batch<B> {
         h
     }
 
+    /// Tells the batch that every live packet now carries the checked
+    /// hint `hint` (the parse stage classified the whole burst from one
+    /// template), so that [`common_scion_hint`](Self::common_scion_hint)
+    /// answers without a pass over the packets.
+    pub(crate) fn note_common_scion_hint(&mut self, hint: ScionHint) {
+        debug_assert!(hint != ScionHint::UNCHECKED);
+        debug_assert_eq!(self.live_hint(), Some(hint));
+        self.common_hint = Some(Some(hint));
+    }
+
     /// [`common_scion_hint`](Self::common_scion_hint), computed.
     fn live_hint(&self) -> Option<ScionHint> {
         let n = self.bufs.len();
@@ -489,7 +569,7 @@ impl<B: PacketBuf> Batch<B> {
     /// [`ingress_port`](Self::ingress_port)). Lets the runtime hand a burst
     /// to one TX queue without looking at each verdict.
     pub fn egress_port(&self) -> Option<u16> {
-        self.egress
+        self.egress.port()
     }
 
     /// Sets the flow hash of packet `i` (keeps the port hints, unlike
@@ -510,10 +590,21 @@ impl<B: PacketBuf> Batch<B> {
     /// Forwards every live packet on `port`, keeping its traffic class
     /// (the whole burst routed at once, e.g. by ingress port).
     pub fn forward_all(&mut self, port: u16) {
+        let class = self.egress.class();
+        if let Some(class) = class {
+            if self.live == full_mask(self.bufs.len()) {
+                // Every packet live and known to be forwarded in `class`:
+                // one store of the same verdict each, no test of the old one.
+                self.set_every_verdict(Verdict::Forward { port, class });
+                self.egress = EgressHint::of(port, Some(class));
+                return;
+            }
+        }
         // A live packet whose verdict a stage set by hand (not a forward) is
-        // left alone, and then there is no common egress to claim.
+        // left alone, and then there is no common egress to claim. (The
+        // classes stay as they were, and so does what is known of them.)
         let all_forward = self.each_live_forward(|p, _| *p = port);
-        self.egress = all_forward.then_some(port);
+        self.egress = if all_forward { EgressHint::of(port, class) } else { EgressHint::NONE };
     }
 
     /// Calls `f` with the port and class of every live forwarded packet;
@@ -556,8 +647,8 @@ impl<B: PacketBuf> Batch<B> {
                 *p = port;
             }
         }
-        if mask != 0 && self.egress != Some(port) {
-            self.egress = None;
+        if mask != 0 && !self.egress.is_port(port) {
+            self.egress = EgressHint::NONE;
         }
     }
 
@@ -569,20 +660,19 @@ impl<B: PacketBuf> Batch<B> {
     /// the verdicts).
     pub fn forward_some_in(&mut self, mask: u32, port: u16, class: Class) {
         let mask = mask & self.live;
-        let n = self.bufs.len();
         let v = Verdict::Forward { port, class };
-        if mask == full_mask(n) {
+        if mask == full_mask(self.bufs.len()) {
             // The usual case: the whole burst, no per-packet bit test.
-            self.meta[..n].iter_mut().for_each(|m| m.verdict = v);
+            self.set_every_verdict(v);
         } else {
             for i in Indices(mask) {
                 self.meta[i].verdict = v;
             }
         }
         if mask == self.live {
-            self.egress = Some(port);
-        } else if mask != 0 && self.egress != Some(port) {
-            self.egress = None;
+            self.egress = EgressHint::of(port, Some(class));
+        } else if mask != 0 {
+            self.egress = self.egress.after_forward(port, class);
         }
     }
 
@@ -668,15 +758,14 @@ impl<B: PacketBuf> Batch<B> {
     /// Sets packet `i` to be forwarded on `port` in `class` (it stays live).
     pub fn forward(&mut self, i: usize, port: u16, class: Class) {
         self.meta[i].verdict = Verdict::Forward { port, class };
-        if self.egress != Some(port) {
-            self.egress = None;
-        }
+        self.egress = self.egress.after_forward(port, class);
     }
 
     /// Sets the traffic class of a forwarded packet `i`, keeping its port.
     pub fn set_class(&mut self, i: usize, class: Class) {
         if let Verdict::Forward { port, .. } = self.meta[i].verdict {
             self.meta[i].verdict = Verdict::Forward { port, class };
+            self.egress = self.egress.without_class();
         }
     }
 
@@ -684,23 +773,20 @@ impl<B: PacketBuf> Batch<B> {
     /// port ([`set_class`](Self::set_class) for the whole burst).
     #[inline]
     pub fn class_all(&mut self, class: Class) {
-        let n = self.bufs.len();
-        match self.egress {
+        match self.egress.port() {
             // Every packet live and known to be forwarded on `port`: one
             // store of the same verdict each, no test of the old one.
-            Some(port) if self.live == full_mask(n) => {
-                let v = Verdict::Forward { port, class };
-                if n == BURST {
-                    // A full burst: a fixed count, unrolled without set-up.
-                    self.meta.iter_mut().for_each(|m| m.verdict = v);
-                } else {
-                    self.meta[..n].iter_mut().for_each(|m| m.verdict = v);
-                }
-                return;
+            Some(port) if self.live == full_mask(self.bufs.len()) => {
+                self.set_every_verdict(Verdict::Forward { port, class });
             }
-            _ => {}
+            _ => {
+                self.each_live_forward(|_, c| *c = class);
+            }
         }
-        self.each_live_forward(|_, c| *c = class);
+        // With a common egress every live packet is a forward, now in `class`.
+        if let Some(port) = self.egress.port() {
+            self.egress = EgressHint::of(port, Some(class));
+        }
     }
 
     /// The metadata of all packets (live or not), in index order.
@@ -1158,5 +1244,108 @@ mod tests {
         assert_eq!((b.len(), b.live_mask()), (0, 0));
         b.extend_with(0, |v| v.push(vec![1]));
         assert_eq!(b.live_mask(), 1);
+    }
+
+    #[test]
+    fn an_egress_hint_keeps_any_port_and_class() {
+        assert_eq!((EgressHint::NONE.port(), EgressHint::NONE.class()), (None, None));
+        for port in [0, 1, 0x1234, u16::MAX] {
+            for class in [None, Some(Class(0)), Some(Class(7)), Some(Class(u8::MAX))] {
+                let h = EgressHint::of(port, class);
+                assert_eq!((h.port(), h.class()), (Some(port), class));
+                assert!(h.is_port(port) && !h.is_port(port ^ 1));
+                assert_eq!(
+                    (h.without_class().port(), h.without_class().class()),
+                    (Some(port), None)
+                );
+            }
+        }
+        let h = EgressHint::of(3, Some(Class(2)));
+        assert_eq!(h.after_forward(3, Class(2)), h);
+        assert_eq!(h.after_forward(3, Class(1)), EgressHint::of(3, None));
+        assert_eq!(h.after_forward(4, Class(2)), EgressHint::NONE);
+        assert_eq!(EgressHint::NONE.after_forward(3, Class(2)), EgressHint::NONE);
+    }
+
+    /// One step a stage (or the runtime) takes on a batch.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Extend(u16, usize),
+        Drop(usize),
+        ToControl(usize),
+        Forward(usize, u16, u8),
+        SetClass(usize, u8),
+        ClassAll(u8),
+        ForwardAll(u16),
+        ForwardSome(u32, u16),
+        ForwardSomeIn(u32, u16, u8),
+        Clear,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        // Few ports and classes, so that hints are often kept.
+        prop_oneof![
+            (0..3u16, 1..=BURST).prop_map(|(p, n)| Op::Extend(p, n)),
+            (0..BURST).prop_map(Op::Drop),
+            (0..BURST).prop_map(Op::ToControl),
+            (0..BURST, 0..3u16, 0..2u8).prop_map(|(i, p, c)| Op::Forward(i, p, c)),
+            (0..BURST, 0..2u8).prop_map(|(i, c)| Op::SetClass(i, c)),
+            (0..2u8).prop_map(Op::ClassAll),
+            (0..3u16).prop_map(Op::ForwardAll),
+            (any::<u32>(), 0..3u16).prop_map(|(m, p)| Op::ForwardSome(m, p)),
+            (any::<u32>(), 0..3u16, 0..2u8).prop_map(|(m, p, c)| Op::ForwardSomeIn(m, p, c)),
+            Just(Op::Clear),
+        ]
+    }
+
+    fn apply(b: &mut Batch<Vec<u8>>, op: &Op) {
+        let n = b.len();
+        match *op {
+            Op::Extend(p, k) => {
+                b.extend_with(p, |v| v.extend((0..k.min(BURST - n)).map(|_| vec![0])));
+            }
+            Op::Drop(i) if i < n => b.drop_packet(i, DropReason::Policy),
+            Op::ToControl(i) if i < n => b.to_control(i),
+            Op::Forward(i, p, c) if i < n => b.forward(i, p, Class(c)),
+            Op::SetClass(i, c) if i < n => b.set_class(i, Class(c)),
+            Op::ClassAll(c) => b.class_all(Class(c)),
+            Op::ForwardAll(p) => b.forward_all(p),
+            Op::ForwardSome(m, p) => b.forward_some(m, p),
+            Op::ForwardSomeIn(m, p, c) => b.forward_some_in(m, p, Class(c)),
+            Op::Clear => b.clear(),
+            _ => {}
+        }
+    }
+
+    proptest::proptest! {
+        /// The port and class hints only ever spare work: any sequence of
+        /// steps gives the verdicts it gives with every hint forgotten
+        /// before each step, and what the hints claim holds of every live
+        /// packet.
+        #[test]
+        fn hints_never_change_a_verdict(ops in proptest::collection::vec(op(), 1..60)) {
+            let (mut b, mut plain) = (Batch::<Vec<u8>>::new(), Batch::<Vec<u8>>::new());
+            for op in &ops {
+                apply(&mut b, op);
+                let _ = plain.metas_mut();
+                apply(&mut plain, op);
+                proptest::prop_assert_eq!(b.metas(), plain.metas(), "after {:?}", op);
+                proptest::prop_assert_eq!(b.live_mask(), plain.live_mask());
+                if b.egress.class().is_some() {
+                    proptest::prop_assert!(b.egress.port().is_some(), "a class without a port");
+                }
+                if let Some(port) = b.egress_port() {
+                    for i in b.live() {
+                        let want_class = b.egress.class().unwrap_or(b.meta(i).class().unwrap_or_default());
+                        proptest::prop_assert_eq!(
+                            b.meta(i).verdict,
+                            Verdict::Forward { port, class: want_class },
+                            "packet {} after {:?}", i, op
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -695,6 +695,18 @@ impl Parse {
             rest |= 1 << i;
         }
         (self.repeat, self.repeat6) = (repeat, repeat6);
+        // A burst classified whole by the only template carries its hint
+        // (the usual burst of a SCION link): the stages after ask for it.
+        if rest == 0 && live != 0 {
+            let only = match (repeat, repeat6) {
+                (Some(r), None) => Some(r.meta.scion),
+                (None, Some(r)) => Some(r.meta.scion),
+                _ => None,
+            };
+            if let Some(hint) = only {
+                batch.note_common_scion_hint(hint);
+            }
+        }
         rest
     }
 
@@ -1144,6 +1156,11 @@ mod tests {
                 b.push(f.clone(), 1).unwrap();
             }
             p.process(&mut b, Now::default());
+            // The common hint the stage may have noted is that of the packets.
+            let hints: Vec<ScionHint> = b.live().map(|i| b.meta(i).scion).collect();
+            let first = hints.first().copied().filter(|h| *h != ScionHint::UNCHECKED);
+            let want = first.filter(|h| hints.iter().all(|x| x == h));
+            assert_eq!(b.common_scion_hint(), want);
             out.extend((0..burst.len()).map(|i| (*b.meta(i), b.is_live(i))));
         }
         out
