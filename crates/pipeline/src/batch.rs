@@ -758,14 +758,26 @@ impl<B: PacketBuf> Batch<B> {
     /// Sets packet `i` to be forwarded on `port` in `class` (it stays live).
     pub fn forward(&mut self, i: usize, port: u16, class: Class) {
         self.meta[i].verdict = Verdict::Forward { port, class };
-        self.egress = self.egress.after_forward(port, class);
+        // Per packet, the class is not compared: a burst forwarded packet
+        // by packet keeps its port hint only. (Once nothing is known,
+        // nothing to do: one test.)
+        if self.egress != EgressHint::NONE {
+            self.egress = if self.egress.is_port(port) {
+                self.egress.without_class()
+            } else {
+                EgressHint::NONE
+            };
+        }
     }
 
     /// Sets the traffic class of a forwarded packet `i`, keeping its port.
     pub fn set_class(&mut self, i: usize, class: Class) {
         if let Verdict::Forward { port, .. } = self.meta[i].verdict {
             self.meta[i].verdict = Verdict::Forward { port, class };
-            self.egress = self.egress.without_class();
+            // (Tested first: after the first packet the class is unknown.)
+            if self.egress.class().is_some() {
+                self.egress = self.egress.without_class();
+            }
         }
     }
 
