@@ -20,10 +20,14 @@
 //!
 //! `FLOWS=<n>` measures, in the same run, the FlowPolice stage's regular
 //! packet at `n` established flows (bursts of 32 random flows, thread CPU
-//! time) and then the `far` floor over a buffer of the flow table's own size
+//! time) and the `far` floor over a buffer of the flow table's own size
 //! (entries; the tag array as above), and prints the ratio stage / floor: how
-//! far the stage is from the memory traffic it cannot avoid. Sizes given as
-//! arguments are measured as well. 10M flows need ≈ 0.6 GB, 100M ≈ 6 GB.
+//! far the stage is from the memory traffic it cannot avoid. The two
+//! alternate in slices of about 50 ms, ten of each per printed line, so that
+//! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
+//! 100) prints `n` lines over the same table (filled once): the ratio's
+//! spread. Sizes given as arguments are measured as well. 10M flows need
+//! ≈ 1.2 GB (table and floor buffer), 100M ≈ 12 GB.
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
 //! for the table's size).
 //!
@@ -73,132 +77,192 @@ fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// The floor of `pattern` over `bytes` of memory: thread CPU ns per access.
-fn floor(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> f64 {
-    let lines = (bytes / 64).max(8);
-    let mut buf = memhint::huge_filled_vec(lines, Line([1; 64]));
-    // `far`: the tag array, one byte per 48-byte entry.
-    let tag_lines = if pattern == Pattern::Far { lines * 64 / 48 / 64 } else { 0 };
-    let tags = memhint::huge_filled_vec(tag_lines.max(8), Line([1; 64]));
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let mut tag = [0usize; 256];
-    let mut idx = [0usize; 256];
-    let accesses = 4_000_000 / batch * batch;
-    // The entry a tag byte leads to: data-dependent on the tag line.
-    let entry = |buf: &[Line], t: usize, r: u64| -> usize {
-        match pattern {
-            Pattern::Near => {
-                let b = usize::from(buf[t].0[(r & 63) as usize]);
-                (t & !3) + 1 + (b + r as usize) % 3
-            }
-            _ => (r as usize ^ usize::from(tags[t].0[(r & 63) as usize])) % buf.len(),
-        }
-    };
-    let t0 = thread_cpu_ns();
-    for _ in 0..accesses / batch {
-        for k in 0..batch {
-            let r = xorshift(&mut s);
-            if pattern == Pattern::One {
-                idx[k] = (r % buf.len() as u64) as usize;
-                memhint::prefetch(&buf[idx[k]]);
-                continue;
-            }
-            if pattern == Pattern::Near {
-                // Tag lines start 256-byte blocks; the entries follow.
-                tag[k] = (r % (buf.len() as u64 / 4)) as usize * 4;
-                memhint::prefetch(&buf[tag[k]]);
-            } else {
-                tag[k] = (r % tags.len() as u64) as usize;
-                memhint::prefetch(&tags[tag[k]]);
-            }
-            if k >= lag {
-                let j = k - lag;
-                idx[j] = entry(&buf, tag[j], xorshift(&mut s));
-                memhint::prefetch(&buf[idx[j]]);
-            }
-        }
-        if pattern != Pattern::One {
-            for j in batch.saturating_sub(lag)..batch {
-                idx[j] = entry(&buf, tag[j], xorshift(&mut s));
-                memhint::prefetch(&buf[idx[j]]);
-            }
-        }
-        for &i in idx.iter().take(batch) {
-            buf[i].0[0] = buf[i].0[0].wrapping_add(1);
-        }
-    }
-    let ns = (thread_cpu_ns() - t0) / accesses as f64;
-    black_box(&buf);
-    ns
+/// A buffer to measure the floor of a pattern over, allocated and filled
+/// once (several GB take seconds to fill: measuring again is cheap).
+struct Floor {
+    pattern: Pattern,
+    batch: usize,
+    lag: usize,
+    buf: Vec<Line>,
+    /// `far`: the tag array, one byte per 48-byte entry.
+    tags: Vec<Line>,
+    rng: u64,
 }
 
-/// Thread CPU ns per regular packet of the FlowPolice stage at `flows`
-/// established flows (random flows, bursts of 32), and the table's bytes.
-fn regular_cost(flows: usize) -> (f64, usize) {
+impl Floor {
+    /// `bytes` of memory for `pattern` in bursts of `batch`, `lag`.
+    fn new(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> Self {
+        let lines = (bytes / 64).max(8);
+        let tag_lines = if pattern == Pattern::Far { lines * 64 / 48 / 64 } else { 0 };
+        Floor {
+            pattern,
+            batch,
+            lag,
+            buf: memhint::huge_filled_vec(lines, Line([1; 64])),
+            tags: memhint::huge_filled_vec(tag_lines.max(8), Line([1; 64])),
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Runs `bursts` bursts; returns their thread CPU ns.
+    fn run(&mut self, bursts: usize) -> f64 {
+        let Floor { pattern, batch, lag, ref mut buf, ref tags, ref mut rng } = *self;
+        let mut tag = [0usize; 256];
+        let mut idx = [0usize; 256];
+        // The entry a tag byte leads to: data-dependent on the tag line.
+        let entry = |buf: &[Line], t: usize, r: u64| -> usize {
+            match pattern {
+                Pattern::Near => {
+                    let b = usize::from(buf[t].0[(r & 63) as usize]);
+                    (t & !3) + 1 + (b + r as usize) % 3
+                }
+                _ => (r as usize ^ usize::from(tags[t].0[(r & 63) as usize])) % buf.len(),
+            }
+        };
+        let t0 = thread_cpu_ns();
+        for _ in 0..bursts {
+            for k in 0..batch {
+                let r = xorshift(rng);
+                if pattern == Pattern::One {
+                    idx[k] = (r % buf.len() as u64) as usize;
+                    memhint::prefetch(&buf[idx[k]]);
+                    continue;
+                }
+                if pattern == Pattern::Near {
+                    // Tag lines start 256-byte blocks; the entries follow.
+                    tag[k] = (r % (buf.len() as u64 / 4)) as usize * 4;
+                    memhint::prefetch(&buf[tag[k]]);
+                } else {
+                    tag[k] = (r % tags.len() as u64) as usize;
+                    memhint::prefetch(&tags[tag[k]]);
+                }
+                if k >= lag {
+                    let j = k - lag;
+                    idx[j] = entry(buf, tag[j], xorshift(rng));
+                    memhint::prefetch(&buf[idx[j]]);
+                }
+            }
+            if pattern != Pattern::One {
+                for j in batch.saturating_sub(lag)..batch {
+                    idx[j] = entry(buf, tag[j], xorshift(rng));
+                    memhint::prefetch(&buf[idx[j]]);
+                }
+            }
+            for &i in idx.iter().take(batch) {
+                buf[i].0[0] = buf[i].0[0].wrapping_add(1);
+            }
+        }
+        let ns = thread_cpu_ns() - t0;
+        black_box(&self.buf);
+        ns
+    }
+}
+
+/// The floor of `pattern` over `bytes` of memory: thread CPU ns per access.
+fn floor(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> f64 {
+    let bursts = 4_000_000 / batch;
+    Floor::new(bytes, pattern, batch, lag).run(bursts) / (bursts * batch) as f64
+}
+
+/// The FlowPolice stage at a number of established flows, with 64 bursts
+/// of 32 regular packets of random flows to run through it.
+struct Regular {
+    stage: FlowPolice,
+    caps: Vec<(usize, Capability)>,
+    batches: Vec<Batch<Vec<u8>>>,
+    rng: u64,
+    now: Now,
+}
+
+impl Regular {
     const T0_MS: u64 = 10_000_000;
-    let dst = |i: usize| Ipv4Addr::from(0x0b00_0000u32 + i as u32);
-    let slots = FlowTable::slots_for(flows, DEFAULT_LOAD_PERCENT);
-    let mut cfg = Config::new(
-        mac::Key::from([9; 16]),
-        [0x1234, 0x5678],
-        slots,
-        SeedChain::generate([1; 32], 0, 4),
-    );
-    cfg.link = LinkLayer::Ip;
-    cfg.hint_lag = std::env::var("HINT_LAG")
-        .ok()
-        .map(|s| s.parse().unwrap_or_else(|_| panic!("HINT_LAG={s}: not a number")));
-    let mut stage = FlowPolice::new(cfg).expect("stage");
-    let caps: Vec<(usize, Capability)> = (0..flows)
-        .filter_map(|i| {
-            let f = u64::from(u32::from(dst(i)));
-            stage.router_mut().on_request(f, T0_MS).ok().map(|x| (i, x.capability))
-        })
-        .collect();
-    let bytes = stage.router().table().memory_bytes();
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let pick = |s: &mut u64| caps[(xorshift(s) % caps.len() as u64) as usize];
-    // 64 distinct bursts stay cache-warm; they are rewritten between rounds.
-    let mut batches: Vec<Batch<Vec<u8>>> = (0..64)
-        .map(|_| {
+
+    fn dst(i: usize) -> Ipv4Addr {
+        Ipv4Addr::from(0x0b00_0000u32 + i as u32)
+    }
+
+    /// Fills the table with `flows` flows (by requests) and builds the
+    /// bursts.
+    fn new(flows: usize) -> Self {
+        let slots = FlowTable::slots_for(flows, DEFAULT_LOAD_PERCENT);
+        let mut cfg = Config::new(
+            mac::Key::from([9; 16]),
+            [0x1234, 0x5678],
+            slots,
+            SeedChain::generate([1; 32], 0, 4),
+        );
+        cfg.link = LinkLayer::Ip;
+        cfg.hint_lag = std::env::var("HINT_LAG")
+            .ok()
+            .map(|s| s.parse().unwrap_or_else(|_| panic!("HINT_LAG={s}: not a number")));
+        let mut stage = FlowPolice::new(cfg).expect("stage");
+        let caps: Vec<(usize, Capability)> = (0..flows)
+            .filter_map(|i| {
+                let f = u64::from(u32::from(Self::dst(i)));
+                stage.router_mut().on_request(f, Self::T0_MS).ok().map(|x| (i, x.capability))
+            })
+            .collect();
+        let mut r = Regular {
+            stage,
+            caps,
+            batches: Vec::new(),
+            rng: 0x2545_f491_4f6c_dd1d,
+            now: Now::from_unix_ns((Self::T0_MS + 100) * 1_000_000),
+        };
+        // 64 distinct bursts stay cache-warm; they are rewritten between rounds.
+        for _ in 0..64 {
             let mut b = Batch::new();
             for _ in 0..BURST {
-                let (i, cap) = pick(&mut s);
+                let (i, cap) = r.pick();
                 let mut snd = Sender::new();
                 snd.on_returned(cap);
                 let mut shim = [0u8; 28];
                 snd.write_regular(&mut shim, 17).expect("shim");
-                let mut pkt = ipv4_packet(Ipv4Addr::new(10, 0, 0, 1), dst(i), &shim, &[0u8; 32]);
+                let mut pkt =
+                    ipv4_packet(Ipv4Addr::new(10, 0, 0, 1), Self::dst(i), &shim, &[0u8; 32]);
                 Shim::new_unchecked(&mut pkt[20..]).set_packet_type(PacketType::BestEffort);
                 b.push(pkt, 0).expect("32 fit");
             }
-            b
-        })
-        .collect();
-    let now = Now::from_unix_ns((T0_MS + 100) * 1_000_000);
-    let (rounds, mut cpu) = (2000, 0.0);
-    for round in 0..rounds {
-        if round > 0 {
-            for b in batches.iter_mut() {
+            r.batches.push(b);
+        }
+        r
+    }
+
+    /// A random established flow and the capability it was issued.
+    fn pick(&mut self) -> (usize, Capability) {
+        self.caps[(xorshift(&mut self.rng) % self.caps.len() as u64) as usize]
+    }
+
+    /// The table's bytes.
+    fn table_bytes(&self) -> usize {
+        self.stage.router().table().memory_bytes()
+    }
+
+    /// Runs `rounds` rounds of the 64 bursts (each rewritten with other
+    /// random flows before a round); returns their thread CPU ns.
+    fn run(&mut self, rounds: usize) -> f64 {
+        let mut cpu = 0.0;
+        for _ in 0..rounds {
+            for b in 0..self.batches.len() {
                 for k in 0..BURST {
-                    let (i, cap) = pick(&mut s);
-                    let pkt = b.buf_mut(k);
-                    pkt[16..20].copy_from_slice(&dst(i).octets());
+                    let (i, cap) = self.pick();
+                    let pkt = self.batches[b].buf_mut(k);
+                    pkt[16..20].copy_from_slice(&Self::dst(i).octets());
                     let mut shim = Shim::new_unchecked(&mut pkt[20..]);
                     shim.set_packet_type(PacketType::BestEffort);
                     shim.set_capability(&cap);
                 }
             }
+            let t = thread_cpu_ns();
+            for b in self.batches.iter_mut() {
+                self.stage.process(b, self.now);
+            }
+            cpu += thread_cpu_ns() - t;
         }
-        let t = thread_cpu_ns();
-        for b in batches.iter_mut() {
-            stage.process(b, now);
-        }
-        cpu += thread_cpu_ns() - t;
+        let c = self.stage.counters();
+        assert_eq!(c.bad_mac + c.expired + c.over_window, 0, "every packet valid: {c:?}");
+        cpu
     }
-    let c = stage.counters();
-    assert_eq!(c.bad_mac + c.expired + c.over_window, 0, "every packet valid: {c:?}");
-    (cpu / (rounds * 64 * BURST) as f64, bytes)
 }
 
 fn main() {
@@ -224,15 +288,32 @@ fn main() {
     }
     let flows = env("FLOWS", 0);
     if flows > 0 {
-        let (stage, bytes) = regular_cost(flows);
+        let mut regular = Regular::new(flows);
+        let bytes = regular.table_bytes();
         // The entries alone: `floor` adds the tag array (1/48 of them) itself.
         let entries = bytes / FlowTable::bytes_per_slot() * FlowTable::bytes_per_entry();
-        let ns = floor(entries, Pattern::Far, 32, 8);
-        println!(
-            "{flows} flows ({} MiB table): regular packet {stage:.1} ns, floor {ns:.1} ns \
-             (tag line + random entry line, lag 8): ratio {:.2}",
-            bytes >> 20,
-            stage / ns
-        );
+        let mut floor = Floor::new(entries, Pattern::Far, 32, 8);
+        // The stage and its floor alternate in slices of about 50 ms (ten
+        // of each per line, the same number of packets and accesses): both
+        // see the same state of the host, whose memory speed moves from
+        // one second to the next.
+        const SLICES: usize = 10;
+        const STAGE_ROUNDS: usize = 400; // 819 200 packets
+        const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses
+        for _ in 0..env("ROUNDS", 1).clamp(1, 100) {
+            let (mut stage, mut base) = (0.0, 0.0);
+            for _ in 0..SLICES {
+                stage += regular.run(STAGE_ROUNDS);
+                base += floor.run(FLOOR_BURSTS);
+            }
+            let stage = stage / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
+            let base = base / (SLICES * FLOOR_BURSTS * 32) as f64;
+            println!(
+                "{flows} flows ({} MiB table): regular packet {stage:.1} ns, floor {base:.1} ns \
+                 (tag line + random entry line, lag 8; alternated): ratio {:.2}",
+                bytes >> 20,
+                stage / base
+            );
+        }
     }
 }
