@@ -29,7 +29,8 @@
 //! spread. Sizes given as arguments are measured as well. 10M flows need
 //! ≈ 1.2 GB (table and floor buffer), 100M ≈ 12 GB.
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
-//! for the table's size).
+//! for the table's size); `HINT_LAGS=<a,b,..>` measures each of these lags
+//! in turn within each slice, on the same table and against the same floor.
 //!
 //! `cargo run --release -p flowpolice --example memfloor -- 64 512 6144`
 //! `PATTERN=near cargo run --release -p flowpolice --example memfloor -- 6144`
@@ -233,6 +234,13 @@ impl Regular {
         self.caps[(xorshift(&mut self.rng) % self.caps.len() as u64) as usize]
     }
 
+    /// Sets the stage's hint lag (a live change: the table stays).
+    fn set_hint_lag(&mut self, lag: Option<usize>) {
+        let mut cfg = self.stage.config().clone();
+        cfg.hint_lag = lag;
+        self.stage.apply_config(&cfg, self.now).expect("a valid hint lag");
+    }
+
     /// The table's bytes.
     fn table_bytes(&self) -> usize {
         self.stage.router().table().memory_bytes()
@@ -300,20 +308,39 @@ fn main() {
         const SLICES: usize = 10;
         const STAGE_ROUNDS: usize = 400; // 819 200 packets
         const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses
+
+        // `HINT_LAGS=<a,b,..>`: the stage with each of these hint lags in
+        // turn (a live change, the same table), each slice of each against
+        // the same floor slices.
+        let lags: Vec<Option<usize>> = match std::env::var("HINT_LAGS") {
+            Ok(v) => v
+                .split(',')
+                .map(|l| Some(l.trim().parse().unwrap_or_else(|_| panic!("HINT_LAGS: {l}?"))))
+                .collect(),
+            Err(_) => vec![None],
+        };
         for _ in 0..env("ROUNDS", 1).clamp(1, 100) {
-            let (mut stage, mut base) = (0.0, 0.0);
+            let (mut stage, mut base) = (vec![0.0; lags.len()], 0.0);
             for _ in 0..SLICES {
-                stage += regular.run(STAGE_ROUNDS);
+                for (cost, &lag) in stage.iter_mut().zip(&lags) {
+                    if lag.is_some() {
+                        regular.set_hint_lag(lag);
+                    }
+                    *cost += regular.run(STAGE_ROUNDS);
+                }
                 base += floor.run(FLOOR_BURSTS);
             }
-            let stage = stage / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
             let base = base / (SLICES * FLOOR_BURSTS * 32) as f64;
-            println!(
-                "{flows} flows ({} MiB table): regular packet {stage:.1} ns, floor {base:.1} ns \
-                 (tag line + random entry line, lag 8; alternated): ratio {:.2}",
-                bytes >> 20,
-                stage / base
-            );
+            for (cost, lag) in stage.iter().zip(&lags) {
+                let stage = cost / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
+                let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
+                println!(
+                    "{flows} flows ({} MiB table){lag}: regular packet {stage:.1} ns, floor \
+                     {base:.1} ns (tag line + random entry line, lag 8; alternated): ratio {:.2}",
+                    bytes >> 20,
+                    stage / base
+                );
+            }
         }
     }
 }
