@@ -27,7 +27,8 @@
 //! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
 //! 100) prints `n` lines over the same table (filled once): the ratio's
 //! spread. Sizes given as arguments are measured as well. 10M flows need
-//! ≈ 1.2 GB (table and floor buffer), 100M ≈ 12 GB.
+//! ≈ 1.6 GB (the table, the floor buffer and the flows' capabilities the
+//! bursts are drawn from), 100M ≈ 16 GB.
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
 //! for the table's size); `HINT_LAGS=<a,b,..>` measures each of these lags
 //! in turn within each slice, on the same table and against the same floor.
