@@ -301,6 +301,18 @@ impl EgressHint {
         EgressHint(self.0 & (Self::PORT | 0xffff))
     }
 
+    /// Updates what is known after one live packet was forwarded on
+    /// `port`, its class not compared (a burst forwarded packet by packet
+    /// keeps its port hint only): the port if it was this one. Once nothing
+    /// is known, one test and no store (an unconditional store measured +3
+    /// instructions per packet on EPIC-HP's per-packet forwards).
+    #[inline(always)]
+    fn forward_one(&mut self, port: u16) {
+        if *self != EgressHint::NONE {
+            *self = if self.is_port(port) { self.without_class() } else { EgressHint::NONE };
+        }
+    }
+
     /// What is known after some live packets were forwarded on `port` in
     /// `class`: the port if it was this one, the class if it was this one.
     #[inline(always)]
@@ -758,16 +770,7 @@ impl<B: PacketBuf> Batch<B> {
     /// Sets packet `i` to be forwarded on `port` in `class` (it stays live).
     pub fn forward(&mut self, i: usize, port: u16, class: Class) {
         self.meta[i].verdict = Verdict::Forward { port, class };
-        // Per packet, the class is not compared: a burst forwarded packet
-        // by packet keeps its port hint only. (Once nothing is known,
-        // nothing to do: one test.)
-        if self.egress != EgressHint::NONE {
-            self.egress = if self.egress.is_port(port) {
-                self.egress.without_class()
-            } else {
-                EgressHint::NONE
-            };
-        }
+        self.egress.forward_one(port);
     }
 
     /// Sets the traffic class of a forwarded packet `i`, keeping its port.
@@ -1277,6 +1280,13 @@ mod tests {
         assert_eq!(h.after_forward(3, Class(1)), EgressHint::of(3, None));
         assert_eq!(h.after_forward(4, Class(2)), EgressHint::NONE);
         assert_eq!(EgressHint::NONE.after_forward(3, Class(2)), EgressHint::NONE);
+        let after_one = |mut h: EgressHint, port| {
+            h.forward_one(port);
+            h
+        };
+        assert_eq!(after_one(h, 3), EgressHint::of(3, None));
+        assert_eq!(after_one(h, 4), EgressHint::NONE);
+        assert_eq!(after_one(EgressHint::NONE, 0), EgressHint::NONE);
     }
 
     /// One step a stage (or the runtime) takes on a batch.
