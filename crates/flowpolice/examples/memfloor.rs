@@ -27,8 +27,8 @@
 //! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
 //! 100) prints `n` lines over the same table (filled once): the ratio's
 //! spread. Sizes given as arguments are measured as well. 10M flows need
-//! ≈ 1.6 GB (the table, the floor buffer and the flows' capabilities the
-//! bursts are drawn from), 100M ≈ 16 GB.
+//! ≈ 1.4 GiB (the table, the floor buffer and the flows' capabilities the
+//! bursts are drawn from), 100M ≈ 14 GiB (13.6 GiB resident, measured).
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
 //! for the table's size); `HINT_LAGS=<a,b,..>` measures each of these lags
 //! in turn within each slice, on the same table and against the same floor.
@@ -170,7 +170,9 @@ fn floor(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> f64 {
 /// of 32 regular packets of random flows to run through it.
 struct Regular {
     stage: FlowPolice,
-    caps: Vec<(usize, Capability)>,
+    /// The capability each established flow was issued (its flow ID is
+    /// the destination address, [`Regular::dst_of`]).
+    caps: Vec<Capability>,
     batches: Vec<Batch<Vec<u8>>>,
     rng: u64,
     now: Now,
@@ -179,8 +181,15 @@ struct Regular {
 impl Regular {
     const T0_MS: u64 = 10_000_000;
 
+    /// The destination of flow `i`: its flow ID (no protected
+    /// destinations, so the flow is keyed by the destination alone).
     fn dst(i: usize) -> Ipv4Addr {
         Ipv4Addr::from(0x0b00_0000u32 + i as u32)
+    }
+
+    /// The destination of the flow of `cap` (the inverse of [`Self::dst`]).
+    fn dst_of(cap: &Capability) -> Ipv4Addr {
+        Ipv4Addr::from(cap.flow_id as u32)
     }
 
     /// Fills the table with `flows` flows (by requests) and builds the
@@ -198,10 +207,10 @@ impl Regular {
             .ok()
             .map(|s| s.parse().unwrap_or_else(|_| panic!("HINT_LAG={s}: not a number")));
         let mut stage = FlowPolice::new(cfg).expect("stage");
-        let caps: Vec<(usize, Capability)> = (0..flows)
+        let caps: Vec<Capability> = (0..flows)
             .filter_map(|i| {
                 let f = u64::from(u32::from(Self::dst(i)));
-                stage.router_mut().on_request(f, Self::T0_MS).ok().map(|x| (i, x.capability))
+                stage.router_mut().on_request(f, Self::T0_MS).ok().map(|x| x.capability)
             })
             .collect();
         let mut r = Regular {
@@ -215,13 +224,13 @@ impl Regular {
         for _ in 0..64 {
             let mut b = Batch::new();
             for _ in 0..BURST {
-                let (i, cap) = r.pick();
+                let cap = r.pick();
                 let mut snd = Sender::new();
                 snd.on_returned(cap);
                 let mut shim = [0u8; 28];
                 snd.write_regular(&mut shim, 17).expect("shim");
                 let mut pkt =
-                    ipv4_packet(Ipv4Addr::new(10, 0, 0, 1), Self::dst(i), &shim, &[0u8; 32]);
+                    ipv4_packet(Ipv4Addr::new(10, 0, 0, 1), Self::dst_of(&cap), &shim, &[0u8; 32]);
                 Shim::new_unchecked(&mut pkt[20..]).set_packet_type(PacketType::BestEffort);
                 b.push(pkt, 0).expect("32 fit");
             }
@@ -231,7 +240,7 @@ impl Regular {
     }
 
     /// A random established flow and the capability it was issued.
-    fn pick(&mut self) -> (usize, Capability) {
+    fn pick(&mut self) -> Capability {
         self.caps[(xorshift(&mut self.rng) % self.caps.len() as u64) as usize]
     }
 
@@ -254,9 +263,9 @@ impl Regular {
         for _ in 0..rounds {
             for b in 0..self.batches.len() {
                 for k in 0..BURST {
-                    let (i, cap) = self.pick();
+                    let cap = self.pick();
                     let pkt = self.batches[b].buf_mut(k);
-                    pkt[16..20].copy_from_slice(&Self::dst(i).octets());
+                    pkt[16..20].copy_from_slice(&Self::dst_of(&cap).octets());
                     let mut shim = Shim::new_unchecked(&mut pkt[20..]);
                     shim.set_packet_type(PacketType::BestEffort);
                     shim.set_capability(&cap);
@@ -301,14 +310,14 @@ fn main() {
         let bytes = regular.table_bytes();
         // The entries alone: `floor` adds the tag array (1/48 of them) itself.
         let entries = bytes / FlowTable::bytes_per_slot() * FlowTable::bytes_per_entry();
-        let mut floor = Floor::new(entries, Pattern::Far, 32, 8);
+        let mut floor = Floor::new(entries, Pattern::Far, BURST, 8);
         // The stage and its floor alternate in slices of about 50 ms (ten
         // of each per line, the same number of packets and accesses): both
         // see the same state of the host, whose memory speed moves from
         // one second to the next.
         const SLICES: usize = 10;
         const STAGE_ROUNDS: usize = 400; // 819 200 packets
-        const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses
+        const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses (bursts of `BURST`)
 
         // `HINT_LAGS=<a,b,..>`: the stage with each of these hint lags in
         // turn (a live change, the same table), each slice of each against
@@ -331,7 +340,7 @@ fn main() {
                 }
                 base += floor.run(FLOOR_BURSTS);
             }
-            let base = base / (SLICES * FLOOR_BURSTS * 32) as f64;
+            let base = base / (SLICES * FLOOR_BURSTS * BURST) as f64;
             for (cost, lag) in stage.iter().zip(&lags) {
                 let stage = cost / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
                 let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
