@@ -26,9 +26,14 @@
 //! alternate in slices of about 50 ms, ten of each per printed line, so that
 //! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
 //! 100) prints `n` lines over the same table (filled once): the ratio's
-//! spread. Sizes given as arguments are measured as well. 10M flows need
-//! ≈ 1.4 GiB (the table, the floor buffer and the flows' capabilities the
-//! bursts are drawn from), 100M ≈ 14 GiB (13.6 GiB resident, measured).
+//! spread. In the same slices the stage also runs on a table of
+//! `CACHED=<n>` flows (default 10 000, at least 8 192; 0: not run), a new
+//! one per slice and small enough to stay in the caches: the stage's own
+//! work without the misses, printed as its share of the floor, so that
+//! each line splits the ratio into that work and what the misses add to
+//! it. Sizes given as arguments are measured as well. 10M flows need ≈ 1.4
+//! GiB (the table, the floor buffer and the flows' capabilities the bursts
+//! are drawn from), 100M ≈ 14 GiB (13.6 GiB resident, measured).
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
 //! for the table's size); `HINT_LAGS=<a,b,..>` measures each of these lags
 //! in turn within each slice, on the same table and against the same floor.
@@ -306,6 +311,16 @@ fn main() {
     }
     let flows = env("FLOWS", 0);
     if flows > 0 {
+        let cached_flows = env("CACHED", 10_000);
+        // Each slice sends `STAGE_ROUNDS` × 64 bursts of `BURST` packets to
+        // random flows of the cached table: at most 100 per flow on average
+        // (82 at the default), well below `K_th` (128), past which a flow's
+        // packets are no longer stamped.
+        let min_cached = STAGE_ROUNDS * 64 * BURST / 100;
+        if cached_flows > 0 && cached_flows < min_cached {
+            eprintln!("memfloor: CACHED is 0 or at least {min_cached}, not {cached_flows}");
+            std::process::exit(2);
+        }
         let mut regular = Regular::new(flows);
         let bytes = regular.table_bytes();
         // The entries alone: `floor` adds the tag array (1/48 of them) itself.
@@ -330,7 +345,7 @@ fn main() {
             Err(_) => vec![None],
         };
         for _ in 0..env("ROUNDS", 1).clamp(1, 100) {
-            let (mut stage, mut base) = (vec![0.0; lags.len()], 0.0);
+            let (mut stage, mut base, mut work) = (vec![0.0; lags.len()], 0.0, 0.0);
             for _ in 0..SLICES {
                 for (cost, &lag) in stage.iter_mut().zip(&lags) {
                     if lag.is_some() {
@@ -338,15 +353,33 @@ fn main() {
                     }
                     *cost += regular.run(STAGE_ROUNDS);
                 }
+                if cached_flows > 0 {
+                    // A new table per slice (see `min_cached`), so that
+                    // every packet is still stamped, as at the large table.
+                    work += Regular::new(cached_flows).run(STAGE_ROUNDS);
+                }
                 base += floor.run(FLOOR_BURSTS);
             }
+            let per_packet = |cpu: f64| cpu / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
             let base = base / (SLICES * FLOOR_BURSTS * BURST) as f64;
+            let work = match cached_flows {
+                1.. => {
+                    let w = per_packet(work);
+                    format!(
+                        "; the stage on a cached table ({cached_flows} flows) {w:.1} ns: {:.2} \
+                         of the floor",
+                        w / base
+                    )
+                }
+                0 => String::new(),
+            };
             for (cost, lag) in stage.iter().zip(&lags) {
-                let stage = cost / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
+                let stage = per_packet(*cost);
                 let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
                 println!(
                     "{flows} flows ({} MiB table){lag}: regular packet {stage:.1} ns, floor \
-                     {base:.1} ns (tag line + random entry line, lag 8; alternated): ratio {:.2}",
+                     {base:.1} ns (tag line + random entry line, lag 8; alternated): ratio \
+                     {:.2}{work}",
                     bytes >> 20,
                     stage / base
                 );
