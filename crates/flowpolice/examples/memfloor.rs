@@ -26,7 +26,7 @@
 //! alternate in slices of about 50 ms, ten of each per printed line, so that
 //! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
 //! 100) prints `n` lines over the same table (filled once): the ratio's
-//! spread. Each line sends 819 200 packets to random flows of that table;
+//! spread. Each line sends 8 192 000 packets to random flows of that table;
 //! below about 10M flows, many rounds send a flow more than `K_th` (128)
 //! packets, and its later ones are no longer stamped (less work per
 //! packet than a real flow's). In the same slices the stage also runs on a table of
