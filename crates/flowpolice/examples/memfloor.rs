@@ -28,10 +28,10 @@
 //! 100) prints `n` lines over the same table (filled once): the ratio's
 //! spread. Each line sends 8 192 000 packets to random flows of that table;
 //! below about 10M flows, many rounds send a flow more than `K_th` (128)
-//! packets, and its later ones are no longer stamped (less work per
-//! packet than a real flow's). In the same slices the stage also runs on a table of
-//! `CACHED=<n>` flows (default 10 000, at least 8 192; 0: not run), a new
-//! one per slice and small enough to stay in the caches: the stage's own
+//! packets, and its later ones are no longer stamped (less work per packet
+//! than a real flow's). In the same slices the stage also runs on a table
+//! of `CACHED=<n>` flows (default 10 000, at least 8 192; 0: not run), a
+//! new one per slice and small enough to stay in the caches: the stage's own
 //! work without the misses, printed as its share of the floor, so that
 //! each line splits the ratio into that work and what the misses add to
 //! it. Sizes given as arguments are measured as well. 10M flows need ≈ 1.4
