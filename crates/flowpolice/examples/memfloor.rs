@@ -174,8 +174,9 @@ fn floor(bytes: usize, pattern: Pattern, batch: usize, lag: usize) -> f64 {
     Floor::new(bytes, pattern, batch, lag).run(bursts) / (bursts * batch) as f64
 }
 
-/// The FlowPolice stage at a number of established flows, with 64 bursts
-/// of 32 regular packets of random flows to run through it.
+/// The FlowPolice stage at a number of established flows, with
+/// [`Regular::BURSTS`] bursts of regular packets of random flows to run
+/// through it.
 struct Regular {
     stage: FlowPolice,
     /// The capability each established flow was issued (its flow ID is
@@ -188,6 +189,8 @@ struct Regular {
 
 impl Regular {
     const T0_MS: u64 = 10_000_000;
+    /// Distinct bursts (they stay cache-warm; rewritten between rounds).
+    const BURSTS: usize = 64;
 
     /// The destination of flow `i`: its flow ID (no protected
     /// destinations, so the flow is keyed by the destination alone).
@@ -228,8 +231,7 @@ impl Regular {
             rng: 0x2545_f491_4f6c_dd1d,
             now: Now::from_unix_ns((Self::T0_MS + 100) * 1_000_000),
         };
-        // 64 distinct bursts stay cache-warm; they are rewritten between rounds.
-        for _ in 0..64 {
+        for _ in 0..Self::BURSTS {
             let mut b = Batch::new();
             for _ in 0..BURST {
                 let cap = r.pick();
@@ -264,7 +266,7 @@ impl Regular {
         self.stage.router().table().memory_bytes()
     }
 
-    /// Runs `rounds` rounds of the 64 bursts (each rewritten with other
+    /// Runs `rounds` rounds of the bursts (each rewritten with other
     /// random flows before a round); returns their thread CPU ns.
     fn run(&mut self, rounds: usize) -> f64 {
         let mut cpu = 0.0;
@@ -314,12 +316,21 @@ fn main() {
     }
     let flows = env("FLOWS", 0);
     if flows > 0 {
+        // The stage and its floor alternate in slices of about 50 ms (ten
+        // of each per line, the same number of packets and accesses): both
+        // see the same state of the host, whose memory speed moves from
+        // one second to the next.
+        const SLICES: usize = 10;
+        const STAGE_ROUNDS: usize = 400; // 819 200 packets
+        const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses (bursts of `BURST`)
+        const SLICE_PACKETS: usize = STAGE_ROUNDS * Regular::BURSTS * BURST;
+
         let cached_flows = env("CACHED", 10_000);
         // Each slice sends `STAGE_ROUNDS` × 64 bursts of `BURST` packets to
         // random flows of the cached table: at most 100 per flow on average
         // (82 at the default), well below `K_th` (128), past which a flow's
         // packets are no longer stamped.
-        let min_cached = STAGE_ROUNDS * 64 * BURST / 100;
+        let min_cached = SLICE_PACKETS / 100;
         if cached_flows > 0 && cached_flows < min_cached {
             eprintln!("memfloor: CACHED is 0 or at least {min_cached}, not {cached_flows}");
             std::process::exit(2);
@@ -329,13 +340,6 @@ fn main() {
         // The entries alone: `floor` adds the tag array (1/48 of them) itself.
         let entries = bytes / FlowTable::bytes_per_slot() * FlowTable::bytes_per_entry();
         let mut floor = Floor::new(entries, Pattern::Far, BURST, 8);
-        // The stage and its floor alternate in slices of about 50 ms (ten
-        // of each per line, the same number of packets and accesses): both
-        // see the same state of the host, whose memory speed moves from
-        // one second to the next.
-        const SLICES: usize = 10;
-        const STAGE_ROUNDS: usize = 400; // 819 200 packets
-        const FLOOR_BURSTS: usize = 25_600; // 819 200 accesses (bursts of `BURST`)
 
         // `HINT_LAGS=<a,b,..>`: the stage with each of these hint lags in
         // turn (a live change, the same table), each slice of each against
@@ -363,7 +367,7 @@ fn main() {
                 }
                 base += floor.run(FLOOR_BURSTS);
             }
-            let per_packet = |cpu: f64| cpu / (SLICES * STAGE_ROUNDS * 64 * BURST) as f64;
+            let per_packet = |cpu: f64| cpu / (SLICES * SLICE_PACKETS) as f64;
             let base = base / (SLICES * FLOOR_BURSTS * BURST) as f64;
             let work = match cached_flows {
                 1.. => {
