@@ -38,6 +38,13 @@
 //! * `W_R` has a floor ([`Params::w_min`], default 1).
 //! * `flow_id` of a regular packet must match its addresses
 //!   ([`Config::check_flow_binding`]).
+//! * The flow table packs four 48-byte entries into three cache lines (61.25 B
+//!   per flow at the default load), not one entry per 64-byte line as the spec
+//!   sheet has it. Two one-per-line layouts were built and measured at 100M
+//!   flows (entries aligned to 64 bytes; a line per slot with an away list
+//!   naming where the home's other flows live, 1.4 lines per lookup). Neither
+//!   was faster than the packed table, and both need 80 B or more per flow
+//!   (BENCHMARKS.md, "Memory floor").
 //! * Packets over the window of a flow classified as misbehaving are dropped
 //!   at the router, not only demoted, and count as lost capabilities
 //!   ([`Params::over_window`], [`OverWindow`]): with demotion alone a flat
