@@ -326,7 +326,7 @@ fn main() {
         const SLICE_PACKETS: usize = STAGE_ROUNDS * Regular::BURSTS * BURST;
 
         let cached_flows = env("CACHED", 10_000);
-        // Each slice sends `STAGE_ROUNDS` × 64 bursts of `BURST` packets to
+        // Each slice sends `STAGE_ROUNDS` × `Regular::BURSTS` bursts of `BURST` packets to
         // random flows of the cached table: at most 100 per flow on average
         // (82 at the default), well below `K_th` (128), past which a flow's
         // packets are no longer stamped.
