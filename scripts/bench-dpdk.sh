@@ -72,6 +72,21 @@
 # into a fresh mbuf, so each one is processed from scratch (and the copy, which
 # grows with the frame size, is the "I/O" of these virtual ports: neither
 # net_null nor net_pcap is I/O bound the way a NIC at line rate is).
+#
+# Memory: by default both programs run with `--no-huge` (4 KiB pages, nothing
+# to set up). HUGEPAGES=1 runs both on 2 MiB hugepages instead, as a production
+# deployment would: it needs 1 GiB of free hugepages on a mounted hugetlbfs, and
+# reserves and mounts them itself when run as root (an existing reservation
+# is never shrunk).
+#
+# With two or more rounds the script ends with a summary per pipeline: the
+# median and quartiles of the router's share of testpmd over the rounds, and,
+# for the pipelines with a goal (port-forward 85 %, fair-transit 70 %,
+# sibra-transit 60 %, zlane-border 50 %), how many rounds reached it and the
+# one-sided sign test's p: the chance of at least that many if the median
+# share were the goal. Each round's ratio compares two runs made one after the
+# other; on a shared host one round's ratio can be tens of points off, so the
+# median over many rounds is the figure to judge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
@@ -97,6 +112,31 @@ if ! command -v dpdk-testpmd >/dev/null || ! pkg-config --exists libdpdk 2>/dev/
   apt-get install -y -qq dpdk-dev libdpdk-dev pkg-config libclang-dev clang >/dev/null
 fi
 
+# 1 GiB of free 2 MiB hugepages on a mounted hugetlbfs (HUGEPAGES=1); as
+# root, reserves and mounts what is missing.
+hugepages_ready() {
+  local sys=/sys/kernel/mm/hugepages/hugepages-2048kB free need=512
+  free=$(cat "$sys/free_hugepages" 2>/dev/null || echo 0)
+  if [ "$free" -lt "$need" ] && [ "$(id -u)" -eq 0 ] && [ -w "$sys/nr_hugepages" ]; then
+    echo $(($(cat "$sys/nr_hugepages") + need - free)) >"$sys/nr_hugepages"
+    free=$(cat "$sys/free_hugepages")
+  fi
+  if ! grep -q ' hugetlbfs ' /proc/mounts && [ "$(id -u)" -eq 0 ]; then
+    mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages
+  fi
+  if [ "$free" -lt "$need" ] || ! grep -q ' hugetlbfs ' /proc/mounts; then
+    echo "bench-dpdk: HUGEPAGES=1 needs $need free 2 MiB hugepages ($free free) on a mounted hugetlbfs; run as root or reserve them" >&2
+    exit 1
+  fi
+}
+
+if [ "${HUGEPAGES:-0}" = 1 ]; then
+  hugepages_ready
+  EAL_BASE='-m 1024 --no-pci --huge-unlink'
+else
+  EAL_BASE='--no-huge -m 1024 --no-pci'
+fi
+
 cargo build --release -p router --features dpdk
 ROUTER="$TARGET/release/router"
 replay_captures "$ROUTER" "$OUT"
@@ -112,7 +152,6 @@ case " $SCENARIOS " in
     done
     ;;
 esac
-EAL_BASE='--no-huge -m 1024 --no-pci'
 # `rx_pcap=FILE` once per queue ($2 queues, default 1).
 rx_queues() {
   local i out=""
@@ -184,6 +223,54 @@ router_mpps() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f%%", 100 * a / b}'; }
 
+# Every round's share, for the summary: scenario, pipeline, cores, percent.
+SHARES="$OUT/shares.tsv"
+: >"$SHARES"
+record_share() {
+  awk -v s="$1" -v p="$2" -v n="$3" -v a="$4" -v b="$5" \
+    'BEGIN {if (b > 0) printf "%s\t%s\t%s\t%.2f\n", s, p, n, 100 * a / b}' >>"$SHARES"
+}
+
+# The goal of a pipeline's share of testpmd io, in percent (none: empty).
+goal_of() {
+  case $1 in
+    port-forward) echo 85 ;;
+    fair-transit) echo 70 ;;
+    sibra-transit) echo 60 ;;
+    zlane-border) echo 50 ;;
+  esac
+}
+
+# The summary over the rounds (see the header).
+summarize() {
+  local key s p n goal
+  [ "$ROUNDS" -ge 2 ] || return 0
+  echo "summary over $ROUNDS rounds (router share of testpmd io):"
+  for key in $(cut -f1-3 "$SHARES" | tr '\t' ':' | awk '!seen[$0]++'); do
+    IFS=: read -r s p n <<<"$key"
+    goal=$(goal_of "$p")
+    awk -F'\t' -v s="$s" -v p="$p" -v n="$n" -v goal="$goal" '
+      $1 == s && $2 == p && $3 == n {v[++k] = $4; if (goal != "" && $4 >= goal) up++}
+      function at(q,   i, f) {i = 1 + q * (k - 1); f = int(i); return v[f] + (i - f) * (v[f + 1 > k ? k : f + 1] - v[f])}
+      END {
+        for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) {t = v[j]; v[j] = v[j - 1]; v[j - 1] = t}
+        line = sprintf("  %-6s %-16s %s core(s): median %.1f %%, quartiles %.1f-%.1f %%, range %.1f-%.1f %%",
+          s, p, n, at(0.5), at(0.25), at(0.75), v[1], v[k])
+        if (goal != "") {
+          # P(X >= up) for X ~ Binomial(k, 1/2).
+          pv = 0
+          for (x = up + 0; x <= k; x++) {
+            lc = 0
+            for (y = 1; y <= x; y++) lc += log(k - x + y) - log(y)
+            pv += exp(lc - k * log(2))
+          }
+          line = line sprintf("; goal %d %%: %d of %d rounds at or above it (sign test p = %.3g)", goal, up, k, pv)
+        }
+        print line
+      }' "$SHARES"
+  done
+}
+
 gbps() { awk -v m="$1" -v b="$2" 'BEGIN {printf "%.2f", m * b * 8 / 1000}'; }
 
 for round in $(seq "$ROUNDS"); do
@@ -225,6 +312,7 @@ for round in $(seq "$ROUNDS"); do
       for p in $pipelines; do
         r=$(router_mpps "$scenario" "$p" "$n")
         line="$line | router $p $r Mpps ($(ratio "$r" "$base"))"
+        record_share "$scenario" "$p" "$n" "$r" "$base"
         if [ -z "$first" ]; then
           eval "first_$(echo "$p" | tr - _)=$r"
         else
@@ -239,3 +327,4 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
+summarize
