@@ -40,6 +40,11 @@
 //! `HINT_LAG=<1..32>` sets the stage's `hint_lag` (default: its own choice
 //! for the table's size); `HINT_LAGS=<a,b,..>` measures each of these lags
 //! in turn within each slice, on the same table and against the same floor.
+//! With two or more rounds a summary follows (per lag): the median,
+//! quartiles and range of the ratio over the lines, how many lines are
+//! within the goal of 1.3 (`GOAL=<r>` sets another) and the one-sided sign
+//! test's p, the chance of at least that many if the median ratio were the
+//! goal.
 //!
 //! `cargo run --release -p flowpolice --example memfloor -- 64 512 6144`
 //! `PATTERN=near cargo run --release -p flowpolice --example memfloor -- 6144`
@@ -266,6 +271,15 @@ impl Regular {
         self.stage.router().table().memory_bytes()
     }
 
+    /// The `far` floor over the table's own arrays (`FlowTable::floor_pass`,
+    /// lag 8): `bursts` bursts of 32 accesses; returns their thread CPU ns.
+    fn own_floor(&mut self, rng: &mut u64, bursts: usize) -> f64 {
+        let table = self.stage.router_mut().table_mut();
+        let t = thread_cpu_ns();
+        table.floor_pass(rng, bursts, 8);
+        thread_cpu_ns() - t
+    }
+
     /// Runs `rounds` rounds of the bursts (each rewritten with other
     /// random flows before a round); returns their thread CPU ns.
     fn run(&mut self, rounds: usize) -> f64 {
@@ -351,8 +365,13 @@ fn main() {
                 .collect(),
             Err(_) => vec![None],
         };
-        for _ in 0..env("ROUNDS", 1).clamp(1, 100) {
-            let (mut stage, mut base, mut work) = (vec![0.0; lags.len()], 0.0, 0.0);
+        let rounds = env("ROUNDS", 1).clamp(1, 100);
+        // Every line's ratios (to the separate buffer's floor, to the
+        // table's own), per lag, for the summary.
+        let mut ratios = vec![[Vec::with_capacity(rounds), Vec::with_capacity(rounds)]; lags.len()];
+        let mut own_rng = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..rounds {
+            let (mut stage, mut base, mut own, mut work) = (vec![0.0; lags.len()], 0.0, 0.0, 0.0);
             for _ in 0..SLICES {
                 for (cost, &lag) in stage.iter_mut().zip(&lags) {
                     if lag.is_some() {
@@ -366,9 +385,11 @@ fn main() {
                     work += Regular::new(cached_flows).run(STAGE_ROUNDS);
                 }
                 base += floor.run(FLOOR_BURSTS);
+                own += regular.own_floor(&mut own_rng, FLOOR_BURSTS);
             }
             let per_packet = |cpu: f64| cpu / (SLICES * SLICE_PACKETS) as f64;
             let base = base / (SLICES * FLOOR_BURSTS * BURST) as f64;
+            let own = own / (SLICES * FLOOR_BURSTS * BURST) as f64;
             let work = match cached_flows {
                 1.. => {
                     let w = per_packet(work);
@@ -380,17 +401,67 @@ fn main() {
                 }
                 0 => String::new(),
             };
-            for (cost, lag) in stage.iter().zip(&lags) {
+            for ((cost, lag), [to_base, to_own]) in stage.iter().zip(&lags).zip(&mut ratios) {
                 let stage = per_packet(*cost);
+                to_base.push(stage / base);
+                to_own.push(stage / own);
                 let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
                 println!(
                     "{flows} flows ({} MiB table){lag}: regular packet {stage:.1} ns, floor \
                      {base:.1} ns (tag line + random entry line, lag 8; alternated): ratio \
-                     {:.2}{work}",
+                     {:.2}; floor on the table's own memory {own:.1} ns: ratio {:.2}{work}",
                     bytes >> 20,
-                    stage / base
+                    stage / base,
+                    stage / own
                 );
             }
         }
+        if rounds >= 2 {
+            let goal = std::env::var("GOAL").ok().and_then(|g| g.parse().ok()).unwrap_or(1.3);
+            for ([to_base, to_own], lag) in ratios.iter_mut().zip(&lags) {
+                let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
+                println!("{flows} flows{lag}, separate floor buffer: {}", summary(to_base, goal));
+                println!("{flows} flows{lag}, the table's own memory: {}", summary(to_own, goal));
+            }
+        }
     }
+}
+
+/// The summary of `ratios` (one per line, sorted in place) against `goal`:
+/// median, quartiles, range, lines within the goal, and the one-sided sign
+/// test's p (the chance of at least that many lines within the goal if the
+/// median ratio were the goal).
+fn summary(ratios: &mut [f64], goal: f64) -> String {
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    // Linear interpolation between the closest ranks.
+    let at = |q: f64| {
+        let x = q * (n - 1) as f64;
+        let (i, f) = (x.floor() as usize, x.fract());
+        ratios[i] + f * (ratios[(i + 1).min(n - 1)] - ratios[i])
+    };
+    let within = ratios.iter().filter(|&&r| r <= goal).count();
+    format!(
+        "over {n} lines, ratio median {:.2}, quartiles {:.2}-{:.2}, range {:.2}-{:.2}; goal \
+         {goal}: {within} of {n} lines within it (sign test p = {:.3})",
+        at(0.5),
+        at(0.25),
+        at(0.75),
+        ratios[0],
+        ratios[n - 1],
+        sign_test(within, n)
+    )
+}
+
+/// P(X ≥ k) for X ~ Binomial(n, 1/2).
+fn sign_test(k: usize, n: usize) -> f64 {
+    let mut choose = 1.0; // C(n, 0)
+    let mut p = 0.0;
+    for x in 0..=n {
+        if x >= k {
+            p += choose;
+        }
+        choose = choose * (n - x) as f64 / (x + 1) as f64;
+    }
+    p / 2f64.powi(n as i32)
 }

@@ -150,6 +150,7 @@ impl Slot {
     }
 }
 
+mod floor;
 mod hints;
 mod probe;
 mod requests;

@@ -358,3 +358,23 @@ fn flow_hash_known_answers() {
     assert_eq!(zero.hash(1), 0xc9d8_74ca_57d9_e055);
     assert_eq!(zero.hash(0xc000_1234), 0x9f36_479f_14ac_7bcf);
 }
+
+#[test]
+fn floor_pass_leaves_the_table_as_it_was() {
+    let p = Params::default();
+    let mut t = FlowTable::new(4096, 32, [1, 2]).unwrap();
+    for f in 0..3000u64 {
+        let h = t.hash(f);
+        let _ = t.find_or_insert(f, h, 0, &p);
+    }
+    let present: Vec<bool> = (0..3000u64).map(|f| t.get(f).is_some()).collect();
+    let (store, tags, len) = (t.store.clone(), t.tags.clone(), t.len());
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    // Every lag, the out-of-range ones clamped to 1..=32.
+    for lag in [0, 1, 8, 31, 32, 33, usize::MAX] {
+        t.floor_pass(&mut rng, 50, lag);
+    }
+    assert!(t.store == store && t.tags == tags && t.len() == len);
+    assert!((0..3000u64).all(|f| t.get(f).is_some() == present[f as usize]));
+    assert!(present.iter().filter(|&&p| p).count() > 2500);
+}
