@@ -22,9 +22,13 @@
 //! packet at `n` established flows (bursts of 32 random flows, thread CPU
 //! time) and the `far` floor over a buffer of the flow table's own size
 //! (entries; the tag array as above), and prints the ratio stage / floor: how
-//! far the stage is from the memory traffic it cannot avoid. The two
+//! far the stage is from the memory traffic it cannot avoid. It also makes
+//! the same accesses over the table's own arrays
+//! (`FlowTable::floor_pass`) and prints the ratio to that floor, which
+//! compares the two on the same pages (a separate buffer's pages can be
+//! faster or slower than the table's by more than 10 %). The three
 //! alternate in slices of about 50 ms, ten of each per printed line, so that
-//! both see the same state of the host. `ROUNDS=<n>` (default 1, at most
+//! all see the same state of the host. `ROUNDS=<n>` (default 1, at most
 //! 100) prints `n` lines over the same table (filled once): the ratio's
 //! spread. Each line sends 8 192 000 packets to random flows of that table;
 //! below about 10M flows, many rounds send a flow more than `K_th` (128)
