@@ -5,7 +5,7 @@
 //! packet's time from below. Measured over another buffer of the same size,
 //! the bound also carries where that buffer's pages happen to lie: two
 //! equal multi-GB buffers, alternated in one process, can differ by more
-//! than 10 % per line (BENCHMARKS.md, "Memory floor").
+//! than 10 % per line (BENCHMARKS.md, "The floor on the table's own memory").
 //! [`FlowTable::floor_pass`] makes the same accesses over this table's own
 //! arrays, so that the stage and its floor are compared on the same pages.
 
