@@ -353,6 +353,18 @@ fn main() {
             eprintln!("memfloor: CACHED is 0 or at least {min_cached}, not {cached_flows}");
             std::process::exit(2);
         }
+        let rounds = env("ROUNDS", 1).clamp(1, 100);
+        // The summary's goal, checked before the table is filled.
+        let goal = match std::env::var("GOAL") {
+            Err(_) => 1.3,
+            Ok(g) => match g.parse::<f64>() {
+                Ok(r) if r.is_finite() && r > 0.0 => r,
+                _ => {
+                    eprintln!("memfloor: GOAL is a positive ratio, not {g}");
+                    std::process::exit(2);
+                }
+            },
+        };
         let mut regular = Regular::new(flows);
         let bytes = regular.table_bytes();
         // The entries alone: `floor` adds the tag array (1/48 of them) itself.
@@ -369,7 +381,6 @@ fn main() {
                 .collect(),
             Err(_) => vec![None],
         };
-        let rounds = env("ROUNDS", 1).clamp(1, 100);
         // Every line's ratios (to the separate buffer's floor, to the
         // table's own), per lag, for the summary.
         let mut ratios = vec![[Vec::with_capacity(rounds), Vec::with_capacity(rounds)]; lags.len()];
@@ -421,7 +432,6 @@ fn main() {
             }
         }
         if rounds >= 2 {
-            let goal = std::env::var("GOAL").ok().and_then(|g| g.parse().ok()).unwrap_or(1.3);
             for ([to_base, to_own], lag) in ratios.iter_mut().zip(&lags) {
                 let lag = lag.map_or(String::new(), |l| format!(", hint lag {l}"));
                 println!("{flows} flows{lag}, separate floor buffer: {}", summary(to_base, goal));
