@@ -130,12 +130,17 @@ hugepages_ready() {
   fi
 }
 
-if [ "${HUGEPAGES:-0}" = 1 ]; then
-  hugepages_ready
-  EAL_BASE='-m 1024 --no-pci --huge-unlink'
-else
-  EAL_BASE='--no-huge -m 1024 --no-pci'
-fi
+case ${HUGEPAGES:-0} in
+  1)
+    hugepages_ready
+    EAL_BASE='-m 1024 --no-pci --huge-unlink'
+    ;;
+  0) EAL_BASE='--no-huge -m 1024 --no-pci' ;;
+  *)
+    echo "bench-dpdk: HUGEPAGES is 0 or 1, not $HUGEPAGES" >&2
+    exit 2
+    ;;
+esac
 
 cargo build --release -p router --features dpdk
 ROUTER="$TARGET/release/router"
